@@ -1,0 +1,253 @@
+/* Command-line front end.  Parses subcommands and options, loads the
+ * configuration and hands over to the train loop, the data preparer or the
+ * sampler.  Every bad argument is one `shardtrain: error: command line:N:`
+ * line and exit status 2 (N is the argument's position). */
+#include "cli.h"
+#include "config.h"
+#include "data.h"
+#include "log.h"
+#include "runtime.h"
+#include "sample.h"
+#include "schema.h"
+#include "train.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OVERRIDES 256
+
+static const char usage_text[] =
+    "usage: shardtrain train [-s SECTION.KEY=VALUE]... CONFIG\n"
+    "       shardtrain check [-s SECTION.KEY=VALUE]... CONFIG\n"
+    "       shardtrain sample [-s SECTION.KEY=VALUE]... [--weights FILE] [--prompt TEXT]\n"
+    "                         [--tokens N] [--temperature X] [--top-k K] [--seed S] CONFIG\n"
+    "       shardtrain prepare [--val-fraction F] [--shard-tokens N] INPUT OUT_PREFIX\n"
+    "       shardtrain keys [--man]\n"
+    "       shardtrain --version | --help\n"
+    "See shardtrain(1) and shardtrain.ini(5).\n";
+
+static int usage_error(int argno, const char *fmt, const char *arg)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, arg);
+    st_error_at("command line", argno, "%s; hint: see shardtrain --help", msg);
+    return ST_EXIT_USAGE;
+}
+
+/* Parsed arguments common to the subcommands. */
+typedef struct {
+    st_override overrides[MAX_OVERRIDES];
+    int n_overrides;
+    const char *positional[2];
+    int positional_argno[2];
+    int n_positional;
+} cli_args;
+
+static int parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Option spec for one subcommand: which flags take a value. */
+typedef struct {
+    const char *name;
+    const char **value;
+    int *argno;
+} value_opt;
+
+/* Parse -s and the given value options; everything else is positional. */
+static int parse_args(int argc, char **argv, int first, cli_args *a,
+                      value_opt *opts, int n_opts, int allow_s, int max_positional)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = first; i < argc; i++) {
+        const char *arg = argv[i];
+        if (allow_s && (!strcmp(arg, "-s") || !strcmp(arg, "--set"))) {
+            if (i + 1 >= argc)
+                return usage_error(i, "%s needs SECTION.KEY=VALUE", arg);
+            if (a->n_overrides == MAX_OVERRIDES)
+                return usage_error(i, "more than 256 overrides%s", "");
+            a->overrides[a->n_overrides].text = argv[i + 1];
+            a->overrides[a->n_overrides].argno = i + 1;
+            a->n_overrides++;
+            i++;
+            continue;
+        }
+        if (arg[0] == '-' && arg[1] != '\0') {
+            int found = 0;
+            for (int k = 0; k < n_opts; k++)
+                if (!strcmp(arg, opts[k].name)) {
+                    if (i + 1 >= argc)
+                        return usage_error(i, "%s needs a value", arg);
+                    *opts[k].value = argv[++i];
+                    *opts[k].argno = i;
+                    found = 1;
+                    break;
+                }
+            if (!found)
+                return usage_error(i, "unknown option '%s'", arg);
+            continue;
+        }
+        if (a->n_positional == max_positional)
+            return usage_error(i, "unexpected argument '%s'", arg);
+        a->positional_argno[a->n_positional] = i;
+        a->positional[a->n_positional++] = arg;
+    }
+    if (a->n_positional < max_positional)
+        return usage_error(argc, "missing %s", max_positional == 2 ? "arguments" : "CONFIG");
+    return 0;
+}
+
+static int cmd_check(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args(argc, argv, 2, &a, NULL, 0, 1, 1);
+    if (rc)
+        return rc;
+    st_config cfg;
+    rc = st_config_load(&cfg, a.positional[0], a.overrides, a.n_overrides);
+    if (rc == 0)
+        st_config_print(&cfg, stdout);
+    st_config_free(&cfg);
+    return rc;
+}
+
+static int cmd_train(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args(argc, argv, 2, &a, NULL, 0, 1, 1);
+    if (rc)
+        return rc;
+    st_runtime rt;
+    if ((rc = st_runtime_init(&rt, &argc, &argv)) == 0) {
+        st_config cfg;
+        rc = st_config_load(&cfg, a.positional[0], a.overrides, a.n_overrides);
+        if (rc == 0)
+            rc = st_train(&cfg, &rt);
+        st_config_free(&cfg);
+    }
+    st_runtime_finalize();
+    return rc;
+}
+
+static int cmd_sample(int argc, char **argv)
+{
+    const char *weights = NULL, *prompt = "", *tokens = NULL, *temp = NULL,
+               *topk = NULL, *seed = NULL;
+    int aw, ap, an, at, ak, as;
+    value_opt opts[] = {{"--weights", &weights, &aw}, {"--prompt", &prompt, &ap},
+                        {"--tokens", &tokens, &an},   {"--temperature", &temp, &at},
+                        {"--top-k", &topk, &ak},      {"--seed", &seed, &as}};
+    cli_args a;
+    int rc = parse_args(argc, argv, 2, &a, opts, 6, 1, 1);
+    if (rc)
+        return rc;
+    st_sample_options so = {weights, prompt, 200, 0.8, 0, 1};
+    long long v;
+    if (tokens) {
+        if (parse_int(tokens, 0, 1000000, &v))
+            return usage_error(an, "--tokens '%s' is not an integer in [0, 1000000]", tokens);
+        so.tokens = v;
+    }
+    if (temp && parse_double(temp, 0.0, 100.0, &so.temperature))
+        return usage_error(at, "--temperature '%s' is not a number in [0, 100]", temp);
+    if (topk) {
+        if (parse_int(topk, 0, INT_MAX, &v))
+            return usage_error(ak, "--top-k '%s' is not a non-negative integer", topk);
+        so.top_k = v;
+    }
+    if (seed) {
+        if (parse_int(seed, 0, LLONG_MAX, &v))
+            return usage_error(as, "--seed '%s' is not a non-negative integer", seed);
+        so.seed = (uint64_t)v;
+    }
+    st_runtime rt;
+    if ((rc = st_runtime_init(&rt, &argc, &argv)) == 0) {
+        st_config cfg;
+        rc = st_config_load(&cfg, a.positional[0], a.overrides, a.n_overrides);
+        if (rc == 0)
+            rc = st_sample(&cfg, &rt, &so);
+        st_config_free(&cfg);
+    }
+    st_runtime_finalize();
+    return rc;
+}
+
+static int cmd_prepare(int argc, char **argv)
+{
+    const char *frac = NULL, *shard = NULL;
+    int af, as;
+    value_opt opts[] = {{"--val-fraction", &frac, &af}, {"--shard-tokens", &shard, &as}};
+    cli_args a;
+    int rc = parse_args(argc, argv, 2, &a, opts, 2, 0, 2);
+    if (rc)
+        return rc;
+    double f = 0.1;
+    long long n = 100000000;
+    if (frac && (parse_double(frac, 0.0, 1.0, &f) || f >= 1.0))
+        return usage_error(af, "--val-fraction '%s' must be a number in [0, 1)", frac);
+    if (shard && parse_int(shard, 1, LLONG_MAX, &n))
+        return usage_error(as, "--shard-tokens '%s' must be a positive integer", shard);
+    return st_prepare_text(a.positional[0], a.positional[1], f, n);
+}
+
+static int cmd_keys(int argc, char **argv)
+{
+    if (argc == 2) {
+        st_schema_print_keys(stdout);
+        return 0;
+    }
+    if (argc == 3 && !strcmp(argv[2], "--man")) {
+        st_schema_print_man(stdout);
+        return 0;
+    }
+    return usage_error(argc > 2 ? 2 : 1, "usage: shardtrain keys [--man]%s", "");
+}
+
+int st_cli_main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return usage_error(1, "missing subcommand%s", "");
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("shardtrain %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "train"))
+        return cmd_train(argc, argv);
+    if (!strcmp(cmd, "check"))
+        return cmd_check(argc, argv);
+    if (!strcmp(cmd, "sample"))
+        return cmd_sample(argc, argv);
+    if (!strcmp(cmd, "prepare"))
+        return cmd_prepare(argc, argv);
+    if (!strcmp(cmd, "keys"))
+        return cmd_keys(argc, argv);
+    return usage_error(1, "unknown subcommand '%s'", cmd);
+}

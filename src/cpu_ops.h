@@ -1,0 +1,87 @@
+/* The CPU kernels backend: forward and backward of every op the two
+ * architectures use, in plain C with fp32 accumulation and OpenMP over
+ * independent rows.  This backend is the numerical reference that every
+ * other backend is checked against, so each kernel favours an obvious,
+ * deterministic summation order over speed: every output element is summed
+ * by one thread in a fixed order, so results do not depend on the number of
+ * threads.
+ *
+ * Shapes: N = rows (batch x time), C = channels.  Row-major throughout. */
+#ifndef ST_CPU_OPS_H
+#define ST_CPU_OPS_H
+
+#include <stdint.h>
+
+/* C[M,N] = beta*C + op(A)[M,K] * op(B)[K,N], row-major, beta 0 or 1.
+ * op(X) = X when the trans flag is 0, X^T when 1; lda/ldb/ldc are row
+ * strides of the stored matrices. */
+void st_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+             const float *A, int64_t lda, const float *B, int64_t ldb,
+             float beta, float *C, int64_t ldc);
+
+/* out[n,:] += bias; dbias[:] += sum_n dout[n,:] */
+void st_add_bias(float *out, const float *bias, int64_t N, int64_t C);
+void st_bias_backward(float *dbias, const float *dout, int64_t N, int64_t C);
+
+/* LayerNorm with biased variance; saves mean and rstd per row. */
+void st_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
+                          const float *w, const float *b, int64_t N, int64_t C,
+                          float eps);
+/* dx += ...; dw += ...; db += ... */
+void st_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
+                           const float *x, const float *w, const float *mean,
+                           const float *rstd, int64_t N, int64_t C);
+
+void st_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w,
+                        int64_t N, int64_t C, float eps);
+void st_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x,
+                         const float *w, const float *rstd, int64_t N, int64_t C);
+
+/* GELU, tanh approximation. dx = gelu'(x) * dout (overwrites dx). */
+void st_gelu_forward(float *out, const float *x, int64_t n);
+void st_gelu_backward(float *dx, const float *x, const float *dout, int64_t n);
+
+/* SwiGLU over rows laid out as gate | up (width 2F):
+ * out[n, i] = silu(gate[n, i]) * up[n, i].  d_gate_up is overwritten. */
+void st_swiglu_forward(float *out, const float *gate_up, int64_t N, int64_t F);
+void st_swiglu_backward(float *d_gate_up, const float *gate_up,
+                        const float *dout, int64_t N, int64_t F);
+
+/* RoPE (Hugging Face Llama's rotate_half pairing: i with i + hd/2) applied
+ * in place to n_heads heads of hd channels at the start of each row of x
+ * (row stride ld), positions t = row % T.  cos/sin tables are [T, hd/2].
+ * inverse = 1 rotates by -angle (the backward of the forward rotation). */
+void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta);
+void st_rope_apply(float *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
+                   int64_t hd, const float *cos_t, const float *sin_t, int inverse);
+
+/* Causal scaled-dot-product attention with grouped-query heads.
+ * q: [B*T rows, H*hd] at row stride ldq; k, v: [B*T, KV*hd] at ldk/ldv;
+ * out: [B*T, H*hd] at stride ldo; lse: [B, H, T] log-sum-exp of each
+ * score row, saved so backward can rebuild the probabilities without ever
+ * storing the T x T matrix. */
+void st_attention_forward(float *out, int64_t ldo, float *lse,
+                          const float *q, int64_t ldq, const float *k, int64_t ldk,
+                          const float *v, int64_t ldv,
+                          int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd);
+/* dq, dk, dv overwritten. */
+void st_attention_backward(float *dq, int64_t lddq, float *dk, int64_t lddk,
+                           float *dv, int64_t lddv, const float *dout, int64_t lddo,
+                           const float *out, int64_t ldo, const float *lse,
+                           const float *q, int64_t ldq, const float *k, int64_t ldk,
+                           const float *v, int64_t ldv,
+                           int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd);
+
+/* Softmax cross-entropy over rows of logits [N, V], in place: returns the
+ * sum of the N losses (in double) and, when grad_scale != 0, overwrites
+ * logits with (softmax - onehot) * grad_scale. */
+double st_softmax_xent(float *logits, const int32_t *targets, int64_t N,
+                       int64_t V, float grad_scale);
+
+/* y[i] += x[i] */
+void st_add_inplace(float *y, const float *x, int64_t n);
+/* Round each element to the nearest bfloat16 (ties to even), stored back as
+ * float: emulates bf16 storage on the CPU. */
+void st_round_bf16(float *dst, const float *src, int64_t n);
+
+#endif

@@ -1,0 +1,37 @@
+/* Diagnostics and exit statuses shared by every layer.
+ *
+ * Every user-facing failure is one line on stderr in the form
+ *   shardtrain: error: WHERE: what is wrong; hint
+ * where WHERE is FILE:LINE for configuration problems and FILE for data
+ * problems.  Library code reports and returns an error code; only the CLI
+ * decides to exit, so tests can drive the library without dying. */
+#ifndef ST_LOG_H
+#define ST_LOG_H
+
+#include <stdarg.h>
+
+/* Documented in shardtrain(1), EXIT STATUS. */
+enum st_exit {
+    ST_EXIT_OK = 0,       /* success */
+    ST_EXIT_FAILURE = 1,  /* runtime failure: I/O error, out of memory, non-finite loss */
+    ST_EXIT_USAGE = 2,    /* bad input: command line, configuration, data or weight files */
+};
+
+/* Rank that prints informational output; errors are printed by every rank. */
+void st_log_set_rank(int rank);
+int st_log_rank(void);
+
+/* "shardtrain: error: WHERE: MESSAGE".  where may be NULL. */
+void st_error(const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* "shardtrain: error: FILE:LINE: MESSAGE" (line <= 0 prints FILE only). */
+void st_error_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void st_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Informational line on stdout, rank 0 only. */
+void st_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print an error and exit with status.  For the CLI and unrecoverable paths. */
+void st_die(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+#endif

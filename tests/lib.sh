@@ -1,0 +1,34 @@
+# Shared helpers for the shell tests: TAP output, a scratch directory, and
+# the run-and-check idioms.  Sourced by tests/*.sh; automake's TAP driver
+# counts every ok/not ok line.
+set -u
+: "${SHARDTRAIN:?SHARDTRAIN must point at the built binary (run through make check)}"
+: "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}"
+tap_n=0
+tap_fail=0
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/shardtrain-test.XXXXXX")
+trap 'rm -rf "$TMP"; echo "1..$tap_n"' EXIT
+
+ok()     { tap_n=$((tap_n + 1)); echo "ok $tap_n - $*"; }
+not_ok() { tap_n=$((tap_n + 1)); tap_fail=$((tap_fail + 1)); echo "not ok $tap_n - $*"; }
+diag()   { printf '%s\n' "$@" | sed 's/^/# /'; }
+# check DESCRIPTION COMMAND...: passes when the command succeeds.
+check()  { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+
+# Shakespeare text for tests: ../shared/data beside the checkout, else the
+# copy the repository ships for the demo.
+shakespeare_text() {
+    for f in "$top_srcdir/../shared/data/tinyshakespeare.txt" \
+             "$top_srcdir/etc/data/tinyshakespeare.txt"; do
+        [ -f "$f" ] && { echo "$f"; return 0; }
+    done
+    return 1
+}
+
+# In CI a missing prerequisite is a failure, never a skip.
+require() {
+    if ! "$@" >/dev/null 2>&1; then
+        not_ok "prerequisite missing: $*"
+        exit 1
+    fi
+}

@@ -1,0 +1,60 @@
+/* A small model with every parameter randomised (biases and norm weights
+ * too, so a kernel that ignores one of them cannot pass), shared by the
+ * gradient check and the PyTorch dump. */
+#ifndef ST_MODEL_FIXTURE_H
+#define ST_MODEL_FIXTURE_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "engine.h"
+#include "log.h"
+#include "model.h"
+#include "rng.h"
+
+static void fixture_config(st_config *cfg, int arch, int tied, int64_t B, int64_t T)
+{
+    if (st_config_defaults(cfg) != 0)
+        st_die(1, "st_config_defaults failed");
+    cfg->model.arch = arch;
+    cfg->model.n_layer = 2;
+    cfg->model.n_head = 4;
+    cfg->model.n_kv_head = arch == ST_ARCH_LLAMA ? 2 : 4;
+    cfg->model.d_model = 32;
+    cfg->model.d_ff = arch == ST_ARCH_LLAMA ? 48 : 128;
+    cfg->model.vocab_size = 61;
+    cfg->model.seq_len = T;
+    cfg->model.tie_embeddings = tied;
+    cfg->model.rope_theta = 10000.0;
+    cfg->model.norm_eps = 1e-5;
+    cfg->train.micro_batch = B;
+    cfg->train.global_batch = B;
+}
+
+/* Randomise every parameter: N(0, 0.2) for matrices and biases, 1 +
+ * N(0, 0.2) for norm weights. */
+static void fixture_randomise(st_engine *e, uint64_t seed)
+{
+    const st_model *m = e->model;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const st_tensor *t = &m->tensors[i];
+        float *p = e->params[t->unit] + t->offset;
+        for (int64_t k = 0; k < t->numel; k++) {
+            float r = (float)(0.2 * st_normal3(seed, (uint64_t)i, (uint64_t)k));
+            p[k] = t->init == ST_INIT_ONE ? 1.0f + r : r;
+        }
+    }
+    st_engine_refresh_work(e);
+}
+
+static void fixture_tokens(int32_t *inputs, int32_t *targets, int64_t n, int64_t V,
+                           uint64_t seed)
+{
+    for (int64_t i = 0; i < n; i++) {
+        inputs[i] = (int32_t)st_below3((uint64_t)V, seed, 1, (uint64_t)i);
+        targets[i] = (int32_t)st_below3((uint64_t)V, seed, 2, (uint64_t)i);
+    }
+}
+
+#endif

@@ -1,0 +1,89 @@
+/* Writes a tiny model's weights, a batch, and shardtrain's CPU logits, loss
+ * and gradients for tests/torch_ref.py to recompute independently in
+ * PyTorch.  Usage: test_dump gpt2|llama OUT_DIR [tied 0|1] */
+#include "model_fixture.h"
+
+#include <stdio.h>
+#include <sys/stat.h>
+
+static FILE *out;
+
+static void record(const char *name, int dtype, int ndim, const int64_t *dims,
+                   const void *data, size_t elem_count)
+{
+    uint32_t len = (uint32_t)strlen(name), dt = (uint32_t)dtype, nd = (uint32_t)ndim;
+    fwrite(&len, 4, 1, out);
+    fwrite(name, 1, len, out);
+    fwrite(&dt, 4, 1, out);
+    fwrite(&nd, 4, 1, out);
+    fwrite(dims, 8, (size_t)ndim, out);
+    fwrite(data, 4, elem_count, out);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3 || argc > 4 || (strcmp(argv[1], "gpt2") && strcmp(argv[1], "llama"))) {
+        fprintf(stderr, "usage: test_dump gpt2|llama OUT_DIR [tied 0|1]\n");
+        return 2;
+    }
+    int arch = strcmp(argv[1], "gpt2") == 0 ? ST_ARCH_GPT2 : ST_ARCH_LLAMA;
+    int tied = argc == 4 ? atoi(argv[3]) : arch == ST_ARCH_GPT2;
+    const int64_t B = 2, T = 12;
+    st_config cfg;
+    fixture_config(&cfg, arch, tied, B, T);
+    st_model m;
+    st_engine e;
+    if (st_model_init(&m, &cfg.model) || st_engine_create(&e, &m, &cfg))
+        return 1;
+    fixture_randomise(&e, 7);
+    int32_t inputs[2 * 12], targets[2 * 12];
+    fixture_tokens(inputs, targets, B * T, m.V, 11);
+    float *logits = malloc(sizeof(float) * (size_t)(B * T * m.V));
+    double fwd = st_engine_forward(&e, inputs, targets, logits);
+    st_engine_zero_grads(&e);
+    double loss = st_engine_forward_backward(&e, inputs, targets, 1.0f / (float)(B * T));
+    if (fwd != loss) {
+        fprintf(stderr, "forward-only and training losses differ: %g vs %g\n", fwd, loss);
+        return 1;
+    }
+    mkdir(argv[2], 0777);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", argv[2]);
+    FILE *cj = fopen(path, "w");
+    if (!cj)
+        return 1;
+    fprintf(cj,
+            "{\"arch\": \"%s\", \"n_layer\": %lld, \"n_head\": %lld, \"n_kv_head\": %lld, "
+            "\"d_model\": %lld, \"d_ff\": %lld, \"vocab_size\": %lld, \"seq_len\": %lld, "
+            "\"rope_theta\": %.17g, \"norm_eps\": %.17g, \"tie_embeddings\": %s, "
+            "\"batch\": %lld}\n",
+            argv[1], (long long)m.L, (long long)m.H, (long long)m.KV, (long long)m.C,
+            (long long)m.F, (long long)m.V, (long long)m.T, cfg.model.rope_theta,
+            cfg.model.norm_eps, tied ? "true" : "false", (long long)B);
+    fclose(cj);
+    snprintf(path, sizeof path, "%s/dump.bin", argv[2]);
+    out = fopen(path, "wb");
+    if (!out)
+        return 1;
+    fwrite("STDUMP1", 1, 8, out);
+    char name[128];
+    for (int i = 0; i < m.n_tensors; i++) {
+        const st_tensor *t = &m.tensors[i];
+        record(t->name, 0, t->ndim, t->shape, e.params[t->unit] + t->offset, (size_t)t->numel);
+        snprintf(name, sizeof name, "grad:%s", t->name);
+        record(name, 0, t->ndim, t->shape, e.grads[t->unit] + t->offset, (size_t)t->numel);
+    }
+    int64_t bt[2] = {B, T}, btv[3] = {B, T, m.V}, one[1] = {1};
+    record("inputs", 1, 2, bt, inputs, (size_t)(B * T));
+    record("targets", 1, 2, bt, targets, (size_t)(B * T));
+    record("logits", 0, 3, btv, logits, (size_t)(B * T * m.V));
+    float mean_loss = (float)(loss / (double)(B * T));
+    record("loss", 0, 1, one, &mean_loss, 1);
+    if (fclose(out) != 0)
+        return 1;
+    free(logits);
+    st_engine_destroy(&e);
+    st_model_free(&m);
+    st_config_free(&cfg);
+    return 0;
+}

@@ -1,0 +1,244 @@
+/* Unit tests of the CPU kernels, the optimizer, the schedules and the
+ * tracking allocator, each against an independent float64 reference or a
+ * closed-form value. */
+#include "alloc.h"
+#include "config.h"
+#include "cpu_ops.h"
+#include "optim.h"
+#include "rng.h"
+#include "tap.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float *randn(int64_t n, uint64_t seed)
+{
+    float *x = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)st_normal3(ST_RNG_TEST, seed, (uint64_t)i);
+    return x;
+}
+
+static double rel_err(const float *a, const double *ref, int64_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    return sqrt(num) / fmax(sqrt(den), 1e-300);
+}
+
+static void test_gemm(void)
+{
+    /* Sizes straddle the tile edges (64, 256) to exercise the padding. */
+    const int64_t sizes[][3] = {{1, 1, 1}, {5, 7, 3}, {67, 259, 130}, {130, 65, 300}};
+    for (int s = 0; s < 4; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
+                float *A = randn(M * K, 1), *B = randn(K * N, 2), *C = randn(M * N, 3);
+                double *ref = malloc(sizeof(double) * (size_t)(M * N));
+                for (int beta = 0; beta < 2; beta++) {
+                    float *Cw = malloc(sizeof(float) * (size_t)(M * N));
+                    memcpy(Cw, C, sizeof(float) * (size_t)(M * N));
+                    for (int64_t i = 0; i < M; i++)
+                        for (int64_t j = 0; j < N; j++) {
+                            double acc = beta ? C[i * N + j] : 0.0;
+                            for (int64_t k = 0; k < K; k++) {
+                                double a = ta ? A[k * M + i] : A[i * K + k];
+                                double b = tb ? B[j * K + k] : B[k * N + j];
+                                acc += a * b;
+                            }
+                            ref[i * N + j] = acc;
+                        }
+                    st_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, (float)beta,
+                            Cw, N);
+                    double e = rel_err(Cw, ref, M * N);
+                    tap_ok(e < 1e-5, "gemm %lldx%lldx%lld ta=%d tb=%d beta=%d rel %.1e",
+                           (long long)M, (long long)N, (long long)K, ta, tb, beta, e);
+                    free(Cw);
+                }
+                free(A);
+                free(B);
+                free(C);
+                free(ref);
+            }
+    /* Same bits with one thread and with several. */
+    int64_t M = 100, N = 300, K = 513;
+    float *A = randn(M * K, 4), *B = randn(K * N, 5);
+    float *C1 = calloc((size_t)(M * N), sizeof(float)), *C2 = calloc((size_t)(M * N), sizeof(float));
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    st_gemm(0, 0, M, N, K, A, K, B, N, 0.0f, C1, N);
+    omp_set_num_threads(nt > 1 ? nt : 2);
+    st_gemm(0, 0, M, N, K, A, K, B, N, 0.0f, C2, N);
+    omp_set_num_threads(nt);
+    tap_ok(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
+           "gemm is bit-identical for 1 and %d threads", nt > 1 ? nt : 2);
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+}
+
+/* Naive attention in double with explicit GQA head mapping. */
+static void test_attention(void)
+{
+    const int64_t Bn = 2, T = 9, H = 4, KV = 2, hd = 6, W = (H + 2 * KV) * hd;
+    float *qkv = randn(Bn * T * W, 9), *out = calloc((size_t)(Bn * T * H * hd), sizeof(float));
+    float *lse = calloc((size_t)(Bn * H * T), sizeof(float));
+    double *ref = calloc((size_t)(Bn * T * H * hd), sizeof(double));
+    const float *q = qkv, *k = qkv + H * hd, *v = qkv + (H + KV) * hd;
+    for (int64_t b = 0; b < Bn; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++) {
+                int64_t g = h / (H / KV);
+                double s[9], mx = -1e300, sum = 0.0;
+                for (int64_t j = 0; j <= t; j++) {
+                    double d = 0.0;
+                    for (int64_t c = 0; c < hd; c++)
+                        d += (double)q[(b * T + t) * W + h * hd + c] * k[(b * T + j) * W + g * hd + c];
+                    s[j] = d / sqrt((double)hd);
+                    mx = fmax(mx, s[j]);
+                }
+                for (int64_t j = 0; j <= t; j++)
+                    sum += exp(s[j] - mx);
+                for (int64_t c = 0; c < hd; c++) {
+                    double o = 0.0;
+                    for (int64_t j = 0; j <= t; j++)
+                        o += exp(s[j] - mx) / sum * v[(b * T + j) * W + g * hd + c];
+                    ref[(b * T + t) * H * hd + h * hd + c] = o;
+                }
+            }
+    st_attention_forward(out, H * hd, lse, q, W, k, W, v, W, Bn, T, H, KV, hd);
+    double e = rel_err(out, ref, Bn * T * H * hd);
+    tap_ok(e < 1e-6, "causal GQA attention matches a float64 reference (rel %.1e)", e);
+    free(qkv);
+    free(out);
+    free(lse);
+    free(ref);
+}
+
+static void test_rope(void)
+{
+    const int64_t Bn = 1, T = 5, H = 2, hd = 8;
+    float cs[5 * 4], sn[5 * 4];
+    st_rope_tables(cs, sn, T, hd, 10000.0);
+    float *x = randn(Bn * T * H * hd, 6), *y = malloc(sizeof(float) * (size_t)(T * H * hd));
+    memcpy(y, x, sizeof(float) * (size_t)(T * H * hd));
+    st_rope_apply(y, H * hd, Bn, T, H, hd, cs, sn, 0);
+    /* Independent form: pair (i, i + hd/2) as a complex number rotated by
+     * t * theta^(-2i/hd). */
+    double err = 0.0;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < hd / 2; i++) {
+                double a = t * pow(10000.0, -2.0 * (double)i / (double)hd);
+                double re = x[t * H * hd + h * hd + i], im = x[t * H * hd + h * hd + i + hd / 2];
+                double rr = re * cos(a) - im * sin(a), ri = re * sin(a) + im * cos(a);
+                err = fmax(err, fabs(rr - y[t * H * hd + h * hd + i]));
+                err = fmax(err, fabs(ri - y[t * H * hd + h * hd + i + hd / 2]));
+            }
+    tap_ok(err < 1e-5, "RoPE equals the complex rotation (max err %.1e)", err);
+    st_rope_apply(y, H * hd, Bn, T, H, hd, cs, sn, 1);
+    double back = 0.0;
+    for (int64_t i = 0; i < T * H * hd; i++)
+        back = fmax(back, fabs(y[i] - x[i]));
+    tap_ok(back < 1e-5, "inverse RoPE undoes RoPE (max err %.1e)", back);
+    free(x);
+    free(y);
+}
+
+static void test_bf16(void)
+{
+    /* bf16 keeps 8 significant bits: 1 + 2^-8 is halfway between 1 and
+     * 1 + 2^-7 and rounds to even (1); 1 + 3 * 2^-8 rounds up to 1 + 2^-6. */
+    float in[5] = {1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f, INFINITY};
+    float want[5] = {1.0f, 1.0f, 1.0f + 0x1p-6f, -2.5f, INFINITY};
+    float out[5];
+    st_round_bf16(out, in, 5);
+    tap_ok(memcmp(out, want, sizeof out) == 0, "bf16 rounding is round-to-nearest-even");
+}
+
+static void test_schedules(void)
+{
+    st_config cfg;
+    st_config_defaults(&cfg);
+    cfg.train.steps = 110;
+    cfg.optim.lr = 1.0;
+    cfg.optim.min_lr = 0.1;
+    cfg.optim.warmup_steps = 10;
+    cfg.optim.schedule = ST_SCHED_COSINE;
+    tap_ok(fabs(st_lr_at(&cfg, 0) - 0.1) < 1e-12, "warmup starts at lr/warmup");
+    tap_ok(fabs(st_lr_at(&cfg, 9) - 1.0) < 1e-12, "warmup ends at lr");
+    tap_ok(fabs(st_lr_at(&cfg, 10) - 1.0) < 1e-12, "cosine starts at lr");
+    tap_ok(fabs(st_lr_at(&cfg, 60) - 0.55) < 1e-12, "cosine midpoint is (lr + min_lr) / 2");
+    cfg.optim.schedule = ST_SCHED_LINEAR;
+    tap_ok(fabs(st_lr_at(&cfg, 60) - 0.55) < 1e-12, "linear midpoint is (lr + min_lr) / 2");
+    cfg.optim.schedule = ST_SCHED_CONSTANT;
+    tap_ok(st_lr_at(&cfg, 100) == 1.0, "constant stays at lr");
+    cfg.optim.schedule = ST_SCHED_WSD;
+    cfg.optim.decay_frac = 0.2; /* decay over the last 22 steps: 88..109 */
+    tap_ok(st_lr_at(&cfg, 87) == 1.0 && fabs(st_lr_at(&cfg, 99) - 0.55) < 1e-12,
+           "wsd is stable, then decays linearly (step 99 halfway)");
+    st_config_free(&cfg);
+}
+
+static void test_adamw(void)
+{
+    /* First step: mhat = g, vhat = g^2, so p -= lr * (g / (|g| + eps) + wd p). */
+    float p[3] = {1.0f, -2.0f, 0.5f}, g[3] = {0.5f, -0.25f, 4.0f}, m[3] = {0}, v[3] = {0};
+    st_adamw(p, g, m, v, 3, 0.1, 0.9, 0.95, 1e-8, 0.01, 1.0, 1);
+    double want[3];
+    double p0[3] = {1.0, -2.0, 0.5}, g0[3] = {0.5, -0.25, 4.0};
+    for (int i = 0; i < 3; i++)
+        want[i] = p0[i] - 0.1 * (g0[i] / (fabs(g0[i]) + 1e-8) + 0.01 * p0[i]);
+    tap_ok(rel_err(p, want, 3) < 1e-6, "AdamW first step equals the closed form");
+    /* Clipping scale applies to the gradient before the moments. */
+    float q[1] = {0.0f}, gq[1] = {2.0f}, mq[1] = {0}, vq[1] = {0};
+    st_adamw(q, gq, mq, vq, 1, 1.0, 0.9, 0.95, 0.0, 0.0, 0.5, 1);
+    tap_ok(fabs(mq[0] - 0.1f) < 1e-7 && fabs(q[0] + 1.0f) < 1e-6,
+           "AdamW applies the clip scale to the gradient");
+}
+
+static void test_xent(void)
+{
+    float logits[2 * 3] = {1.0f, 2.0f, 3.0f, 0.0f, 0.0f, 0.0f};
+    int32_t tg[2] = {2, 0};
+    double want = (log(exp(1.0) + exp(2.0) + exp(3.0)) - 3.0) + log(3.0);
+    double got = st_softmax_xent(logits, tg, 2, 3, 1.0f);
+    tap_ok(fabs(got - want) < 1e-6, "cross-entropy sum equals the closed form");
+    tap_ok(fabs(logits[3] - (1.0 / 3.0 - 1.0)) < 1e-6 && fabs(logits[4] - 1.0 / 3.0) < 1e-6,
+           "cross-entropy gradient is softmax - onehot");
+}
+
+static void test_alloc(void)
+{
+    size_t base = st_mem_total(), state = st_mem_state();
+    st_mem_reset_peak();
+    void *a = st_alloc(1000, ST_MEM_PARAMS), *b = st_alloc(3000, ST_MEM_ACTS);
+    tap_ok(st_mem_total() == base + 4000 && st_mem_state() == state + 1000,
+           "allocator counts bytes per category");
+    st_free(b);
+    tap_ok(st_mem_total() == base + 1000 && st_mem_peak() == base + 4000,
+           "peak keeps the high-water mark after a free");
+    st_free(a);
+    tap_ok(st_mem_total() == base, "everything returned");
+}
+
+int main(void)
+{
+    test_gemm();
+    test_attention();
+    test_rope();
+    test_bf16();
+    test_schedules();
+    test_adamw();
+    test_xent();
+    test_alloc();
+    return tap_done();
+}

@@ -1,0 +1,78 @@
+#!/bin/sh
+# Compares shardtrain's forward and backward pass with an independent PyTorch
+# reference (tests/torch_ref.py, float64): tests/test_dump writes the weights,
+# inputs, logits, loss and every gradient of a small model for each
+# architecture, and torch_ref.py recomputes them.  Its TAP lines are passed
+# through, renumbered into this script's sequence.  A missing PyTorch is a
+# failure, never a skip.
+. "$top_srcdir/tests/lib.sh"
+: "${top_builddir:=$top_srcdir}"
+
+if [ -z "${TORCH_PYTHON:-}" ]; then
+    not_ok "torch not importable from TORCH_PYTHON (TORCH_PYTHON is empty; configure found no Python with torch and numpy)"
+    exit 1
+fi
+if ! "$TORCH_PYTHON" -c 'import torch, numpy' >"$TMP/import.log" 2>&1; then
+    not_ok "torch not importable from TORCH_PYTHON ($TORCH_PYTHON)"
+    diag "$(cat "$TMP/import.log")"
+    exit 1
+fi
+
+# run_tap LABEL COMMAND...: runs a TAP-printing command and replays each of
+# its ok / not ok lines as one of ours, then adds one check that it exited 0
+# with a complete plan, so a crash or a cut-short run always counts as a
+# failure even when every line it printed before was ok.
+run_tap() {
+    label=$1; shift
+    "$@" >"$TMP/tap.out" 2>"$TMP/tap.err"
+    rc=$?
+    seen=0 bad=0 plan=
+    while IFS= read -r line; do
+        case $line in
+            "ok "*|"not ok "*)
+                seen=$((seen + 1))
+                # strip "ok N - " / "not ok N - "
+                desc=$(printf '%s\n' "$line" | sed -e 's/^\(not \)\{0,1\}ok [0-9]*\( - \)\{0,1\}//')
+                case $line in
+                    "ok "*) ok "$label: $desc" ;;
+                    *)      not_ok "$label: $desc"; bad=$((bad + 1)) ;;
+                esac ;;
+            1..*) plan=${line#1..} ;;
+            "#"*) echo "$line" ;;
+            *) [ -n "$line" ] && diag "$line" ;;
+        esac
+    done <"$TMP/tap.out"
+    if [ -s "$TMP/tap.err" ]; then
+        diag "$label stderr:"
+        diag "$(tail -n 40 "$TMP/tap.err")"
+    fi
+    if [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ] && [ "$seen" -gt 0 ] && [ "$plan" = "$seen" ]; then
+        ok "$label: exited 0 after $seen checks"
+    else
+        not_ok "$label: exit status $rc, $seen checks seen, $bad failed, plan '${plan:-none}'"
+    fi
+}
+
+ref="$top_srcdir/tests/torch_ref.py"
+dumper="$top_builddir/tests/test_dump"
+dumped=
+for arch in gpt2 llama; do
+    if "$dumper" "$arch" "$TMP/$arch" >"$TMP/dump-$arch.log" 2>&1; then
+        ok "test_dump $arch"
+    else
+        not_ok "test_dump $arch (exit status $?)"
+        diag "$(tail -n 20 "$TMP/dump-$arch.log")"
+        continue
+    fi
+    run_tap "torch $arch" "$TORCH_PYTHON" "$ref" "$TMP/$arch"
+    [ -n "$dumped" ] || dumped=$arch
+done
+
+# The comparison must be able to fail: perturbed gradients, logits and loss,
+# missing, extra and misshapen records must all be caught.
+if [ -n "$dumped" ]; then
+    run_tap "self-test $dumped" "$TORCH_PYTHON" "$ref" "$TMP/$dumped" --self-test
+else
+    not_ok "self-test: no dump to run it on"
+fi
+exit 0

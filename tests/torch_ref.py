@@ -1,0 +1,560 @@
+#!/usr/bin/env python3
+"""Independent PyTorch reference for shardtrain's forward and backward pass.
+
+Usage:
+  torch_ref.py DUMP_DIR [--tol 1e-4]      compare a dump written by tests/test_dump
+  torch_ref.py DUMP_DIR --self-test       check that the comparison can fail
+  torch_ref.py --make-fake DUMP_DIR ARCH [--tie yes|no] [--seed N]
+                                          write a dump from this reference itself
+
+DUMP_DIR holds config.json and dump.bin (see read_dump for the format).  The
+model is rebuilt from the dumped float32 weights in float64 with plain torch
+ops (Hugging Face GPT2LMHeadModel / LlamaForCausalLM conventions and names),
+run forward on the dumped inputs, the mean cross-entropy taken against the
+dumped targets, and backward run.  Loss, logits and every parameter gradient
+are compared with the dump; the result is printed as TAP.  Exit status 0 when
+every check passes, 1 otherwise (2 for usage errors, a crash is nonzero too).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+MAGIC = b"STDUMP1\0"
+DTYPES = {0: np.dtype("<f4"), 1: np.dtype("<i4")}
+DTYPE_CODES = {np.dtype("<f4"): 0, np.dtype("<i4"): 1}
+DATA_NAMES = ("inputs", "targets", "logits", "loss")
+F64 = torch.float64
+
+
+class DumpError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------- dump I/O
+
+def read_dump(path):
+    """Returns an insertion-ordered dict name -> numpy array."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    if len(buf) < len(MAGIC) or buf[:len(MAGIC)] != MAGIC:
+        raise DumpError("%s: bad magic %r (want %r)" % (path, buf[:8], MAGIC))
+    pos = len(MAGIC)
+    out = {}
+
+    def take(n, what):
+        nonlocal pos
+        if pos + n > len(buf):
+            raise DumpError("%s: truncated at byte %d reading %s (need %d bytes, %d left)"
+                            % (path, pos, what, n, len(buf) - pos))
+        b = buf[pos:pos + n]
+        pos += n
+        return b
+
+    while pos < len(buf):
+        start = pos
+        (name_len,) = struct.unpack("<I", take(4, "name length"))
+        if name_len == 0 or name_len > 4096:
+            raise DumpError("%s: record at byte %d: implausible name length %d"
+                            % (path, start, name_len))
+        try:
+            name = take(name_len, "name").decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DumpError("%s: record at byte %d: name not utf-8: %s" % (path, start, e))
+        code, ndim = struct.unpack("<II", take(8, "dtype/ndim of " + name))
+        if code not in DTYPES:
+            raise DumpError("%s: record %s: unknown dtype code %d" % (path, name, code))
+        if ndim > 8:
+            raise DumpError("%s: record %s: implausible ndim %d" % (path, name, ndim))
+        dims = struct.unpack("<%dq" % ndim, take(8 * ndim, "dims of " + name))
+        if any(d < 0 for d in dims):
+            raise DumpError("%s: record %s: negative dimension in %s" % (path, name, dims))
+        count = int(np.prod(dims, dtype=np.int64)) if ndim else 1
+        dt = DTYPES[code]
+        data = take(count * dt.itemsize, "data of %s %s" % (name, list(dims)))
+        if name in out:
+            raise DumpError("%s: duplicate record %s" % (path, name))
+        out[name] = np.frombuffer(data, dtype=dt).reshape(dims).copy()
+    return out
+
+
+def write_dump(path, records):
+    with open(path, "wb") as f:
+        f.write(MAGIC)
+        for name, arr in records.items():
+            arr = np.ascontiguousarray(arr)
+            if arr.dtype.kind == "f":
+                arr = arr.astype("<f4")
+            else:
+                arr = arr.astype("<i4")
+            nb = name.encode("utf-8")
+            f.write(struct.pack("<I", len(nb)))
+            f.write(nb)
+            f.write(struct.pack("<II", DTYPE_CODES[arr.dtype], arr.ndim))
+            f.write(struct.pack("<%dq" % arr.ndim, *arr.shape))
+            f.write(arr.tobytes())
+
+
+def load_config(dump_dir):
+    with open(os.path.join(dump_dir, "config.json")) as f:
+        cfg = json.load(f)
+    need = ["arch", "n_layer", "n_head", "d_model", "d_ff", "vocab_size",
+            "seq_len", "norm_eps", "tie_embeddings", "batch"]
+    if cfg.get("arch") == "llama":
+        need += ["n_kv_head", "rope_theta"]
+    missing = [k for k in need if k not in cfg]
+    if missing:
+        raise DumpError("config.json lacks %s" % ", ".join(missing))
+    if cfg["arch"] not in ("gpt2", "llama"):
+        raise DumpError("config.json: unknown arch %r" % cfg["arch"])
+    if cfg["d_model"] % cfg["n_head"]:
+        raise DumpError("config.json: d_model %d not divisible by n_head %d"
+                        % (cfg["d_model"], cfg["n_head"]))
+    if cfg["arch"] == "llama":
+        if cfg["n_head"] % cfg["n_kv_head"]:
+            raise DumpError("config.json: n_head %d not divisible by n_kv_head %d"
+                            % (cfg["n_head"], cfg["n_kv_head"]))
+        if (cfg["d_model"] // cfg["n_head"]) % 2:
+            raise DumpError("config.json: odd head dim, RoPE needs it even")
+    return cfg
+
+
+# ---------------------------------------------------------------- models
+
+def param_shapes(cfg):
+    """Ordered dict of HF parameter name -> shape the reference expects."""
+    L, C, F, V, T = (cfg["n_layer"], cfg["d_model"], cfg["d_ff"],
+                     cfg["vocab_size"], cfg["seq_len"])
+    s = {}
+    if cfg["arch"] == "gpt2":
+        s["transformer.wte.weight"] = (V, C)
+        s["transformer.wpe.weight"] = (T, C)
+        for i in range(L):
+            p = "transformer.h.%d." % i
+            s[p + "ln_1.weight"] = (C,)
+            s[p + "ln_1.bias"] = (C,)
+            s[p + "attn.c_attn.weight"] = (C, 3 * C)
+            s[p + "attn.c_attn.bias"] = (3 * C,)
+            s[p + "attn.c_proj.weight"] = (C, C)
+            s[p + "attn.c_proj.bias"] = (C,)
+            s[p + "ln_2.weight"] = (C,)
+            s[p + "ln_2.bias"] = (C,)
+            s[p + "mlp.c_fc.weight"] = (C, F)
+            s[p + "mlp.c_fc.bias"] = (F,)
+            s[p + "mlp.c_proj.weight"] = (F, C)
+            s[p + "mlp.c_proj.bias"] = (C,)
+        s["transformer.ln_f.weight"] = (C,)
+        s["transformer.ln_f.bias"] = (C,)
+    else:
+        H, KV = cfg["n_head"], cfg["n_kv_head"]
+        hd = C // H
+        s["model.embed_tokens.weight"] = (V, C)
+        for i in range(L):
+            p = "model.layers.%d." % i
+            s[p + "input_layernorm.weight"] = (C,)
+            s[p + "self_attn.q_proj.weight"] = (H * hd, C)
+            s[p + "self_attn.k_proj.weight"] = (KV * hd, C)
+            s[p + "self_attn.v_proj.weight"] = (KV * hd, C)
+            s[p + "self_attn.o_proj.weight"] = (C, H * hd)
+            s[p + "post_attention_layernorm.weight"] = (C,)
+            s[p + "mlp.gate_proj.weight"] = (F, C)
+            s[p + "mlp.up_proj.weight"] = (F, C)
+            s[p + "mlp.down_proj.weight"] = (C, F)
+        s["model.norm.weight"] = (C,)
+    if not cfg["tie_embeddings"]:
+        s["lm_head.weight"] = (V, C)
+    return s
+
+
+def layer_norm(x, w, b, eps):
+    mu = x.mean(dim=-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)      # biased
+    return (x - mu) / torch.sqrt(var + eps) * w + b
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps) * w
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def causal_attention(q, k, v):
+    """q [B,H,T,hd], k/v [B,H,T,hd] -> [B,H,T,hd]; causal, scale 1/sqrt(hd)."""
+    T, hd = q.shape[-2], q.shape[-1]
+    att = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    att = att.masked_fill(~mask, float("-inf"))
+    att = torch.softmax(att, dim=-1)
+    return att @ v
+
+
+def gpt2_forward(cfg, P, idx):
+    B, T = idx.shape
+    C, H = cfg["d_model"], cfg["n_head"]
+    hd = C // H
+    eps = cfg["norm_eps"]
+    x = P["transformer.wte.weight"][idx] + P["transformer.wpe.weight"][:T][None]
+    for i in range(cfg["n_layer"]):
+        p = "transformer.h.%d." % i
+        h = layer_norm(x, P[p + "ln_1.weight"], P[p + "ln_1.bias"], eps)
+        qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]
+        q, k, v = qkv.split(C, dim=-1)
+        q, k, v = (t.view(B, T, H, hd).transpose(1, 2) for t in (q, k, v))
+        y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
+        x = x + y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+        h = layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"], eps)
+        h = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"])
+        x = x + h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
+    x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
+    w_out = P["transformer.wte.weight"] if cfg["tie_embeddings"] else P["lm_head.weight"]
+    return x @ w_out.t()
+
+
+def rope_cos_sin(T, hd, theta):
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=F64) / hd))   # hd/2
+    freqs = torch.arange(T, dtype=F64)[:, None] * inv_freq[None, :]         # [T, hd/2]
+    emb = torch.cat((freqs, freqs), dim=-1)                                  # [T, hd]
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def llama_forward(cfg, P, idx):
+    B, T = idx.shape
+    C, H, KV = cfg["d_model"], cfg["n_head"], cfg["n_kv_head"]
+    hd = C // H
+    rep = H // KV
+    eps = cfg["norm_eps"]
+    cos, sin = rope_cos_sin(T, hd, float(cfg["rope_theta"]))
+    # query head h reads kv head h // rep
+    kv_of_head = torch.arange(H) // rep
+    x = P["model.embed_tokens.weight"][idx]
+    for i in range(cfg["n_layer"]):
+        p = "model.layers.%d." % i
+        h = rms_norm(x, P[p + "input_layernorm.weight"], eps)
+        q = (h @ P[p + "self_attn.q_proj.weight"].t()).view(B, T, H, hd).transpose(1, 2)
+        k = (h @ P[p + "self_attn.k_proj.weight"].t()).view(B, T, KV, hd).transpose(1, 2)
+        v = (h @ P[p + "self_attn.v_proj.weight"].t()).view(B, T, KV, hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k[:, kv_of_head]
+        v = v[:, kv_of_head]
+        y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * hd)
+        x = x + y @ P[p + "self_attn.o_proj.weight"].t()
+        h = rms_norm(x, P[p + "post_attention_layernorm.weight"], eps)
+        g = h @ P[p + "mlp.gate_proj.weight"].t()
+        u = h @ P[p + "mlp.up_proj.weight"].t()
+        x = x + (g * torch.sigmoid(g) * u) @ P[p + "mlp.down_proj.weight"].t()
+    x = rms_norm(x, P["model.norm.weight"], eps)
+    w_out = P["model.embed_tokens.weight"] if cfg["tie_embeddings"] else P["lm_head.weight"]
+    return x @ w_out.t()
+
+
+def reference(cfg, weights, inputs, targets):
+    """weights: name -> numpy (float32); returns dict of float64 numpy results."""
+    P = {n: torch.tensor(np.asarray(a, dtype=np.float64), dtype=F64, requires_grad=True)
+         for n, a in weights.items()}
+    idx = torch.tensor(np.asarray(inputs, dtype=np.int64))
+    tgt = torch.tensor(np.asarray(targets, dtype=np.int64))
+    fwd = gpt2_forward if cfg["arch"] == "gpt2" else llama_forward
+    logits = fwd(cfg, P, idx)
+    V = logits.shape[-1]
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1),
+                                             reduction="mean")
+    loss.backward()
+    return {
+        "loss": np.array([loss.item()]),
+        "logits": logits.detach().numpy(),
+        "grads": {n: p.grad.detach().numpy().copy() if p.grad is not None
+                  else np.zeros(p.shape) for n, p in P.items()},
+    }
+
+
+# ---------------------------------------------------------------- comparison
+
+def rel_norm(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    d = np.linalg.norm((a - b).ravel())
+    if not np.isfinite(d):
+        return float("inf")
+    return float(d / max(np.linalg.norm(b.ravel()), 1e-30))
+
+
+def validate_tokens(cfg, dump):
+    """Problems with inputs/targets that stop the reference from running."""
+    errs = []
+    B, T, V = cfg["batch"], cfg["seq_len"], cfg["vocab_size"]
+    for n in ("inputs", "targets"):
+        if n not in dump:
+            errs.append("record %s missing" % n)
+            continue
+        a = dump[n]
+        if a.dtype != DTYPES[1]:
+            errs.append("%s has dtype %s, want int32" % (n, a.dtype))
+        if a.ndim != 2 or a.shape[0] != B or not 1 <= a.shape[1] <= T:
+            errs.append("%s has shape %s, want [%d, <=%d]" % (n, list(a.shape), B, T))
+        elif a.size and (a.min() < 0 or a.max() >= V):
+            errs.append("%s has token ids outside [0, %d)" % (n, V))
+    if not errs and dump["inputs"].shape != dump["targets"].shape:
+        errs.append("inputs %s and targets %s differ in shape"
+                    % (list(dump["inputs"].shape), list(dump["targets"].shape)))
+    return errs
+
+
+def names_check(shapes, dump):
+    expected = set(shapes) | {"grad:" + n for n in shapes} | set(DATA_NAMES)
+    got = set(dump)
+    missing = sorted(expected - got)
+    extra = sorted(got - expected)
+    desc = "record names match the reference (%d params, %d records)" % (len(shapes), len(got))
+    if missing:
+        desc += "; missing: " + ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else "")
+    if extra:
+        desc += "; extra: " + ", ".join(extra[:8]) + (" ..." if len(extra) > 8 else "")
+    return (not missing and not extra, desc)
+
+
+def compare(cfg, dump, ref, tol):
+    """Returns a list of (passed, description) checks of dump against ref."""
+    checks = []
+    shapes = ref["shapes"]
+    checks.append(names_check(shapes, dump))
+
+    bad = []
+    for n, shp in shapes.items():
+        for rn in (n, "grad:" + n):
+            if rn in dump:
+                a = dump[rn]
+                if tuple(a.shape) != tuple(shp):
+                    bad.append("%s %s != %s" % (rn, list(a.shape), list(shp)))
+                elif a.dtype != DTYPES[0]:
+                    bad.append("%s dtype %s" % (rn, a.dtype))
+    desc = "parameter and gradient shapes/dtypes match"
+    if bad:
+        desc += ": " + "; ".join(bad[:6]) + (" ..." if len(bad) > 6 else "")
+    checks.append((not bad, desc))
+
+    tok = validate_tokens(cfg, dump)
+    checks.append((not tok, "inputs and targets valid" + (": " + "; ".join(tok) if tok else "")))
+
+    def cmp(label, name, want, relfn):
+        if name not in dump:
+            checks.append((False, "%s (record missing)" % label))
+            return
+        a = dump[name]
+        if tuple(a.shape) != tuple(want.shape):
+            checks.append((False, "%s shape %s != %s" % (label, list(a.shape), list(want.shape))))
+            return
+        r = relfn(a, want)
+        checks.append((r <= tol, "%s rel %.1e" % (label, r)))
+
+    cmp("loss", "loss", ref["loss"],
+        lambda a, b: float(abs(float(a.ravel()[0]) - b[0]) / max(abs(b[0]), 1e-30))
+        if np.isfinite(a).all() else float("inf"))
+    cmp("logits", "logits", ref["logits"], rel_norm)
+    for n in shapes:
+        cmp("grad " + n, "grad:" + n, ref["grads"][n], rel_norm)
+    return checks
+
+
+def build_reference(cfg, dump):
+    """Runs the reference on the dumped weights; raises DumpError when it cannot."""
+    shapes = param_shapes(cfg)
+    problems = []
+    for n, shp in shapes.items():
+        if n not in dump:
+            problems.append("parameter %s missing" % n)
+        elif tuple(dump[n].shape) != shp:
+            problems.append("parameter %s has shape %s, want %s"
+                            % (n, list(dump[n].shape), list(shp)))
+    problems += validate_tokens(cfg, dump)
+    if problems:
+        raise DumpError("cannot run the reference: " + "; ".join(problems[:6])
+                        + (" ... (%d problems)" % len(problems) if len(problems) > 6 else ""))
+    ref = reference(cfg, {n: dump[n] for n in shapes}, dump["inputs"], dump["targets"])
+    ref["shapes"] = shapes
+    return ref
+
+
+def print_tap(checks):
+    for i, (passed, desc) in enumerate(checks, 1):
+        print("%s %d - %s" % ("ok" if passed else "not ok", i, desc))
+    print("1..%d" % len(checks))
+    sys.stdout.flush()
+    return all(p for p, _ in checks)
+
+
+# ---------------------------------------------------------------- self-test
+
+def self_test(cfg, dump, tol):
+    """Shows that the comparison catches small errors.  Uses a 'perfect' dump
+    (the reference's own results rounded to float32) so the checks do not
+    depend on whether the C side is right, then breaks it in several ways."""
+    ref = build_reference(cfg, dump)
+    checks = []
+
+    perfect = {n: dump[n] for n in list(ref["shapes"]) + ["inputs", "targets"]}
+    perfect["logits"] = ref["logits"].astype(np.float32)
+    perfect["loss"] = ref["loss"].astype(np.float32)
+    for n in ref["shapes"]:
+        perfect["grad:" + n] = ref["grads"][n].astype(np.float32)
+    res = compare(cfg, perfect, ref, tol)
+    worst = [d for p, d in res if not p]
+    checks.append((not worst, "self-test: the reference's own float32 results pass"
+                   + ("" if not worst else " (FAILED: %s)" % worst[0])))
+
+    # Perturb one gradient by 1e-3 relative (one element moved by 1e-3 ||g||),
+    # in the perfect dump and in the real one.
+    names = [n for n in ref["shapes"] if len(ref["shapes"][n]) == 2
+             and np.linalg.norm(ref["grads"][n]) > 0]
+    target = names[len(names) // 2]
+    for label, base in (("reference", perfect), ("dumped", dump)):
+        d = dict(base)
+        g = np.array(d["grad:" + target], dtype=np.float32)
+        flat = g.reshape(-1)
+        j = int(np.argmax(np.abs(flat)))
+        flat[j] += np.float32(1e-3 * np.linalg.norm(g.astype(np.float64)))
+        d["grad:" + target] = g
+        res = compare(cfg, d, ref, tol)
+        hit = [(p, desc) for p, desc in res if desc.startswith("grad %s rel" % target)]
+        flagged = len(hit) == 1 and not hit[0][0]
+        checks.append((flagged, "self-test: 1e-3 relative perturbation of %s grad %s %s (%s)"
+                       % (label, target, "detected" if flagged else "NOT detected",
+                          hit[0][1] if hit else "no such check")))
+
+    # Logits off by 1e-3 relative in one element.
+    d = dict(perfect)
+    lg = np.array(d["logits"], dtype=np.float32)
+    lg.reshape(-1)[0] += np.float32(1e-3 * np.linalg.norm(lg.astype(np.float64)))
+    d["logits"] = lg
+    res = compare(cfg, d, ref, tol)
+    flagged = any(not p and desc.startswith("logits rel") for p, desc in res)
+    checks.append((flagged, "self-test: perturbed logits %s" % ("detected" if flagged else "NOT detected")))
+
+    # Loss off by 1e-3 relative.
+    d = dict(perfect)
+    d["loss"] = (perfect["loss"] * np.float32(1 + 1e-3)).astype(np.float32)
+    res = compare(cfg, d, ref, tol)
+    flagged = any(not p and desc.startswith("loss rel") for p, desc in res)
+    checks.append((flagged, "self-test: perturbed loss %s" % ("detected" if flagged else "NOT detected")))
+
+    # A missing gradient, an extra record, a wrong shape.
+    d = dict(perfect)
+    del d["grad:" + target]
+    flagged = not all(p for p, _ in compare(cfg, d, ref, tol))
+    checks.append((flagged, "self-test: missing grad record %s" % ("detected" if flagged else "NOT detected")))
+    d = dict(perfect)
+    d["grad:bogus.weight"] = np.zeros(3, dtype=np.float32)
+    flagged = not all(p for p, _ in compare(cfg, d, ref, tol))
+    checks.append((flagged, "self-test: extra record %s" % ("detected" if flagged else "NOT detected")))
+    d = dict(perfect)
+    d["grad:" + target] = perfect["grad:" + target].reshape(1, -1)
+    flagged = not all(p for p, _ in compare(cfg, d, ref, tol))
+    checks.append((flagged, "self-test: wrong gradient shape %s" % ("detected" if flagged else "NOT detected")))
+    # A NaN must never pass.
+    d = dict(perfect)
+    g = np.array(perfect["grad:" + target])
+    g.reshape(-1)[0] = np.nan
+    d["grad:" + target] = g
+    flagged = not all(p for p, _ in compare(cfg, d, ref, tol))
+    checks.append((flagged, "self-test: NaN gradient %s" % ("detected" if flagged else "NOT detected")))
+    return checks
+
+
+# ---------------------------------------------------------------- fake dumps
+
+FAKE = {
+    "gpt2": dict(arch="gpt2", n_layer=2, n_head=4, n_kv_head=4, d_model=32, d_ff=128,
+                 vocab_size=61, seq_len=16, rope_theta=10000.0, norm_eps=1e-5,
+                 tie_embeddings=True, batch=3),
+    "llama": dict(arch="llama", n_layer=2, n_head=4, n_kv_head=2, d_model=32, d_ff=88,
+                  vocab_size=61, seq_len=16, rope_theta=10000.0, norm_eps=1e-5,
+                  tie_embeddings=False, batch=3),
+}
+
+
+def make_fake(dump_dir, arch, tie, seed):
+    cfg = dict(FAKE[arch])
+    if tie is not None:
+        cfg["tie_embeddings"] = tie
+    rng = np.random.default_rng(seed)
+    weights = {}
+    for n, shp in param_shapes(cfg).items():
+        if n.endswith("norm.weight") or n.endswith("layernorm.weight") \
+                or ".ln_" in n and n.endswith(".weight"):
+            w = 1.0 + 0.1 * rng.standard_normal(shp)        # norm gains near 1
+        else:
+            w = 0.02 * rng.standard_normal(shp)
+        weights[n] = w.astype(np.float32)
+    B, T, V = cfg["batch"], cfg["seq_len"], cfg["vocab_size"]
+    inputs = rng.integers(0, V, size=(B, T)).astype(np.int32)
+    targets = rng.integers(0, V, size=(B, T)).astype(np.int32)
+    ref = reference(cfg, weights, inputs, targets)
+    rec = dict(weights)
+    for n in weights:
+        rec["grad:" + n] = ref["grads"][n].astype(np.float32)
+    rec["inputs"] = inputs
+    rec["targets"] = targets
+    rec["logits"] = ref["logits"].astype(np.float32)
+    rec["loss"] = ref["loss"].astype(np.float32)
+    os.makedirs(dump_dir, exist_ok=True)
+    with open(os.path.join(dump_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    write_dump(os.path.join(dump_dir, "dump.bin"), rec)
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("dump_dir")
+    ap.add_argument("arch", nargs="?", help="with --make-fake: gpt2 or llama")
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--make-fake", action="store_true")
+    ap.add_argument("--tie", choices=("yes", "no"))
+    ap.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args(argv)
+
+    torch.set_default_dtype(F64)
+    if a.make_fake:
+        if a.arch not in FAKE:
+            ap.error("--make-fake needs ARCH gpt2 or llama")
+        make_fake(a.dump_dir, a.arch, None if a.tie is None else a.tie == "yes", a.seed)
+        return 0
+    if a.arch is not None:
+        ap.error("unexpected argument %r" % a.arch)
+
+    try:
+        cfg = load_config(a.dump_dir)
+        dump = read_dump(os.path.join(a.dump_dir, "dump.bin"))
+        print("# %s: %s, %d records" % (a.dump_dir, cfg["arch"], len(dump)))
+        if a.self_test:
+            checks = self_test(cfg, dump, a.tol)
+        else:
+            try:
+                ref = build_reference(cfg, dump)
+            except DumpError as e:
+                checks = [names_check(param_shapes(cfg), dump), (False, str(e))]
+            else:
+                checks = compare(cfg, dump, ref, a.tol)
+    except (DumpError, OSError, ValueError, KeyError) as e:
+        print("not ok 1 - read %s: %s" % (a.dump_dir, e))
+        print("1..1")
+        return 1
+    return 0 if print_tap(checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
