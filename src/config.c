@@ -28,11 +28,6 @@ static void *field(const st_config *cfg, const st_key *k)
     return (char *)cfg + k->offset;
 }
 
-static int64_t get_int(const st_config *cfg, const char *sec, const char *key)
-{
-    return *(int64_t *)field(cfg, &st_schema[st_schema_index(sec, key)]);
-}
-
 static struct st_config_origin *origin(const st_config *cfg, const char *sec, const char *key)
 {
     return &cfg->origin[st_schema_index(sec, key)];
@@ -515,6 +510,7 @@ static void set_implicit_double(st_config *cfg, const char *key, double v)
         return;
     *(double *)field(cfg, &st_schema[idx]) = v;
     cfg->origin[idx].src = ST_FROM_PRESET;
+    cfg->origin[idx].line = 0;
 }
 
 static int resolve(st_config *cfg)

@@ -2,7 +2,8 @@
  * backward goes through st_gemm, so it is the one kernel worth some care:
  * op(A) and op(B) are packed into contiguous, zero-padded tiles (which also
  * takes care of the transposes), and a register-blocked inner loop of
- * 4 rows x 64 columns lets the compiler vectorise.  Threads split the
+ * 4 rows x 64 columns lets the compiler vectorise; it is cloned for
+ * AVX-512 and AVX+FMA and picked at load time by what the CPU supports.  Threads split the
  * output into tiles; the K dimension is always summed by one thread in the
  * same order, so results are bit-identical for any thread count. */
 #include "cpu_ops.h"
@@ -53,7 +54,7 @@ static void pack_b(float *Bp, int trans, const float *B, int64_t ldb,
 
 /* Cc[MR rows, NR cols] += Ap[MR, kc] * Bp[kc, NR]; accumulators stay in
  * registers across the whole kc loop. */
-__attribute__((target_clones("arch=haswell", "default")))
+__attribute__((target_clones("avx512f", "fma", "default")))
 static void micro_kernel(float *Cc, int64_t ldc, const float *Ap,
                          const float *Bp, int64_t kc)
 {

@@ -202,9 +202,12 @@ int st_dataset_open(st_dataset *ds, const char *glob_pattern, int64_t seq_len,
                     int64_t vocab_size, const char *cfg_file, int cfg_line)
 {
     memset(ds, 0, sizeof *ds);
-    if (seq_len < 1 || vocab_size < 1) {
-        st_error_at(cfg_file, cfg_line, "seq_len %lld and vocab_size %lld must "
-                    "both be at least 1", (long long)seq_len, (long long)vocab_size);
+    /* A file holds fewer than 2^31 tokens, so a longer window could never
+     * fit; the bound also keeps seq_len + 1 from overflowing. */
+    if (seq_len < 1 || seq_len >= INT32_MAX || vocab_size < 1) {
+        st_error_at(cfg_file, cfg_line, "seq_len %lld must be in [1, %d) and "
+                    "vocab_size %lld at least 1", (long long)seq_len, INT32_MAX,
+                    (long long)vocab_size);
         return ST_EXIT_USAGE;
     }
     /* Zeroed so globfree is safe whatever glob returns. */

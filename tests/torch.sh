@@ -14,7 +14,7 @@ if [ -z "${TORCH_PYTHON:-}" ]; then
 fi
 if ! "$TORCH_PYTHON" -c 'import torch, numpy' >"$TMP/import.log" 2>&1; then
     not_ok "torch not importable from TORCH_PYTHON ($TORCH_PYTHON)"
-    diag "$(cat "$TMP/import.log")"
+    [ -s "$TMP/import.log" ] && diag "$(cat "$TMP/import.log")"
     exit 1
 fi
 
@@ -71,7 +71,7 @@ done
 # The comparison must be able to fail: perturbed gradients, logits and loss,
 # missing, extra and misshapen records must all be caught.
 if [ -n "$dumped" ]; then
-    run_tap "self-test $dumped" "$TORCH_PYTHON" "$ref" "$TMP/$dumped" --self-test
+    run_tap "torch $dumped" "$TORCH_PYTHON" "$ref" "$TMP/$dumped" --self-test
 else
     not_ok "self-test: no dump to run it on"
 fi

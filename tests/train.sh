@@ -35,7 +35,8 @@ EOF2
 # metrics FILE FIELD: the field of every non-eval line, one per line
 metrics() {
     python3 -c '
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if "loss" in r:
