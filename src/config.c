@@ -253,12 +253,12 @@ static void suggest(char *buf, size_t n, const char *word, const char *section)
             if (strcmp(st_schema[i].section, section) != 0)
                 continue;
             int d = st_levenshtein(word, st_schema[i].key);
-            if (d < bestd) { bestd = d; best = st_schema[i].key; }
+            if (d < bestd && d < (int)strlen(word)) { bestd = d; best = st_schema[i].key; }
         }
     } else {
         for (int i = 0; st_sections[i]; i++) {
             int d = st_levenshtein(word, st_sections[i]);
-            if (d < bestd) { bestd = d; best = st_sections[i]; }
+            if (d < bestd && d < (int)strlen(word)) { bestd = d; best = st_sections[i]; }
         }
     }
     size_t len = strlen(buf);
@@ -461,6 +461,8 @@ static int apply_override(st_config *cfg, const st_override *ov)
     char sec[64], key[64], msg[1024];
     snprintf(sec, sizeof sec, "%.*s", (int)(dot - t), t);
     snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
+    for (size_t n = strlen(key); n && isspace((unsigned char)key[n - 1]);)
+        key[--n] = '\0';
     if (!known_section(sec)) {
         snprintf(msg, sizeof msg, "unknown section [%s] in override '%.64s'", sec, t);
         suggest(msg, sizeof msg, sec, NULL);
@@ -714,6 +716,10 @@ const char *st_enum_name(const char *section, const char *key, int value)
  * fed back as a config reproduces the run exactly. */
 static void format_double(char *buf, size_t n, double v)
 {
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(buf, n, "%.0f", v);   /* 10000, not 1e+04 */
+        return;
+    }
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, n, "%.*g", prec, v);
         if (strtod(buf, NULL) == v)

@@ -230,51 +230,75 @@ static const char *type_name(st_type t)
     return "?";
 }
 
-/* Text for a roff line: escape backslashes and keep a leading '.' or '\''
- * from being read as a request. */
-static void roff_text(FILE *out, const char *s)
+/* Append s to buf with roff's backslash escaped. */
+static void roff_cat(char *buf, size_t n, const char *s)
 {
-    if (*s == '.' || *s == '\'')
-        fputs("\\&", out);
-    for (; *s; s++) {
-        if (*s == '\\')
-            fputs("\\e", out);
-        else
-            fputc(*s, out);
+    size_t len = strlen(buf);
+    for (; *s && len + 3 < n; s++) {
+        if (*s == '\\') {
+            buf[len++] = '\\';
+            buf[len++] = 'e';
+        } else {
+            buf[len++] = *s;
+        }
+    }
+    buf[len] = '\0';
+}
+
+/* Write roff text filled to short input lines (mandoc's lint wants them
+ * under 80 bytes), never starting a line with a control character. */
+static void roff_fill(FILE *out, const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        const char *end = p + strlen(p);
+        if (end - p > 72) {
+            const char *brk = p + 72;
+            while (brk > p && *brk != ' ')
+                brk--;
+            if (brk == p)
+                brk = strchr(p + 72, ' ');
+            if (brk)
+                end = brk;
+        }
+        if (*p == '.' || *p == '\'')
+            fputs("\\&", out);
+        fprintf(out, "%.*s\n", (int)(end - p), p);
+        p = *end ? end + 1 : end;
     }
 }
 
 void st_schema_print_man(FILE *out)
 {
-    char buf[256];
+    char buf[256], line[1024];
     for (int s = 0; st_sections[s]; s++) {
         fprintf(out, ".SS [%s]\n", st_sections[s]);
         for (int i = 0; i < st_schema_n; i++) {
             const st_key *k = &st_schema[i];
             if (strcmp(k->section, st_sections[s]) != 0)
                 continue;
-            fprintf(out, ".TP\n.B %s\n= \\fI%s\\fP", k->key, type_name(k->type));
+            fprintf(out, ".TP\n.B %s\n", k->key);
+            snprintf(line, sizeof line, "= \\fI%s\\fP, default ", type_name(k->type));
             if (k->def && *k->def) {
-                fputs(", default \\fB", out);
-                roff_text(out, k->def);
-                fputs("\\fP", out);
-            } else if (k->def) {
-                fputs(", default empty", out);
+                strcat(line, "\\fB");
+                roff_cat(line, sizeof line, k->def);
+                strcat(line, "\\fP");
             } else {
-                fputs(", default ", out);
-                roff_text(out, k->defdoc);
+                roff_cat(line, sizeof line, k->def ? "empty" : k->defdoc);
             }
             if (k->type == ST_T_ENUM || k->type == ST_T_BOOL ||
                 (strcmp(k->section, "model") == 0 && strcmp(k->key, "preset") == 0)) {
-                fputs(", one of ", out);
-                roff_text(out, st_schema_values_text(k, buf, sizeof buf));
+                roff_cat(line, sizeof line, ", one of ");
+                roff_cat(line, sizeof line, st_schema_values_text(k, buf, sizeof buf));
             } else if (*st_schema_range_text(k, buf, sizeof buf)) {
-                fputs(", range ", out);
-                roff_text(out, buf);
+                roff_cat(line, sizeof line, ", range ");
+                roff_cat(line, sizeof line, buf);
             }
-            fputs("\n.br\n", out);
-            roff_text(out, k->doc);
-            fputc('\n', out);
+            roff_fill(out, line);
+            fputs(".br\n", out);
+            line[0] = '\0';
+            roff_cat(line, sizeof line, k->doc);
+            roff_fill(out, line);
         }
     }
 }

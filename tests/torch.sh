@@ -56,16 +56,19 @@ run_tap() {
 ref="$top_srcdir/tests/torch_ref.py"
 dumper="$top_builddir/tests/test_dump"
 dumped=
-for arch in gpt2 llama; do
-    if "$dumper" "$arch" "$TMP/$arch" >"$TMP/dump-$arch.log" 2>&1; then
-        ok "test_dump $arch"
+# Both architectures, each with tied and untied output embeddings.
+for variant in gpt2:1 gpt2:0 llama:0 llama:1; do
+    arch=${variant%:*} tied=${variant#*:}
+    name=$arch-tied$tied
+    if "$dumper" "$arch" "$TMP/$name" "$tied" >"$TMP/dump-$name.log" 2>&1; then
+        ok "test_dump $name"
     else
-        not_ok "test_dump $arch (exit status $?)"
-        diag "$(tail -n 20 "$TMP/dump-$arch.log")"
+        not_ok "test_dump $name (exit status $?)"
+        diag "$(tail -n 20 "$TMP/dump-$name.log")"
         continue
     fi
-    run_tap "torch $arch" "$TORCH_PYTHON" "$ref" "$TMP/$arch"
-    [ -n "$dumped" ] || dumped=$arch
+    run_tap "torch $name" "$TORCH_PYTHON" "$ref" "$TMP/$name"
+    [ -n "$dumped" ] || dumped=$name
 done
 
 # The comparison must be able to fail: perturbed gradients, logits and loss,
