@@ -5,7 +5,7 @@
 set -eu
 PACKAGES="
   build-essential autoconf automake libtool pkg-config
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin libpmix-dev
   libinih-dev libjansson-dev
   mandoc
   python3 python3-numpy python3-torch

@@ -2,12 +2,15 @@
  * configuration and hands over to the train loop, the data preparer or the
  * sampler.  Every bad argument is one `shardtrain: error: command line:N:`
  * line and exit status 2 (N is the argument's position). */
+#include "st_build.h"
+
 #include "cli.h"
 #include "config.h"
 #include "data.h"
 #include "log.h"
 #include "runtime.h"
 #include "sample.h"
+#include "groups.h"
 #include "schema.h"
 #include "train.h"
 
@@ -249,5 +252,15 @@ int st_cli_main(int argc, char **argv)
         return cmd_prepare(argc, argv);
     if (!strcmp(cmd, "keys"))
         return cmd_keys(argc, argv);
+    if (!strcmp(cmd, "runtime-info")) {
+        /* Hidden: identity, device and groups of each rank, for tests and
+         * for checking a launcher set-up. */
+        cli_args a;
+        int rc = parse_args(argc, argv, 2, &a, NULL, 0, 1, argc > 2 ? 1 : 0);
+        if (rc)
+            return rc;
+        return st_runtime_info_main(a.n_positional ? a.positional[0] : NULL, a.overrides,
+                                    a.n_overrides);
+    }
     return usage_error(1, "unknown subcommand '%s'", cmd);
 }

@@ -1,20 +1,41 @@
-/* Process runtime: MPI start-up and shutdown and this process's identity.
- * The distributed issue extends it with Slurm/PMIx identity, process groups
- * and GPU binding; everything above asks it, never MPI directly. */
+/* Process runtime: MPI start-up and shutdown and this process's identity
+ * (world rank, rank on its node, node index, bound device).  The launcher
+ * (PMIx server, srun, mpirun) and MPI each have an opinion on who this
+ * process is; a job launched with a mismatched launcher/MPI pair silently
+ * runs N copies of rank 0, so start-up asks both and refuses to continue
+ * when they disagree.  Everything above asks this layer, never MPI
+ * directly, for the identity. */
 #ifndef ST_RUNTIME_H
 #define ST_RUNTIME_H
 
 typedef struct {
     int rank, world;
     char host[256];
+    int local_rank, local_size;  /* position among the ranks of this node */
+    int node, n_nodes;           /* nodes numbered in order of their lowest world rank */
+    const char *identity_source; /* "pmix", "slurm", "ompi" or "mpi": who told us first */
+    int device;                  /* CUDA device ordinal; -1 = CPU (set by st_device_bind) */
 } st_runtime;
 
-/* MPI_Init_thread (FUNNELED: only the main thread calls MPI; OpenMP threads
- * compute).  Returns an exit status. */
+/* Reads the launcher's identity (PMIx server, else SLURM_* / OMPI_*
+ * variables), then MPI_Init_thread (FUNNELED: only the main thread calls
+ * MPI; OpenMP threads compute), derives the identity from MPI alone and
+ * cross-checks the two.  argc/argv may be NULL.  Returns an exit status:
+ * ST_EXIT_USAGE on an identity mismatch, on every rank (the check ends in a
+ * collective so no rank runs on alone).  Call st_runtime_finalize whatever
+ * the result. */
 int st_runtime_init(st_runtime *rt, int *argc, char ***argv);
 void st_runtime_finalize(void);
 /* Abort every rank with status (a rank that fails alone must not leave the
  * others waiting). */
 void st_runtime_abort(int status) __attribute__((noreturn));
+
+/* One line per rank on stderr, written with a single fprintf:
+ *   shardtrain: rank R/W host H local L/LS node N device cpu|cuda:K
+ *   identity SOURCE shard DESC replicate DESC
+ * (on one line).  The descriptions come from st_groups_describe; NULL
+ * prints "-". */
+void st_runtime_log_identity(const st_runtime *rt, const char *shard_desc,
+                             const char *replicate_desc);
 
 #endif

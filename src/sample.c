@@ -4,7 +4,7 @@
  * tokenizer of `shardtrain prepare`); larger ids are printed as <id>. */
 #include "sample.h"
 #include "alloc.h"
-#include "engine.h"
+#include "fsdp.h"
 #include "log.h"
 #include "model.h"
 #include "rng.h"
@@ -67,6 +67,11 @@ int st_sample(const st_config *cfg_in, const st_runtime *rt, const st_sample_opt
     int rc = st_train_check_environment(cfg_in, rt);
     if (rc)
         return rc;
+    if (rt->world > 1) {
+        st_error(NULL, "sample runs on one rank, launched with %d; hint: run it without "
+                 "mpirun or srun", rt->world);
+        return ST_EXIT_USAGE;
+    }
     char weights[4096];
     if (opt->weights)
         snprintf(weights, sizeof weights, "%s", opt->weights);
@@ -84,9 +89,9 @@ int st_sample(const st_config *cfg_in, const st_runtime *rt, const st_sample_opt
     st_model model;
     if ((rc = st_model_init(&model, &cfg.model)))
         return rc;
-    st_engine eng;
-    if ((rc = st_engine_create(&eng, &model, &cfg))) {
-        st_engine_destroy(&eng);
+    st_fsdp eng;
+    if ((rc = st_fsdp_create(&eng, &model, &cfg, NULL))) {
+        st_fsdp_destroy(&eng);
         st_model_free(&model);
         return rc;
     }
@@ -117,7 +122,9 @@ int st_sample(const st_config *cfg_in, const st_runtime *rt, const st_sample_opt
         memset(inputs, 0, sizeof(int32_t) * (size_t)T);
         memcpy(inputs, seq + start, sizeof(int32_t) * (size_t)len);
         /* Causal attention: positions after len-1 do not affect its logits. */
-        st_engine_forward(&eng, inputs, targets, logits);
+        double unused;
+        if ((rc = st_fsdp_forward(&eng, inputs, targets, logits, &unused)))
+            goto out;
         int tok = pick_token(logits + (len - 1) * V, V, opt, i, probs);
         seq[n++] = tok;
         if (rt->rank == 0)
@@ -133,7 +140,7 @@ out:
     st_free(targets);
     st_free(logits);
     st_free(probs);
-    st_engine_destroy(&eng);
+    st_fsdp_destroy(&eng);
     st_model_free(&model);
     return rc;
 }

@@ -6,7 +6,10 @@
 #include "train.h"
 #include "alloc.h"
 #include "data.h"
-#include "engine.h"
+#include "comm.h"
+#include "device.h"
+#include "fsdp.h"
+#include "groups.h"
 #include "log.h"
 #include "model.h"
 #include "optim.h"
@@ -38,18 +41,29 @@ static void error_at_key(const st_config *cfg, const char *section, const char *
 
 int st_train_check_environment(const st_config *cfg, const st_runtime *rt)
 {
+    (void)rt;
     if (cfg->train.device == ST_DEVICE_CUDA) {
         error_at_key(cfg, "train", "device",
-                     "train.device = cuda, but this build has no CUDA backend%s; "
+                     "train.device = cuda, but this release has no CUDA backend kernels%s; "
                      "hint: set train.device = cpu or auto", "");
         return ST_EXIT_USAGE;
     }
-    if (rt->world > 1) {
-        st_error(NULL, "launched with %d ranks, but this release trains on one rank "
-                 "only; hint: run without mpirun/srun, or with one task", rt->world);
-        return ST_EXIT_USAGE;
-    }
     return 0;
+}
+
+/* Every rank's worst status: a failure on one rank (an unwritable log
+ * directory on rank 0, say) must stop all of them before the first
+ * collective of a step, not leave the others waiting. */
+static int agree(st_groups *g, int rc)
+{
+    double v = rc;
+    /* max via -sum of negatives is not available; sum is enough: any
+     * non-zero status anywhere makes the sum non-zero. */
+    if (st_comm_allreduce_now(g->host_world, &v, 1, ST_DT_F64))
+        return ST_EXIT_FAILURE;
+    if (v == 0.0)
+        return 0;
+    return rc ? rc : ST_EXIT_FAILURE;
 }
 
 void st_final_weights_path(const st_config *cfg, char *buf, size_t n)
@@ -83,30 +97,105 @@ static void fill_train_batch(const st_dataset *ds, const st_config *cfg, int64_t
     }
 }
 
-/* Mean loss over eval_batches x global_batch sequences of the val set. */
-static double evaluate(st_engine *e, const st_dataset *val, const st_config *cfg,
-                       int32_t *window, int32_t *inputs, int32_t *targets)
+/* Mean loss over eval_batches x global_batch sequences of the val set,
+ * split evenly over the data-parallel ranks. */
+static int evaluate(st_fsdp *f, st_groups *g, const st_dataset *val, const st_config *cfg,
+                    int rank, int dp, int32_t *window, int32_t *inputs, int32_t *targets,
+                    double *val_loss)
 {
     const int64_t B = cfg->train.micro_batch, T = cfg->model.seq_len;
     const int64_t total = cfg->train.eval_batches * cfg->train.global_batch;
+    const int64_t per_rank = total / dp; /* global_batch % (B x dp) == 0 */
     double loss = 0.0;
-    for (int64_t i0 = 0; i0 < total; i0 += B) {
+    int rc = 0;
+    for (int64_t i0 = 0; i0 < per_rank && !rc; i0 += B) {
         for (int64_t b = 0; b < B; b++) {
-            st_dataset_eval_window(val, i0 + b, window);
+            st_dataset_eval_window(val, rank * per_rank + i0 + b, window);
             memcpy(inputs + b * T, window, sizeof(int32_t) * (size_t)T);
             memcpy(targets + b * T, window + 1, sizeof(int32_t) * (size_t)T);
         }
-        loss += st_engine_forward(e, inputs, targets, NULL);
+        double l = 0.0;
+        rc = st_fsdp_forward(f, inputs, targets, NULL, &l);
+        loss += l;
     }
-    return loss / (double)(total * T);
+    rc = rc ? rc : st_comm_allreduce_now(g->host_world, &loss, 1, ST_DT_F64);
+    *val_loss = loss / (double)(total * T);
+    return rc;
 }
 
-int st_train(const st_config *cfg, const st_runtime *rt)
+/* Gather every unit's master parameters and write them (rank 0). */
+static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
+{
+    float **full = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
+    int rc = 0;
+    for (int u = 0; u < m->n_units; u++) {
+        full[u] = st_alloc(sizeof(float) * (size_t)m->units[u].numel, ST_MEM_OTHER);
+        rc = rc ? rc : st_fsdp_gather_master(f, u, full[u]);
+    }
+    if (!rc && rank == 0) {
+        char path[4096], dir[4096];
+        snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
+        rc = st_mkdir_p(dir);
+        st_final_weights_path(cfg, path, sizeof path);
+        rc = rc ? rc : st_safetensors_save_model(path, m, full);
+        if (!rc)
+            st_info("shardtrain: wrote %s", path);
+    }
+    for (int u = 0; u < m->n_units; u++)
+        st_free(full[u]);
+    st_free(full);
+    return rc;
+}
+
+static void log_step(FILE *metrics, int64_t step, int64_t steps, double loss, double lr,
+                     double gnorm, double tok_s, double mfu, double step_s, double eta_s)
+{
+    char eta[32], mfu_s[16];
+    format_eta(eta, sizeof eta, eta_s);
+    if (isnan(mfu))
+        snprintf(mfu_s, sizeof mfu_s, "-");
+    else
+        snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100.0 * mfu);
+    st_info("step %lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | %.0f tok/s | mfu %s | eta %s",
+            (long long)step, (long long)steps, loss, lr, gnorm, tok_s, mfu_s, eta);
+    fprintf(metrics,
+            "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
+            "\"tokens_per_s\":%.6g,\"mfu\":",
+            (long long)step, loss, lr, gnorm, tok_s);
+    if (isnan(mfu))
+        fprintf(metrics, "null");
+    else
+        fprintf(metrics, "%.6g", mfu);
+    fprintf(metrics, ",\"time_ms\":%.6g,\"state_bytes\":%zu,\"peak_bytes\":%zu}\n",
+            1e3 * step_s, st_mem_state(), st_mem_peak());
+    fflush(metrics);
+}
+
+static int open_data(const st_config *cfg, st_dataset *train_ds, st_dataset *val_ds)
+{
+    const char *file;
+    int line;
+    const int64_t T = cfg->model.seq_len, V = cfg->model.vocab_size;
+    st_config_origin_of(cfg, "data", "train", &file, &line);
+    int rc = st_dataset_open(train_ds, cfg->data.train, T, V, file ? file : cfg->path, line);
+    if (rc || !cfg->data.val[0])
+        return rc;
+    st_config_origin_of(cfg, "data", "val", &file, &line);
+    rc = st_dataset_open(val_ds, cfg->data.val, T, V, file ? file : cfg->path, line);
+    if (rc)
+        st_dataset_close(train_ds);
+    return rc;
+}
+
+int st_train(const st_config *cfg, st_runtime *rt)
 {
     int rc = st_train_check_environment(cfg, rt);
     if (rc)
         return rc;
-    const int dp = rt->world;
+    /* The CPU backend is the only one in this release. */
+    if ((rc = st_device_bind(rt, ST_DEVICE_CPU, 0)))
+        return rc;
+    const int dp = rt->world, rank = rt->rank;
     const int64_t B = cfg->train.micro_batch, T = cfg->model.seq_len;
     if (cfg->train.global_batch % (B * dp) != 0) {
         char detail[160];
@@ -130,86 +219,84 @@ int st_train(const st_config *cfg, const st_runtime *rt)
                      "hint: set data.val or eval_every = 0", "");
         return ST_EXIT_USAGE;
     }
-
-    const char *file;
-    int line;
-    st_dataset train_ds = {0}, val_ds = {0};
-    st_config_origin_of(cfg, "data", "train", &file, &line);
-    rc = st_dataset_open(&train_ds, cfg->data.train, T, cfg->model.vocab_size,
-                         file ? file : cfg->path, line);
-    if (rc)
+    /* Layout errors are found identically on every rank, before any work. */
+    st_groups groups;
+    if ((rc = st_groups_create(&groups, rt, cfg)))
         return rc;
-    if (cfg->data.val[0]) {
-        st_config_origin_of(cfg, "data", "val", &file, &line);
-        rc = st_dataset_open(&val_ds, cfg->data.val, T, cfg->model.vocab_size,
-                             file ? file : cfg->path, line);
-        if (rc) {
-            st_dataset_close(&train_ds);
-            return rc;
-        }
+    {
+        char sh[128], rep[128];
+        st_groups_describe(&groups, sh, rep, sizeof sh);
+        st_runtime_log_identity(rt, sh, rep);
     }
 
-    st_model model;
-    st_engine eng = {0};
+    st_dataset train_ds = {0}, val_ds = {0};
+    st_model model = {0};
+    st_fsdp fsdp = {0};
     FILE *metrics = NULL;
     int32_t *window = NULL, *inputs = NULL, *targets = NULL;
-    rc = st_model_init(&model, &cfg->model);
-    if (rc)
-        goto out_data;
-    rc = st_engine_create(&eng, &model, cfg);
-    if (rc)
+    int data_open = 0;
+    rc = open_data(cfg, &train_ds, &val_ds);
+    data_open = rc == 0;
+    rc = rc ? rc : st_model_init(&model, &cfg->model);
+    rc = rc ? rc : st_fsdp_create(&fsdp, &model, cfg, &groups);
+    if (!rc && rank == 0) {
+        if (!(rc = st_mkdir_p(cfg->log.dir))) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->log.dir);
+            if (!(metrics = fopen(path, "a"))) {
+                st_error(path, "cannot open for appending: %s", strerror(errno));
+                rc = ST_EXIT_FAILURE;
+            }
+        }
+    }
+    if ((rc = agree(&groups, rc)))
         goto out;
     window = st_alloc(sizeof(int32_t) * (size_t)(T + 1), ST_MEM_OTHER);
     inputs = st_alloc(sizeof(int32_t) * (size_t)(B * T), ST_MEM_ACTS);
     targets = st_alloc(sizeof(int32_t) * (size_t)(B * T), ST_MEM_ACTS);
-
-    if (rt->rank == 0) {
-        if ((rc = st_mkdir_p(cfg->log.dir)))
-            goto out;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->log.dir);
-        metrics = fopen(path, "a");
-        if (!metrics) {
-            st_error(path, "cannot open for appending: %s", strerror(errno));
-            rc = ST_EXIT_FAILURE;
-            goto out;
-        }
-    }
 
     const double flops_tok = st_model_flops_per_token(&model);
     st_info("shardtrain: %s, %lld parameters, %d units, %lld tokens in %d train file(s)",
             cfg->model.arch == ST_ARCH_GPT2 ? "gpt2" : "llama",
             (long long)model.n_params, model.n_units, (long long)train_ds.n_tokens,
             train_ds.n_files);
-    st_info("shardtrain: global batch %lld x %lld tokens = %lld micro-batches of %lld "
-            "per rank x %d rank(s); %lld steps",
+    st_info("shardtrain: %s over %d rank(s) (shard group %d x replicate group %d); global "
+            "batch %lld x %lld tokens = %lld micro-batch(es) of %lld per rank; %lld steps",
+            st_enum_name("parallel", "strategy", cfg->parallel.strategy), dp,
+            groups.layout.shard_size, groups.layout.replicate_size,
             (long long)cfg->train.global_batch, (long long)T, (long long)accum,
-            (long long)B, dp, (long long)cfg->train.steps);
+            (long long)B, (long long)cfg->train.steps);
 
     const double t_start = now_s();
     const float grad_scale = (float)(1.0 / (double)(B * T * accum * dp));
-    for (int64_t step = 0; step < cfg->train.steps; step++) {
+    for (int64_t step = 0; step < cfg->train.steps && !rc; step++) {
         const double t0 = now_s();
-        st_engine_zero_grads(&eng);
+        st_fsdp_zero_grads(&fsdp);
         double loss_sum = 0.0;
-        for (int64_t micro = 0; micro < accum; micro++) {
-            fill_train_batch(&train_ds, cfg, step, micro, rt->rank, dp, window,
-                             inputs, targets);
-            loss_sum += st_engine_forward_backward(&eng, inputs, targets, grad_scale);
+        for (int64_t micro = 0; micro < accum && !rc; micro++) {
+            fill_train_batch(&train_ds, cfg, step, micro, rank, dp, window, inputs, targets);
+            double l = 0.0;
+            rc = st_fsdp_forward_backward(&fsdp, inputs, targets, grad_scale,
+                                          micro == accum - 1, &l);
+            loss_sum += l;
         }
+        double gnorm = 0.0;
+        rc = rc ? rc : st_comm_allreduce_now(groups.host_world, &loss_sum, 1, ST_DT_F64);
+        rc = rc ? rc : st_fsdp_grad_norm(&fsdp, &gnorm);
+        if (rc)
+            break;
         const double loss = loss_sum / (double)(cfg->train.global_batch * T);
-        const double gnorm = st_engine_grad_norm(&eng);
         if (!isfinite(loss) || !isfinite(gnorm)) {
             st_error(NULL, "loss %g / gradient norm %g is not finite at step %lld; "
                      "hint: lower optim.lr or set train.grad_clip",
                      loss, gnorm, (long long)step + 1);
             rc = ST_EXIT_FAILURE;
-            goto out;
+            break;
         }
         const double clip = cfg->train.grad_clip;
         const double scale = clip > 0.0 && gnorm > clip ? clip / (gnorm + 1e-6) : 1.0;
         const double lr = st_lr_at(cfg, step);
-        st_engine_optimizer_step(&eng, lr, scale);
+        st_fsdp_optimizer_step(&fsdp, lr, scale);
         const double t1 = now_s();
 
         const double step_s = t1 - t0;
@@ -217,35 +304,14 @@ int st_train(const st_config *cfg, const st_runtime *rt)
         const double peak = cfg->log.peak_tflops * 1e12 * dp;
         const double mfu = peak > 0.0 ? flops_tok * tok_s / peak : NAN;
         const int last = step + 1 == cfg->train.steps;
-        if (rt->rank == 0 && (step == 0 || (step + 1) % cfg->log.every == 0 || last)) {
-            char eta[32], mfu_s[16];
-            format_eta(eta, sizeof eta,
-                       (t1 - t_start) / (double)(step + 1) *
-                           (double)(cfg->train.steps - step - 1));
-            if (isnan(mfu))
-                snprintf(mfu_s, sizeof mfu_s, "-");
-            else
-                snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100.0 * mfu);
-            st_info("step %lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | %.0f tok/s | "
-                    "mfu %s | eta %s",
-                    (long long)step + 1, (long long)cfg->train.steps, loss, lr, gnorm,
-                    tok_s, mfu_s, eta);
-            fprintf(metrics,
-                    "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
-                    "\"tokens_per_s\":%.6g,\"mfu\":",
-                    (long long)step + 1, loss, lr, gnorm, tok_s);
-            if (isnan(mfu))
-                fprintf(metrics, "null");
-            else
-                fprintf(metrics, "%.6g", mfu);
-            fprintf(metrics, ",\"time_ms\":%.6g,\"state_bytes\":%zu,\"peak_bytes\":%zu}\n",
-                    1e3 * step_s, st_mem_state(), st_mem_peak());
-            fflush(metrics);
-        }
-        if (cfg->train.eval_every > 0 &&
-            ((step + 1) % cfg->train.eval_every == 0 || last)) {
-            double vl = evaluate(&eng, &val_ds, cfg, window, inputs, targets);
-            if (rt->rank == 0) {
+        if (rank == 0 && (step == 0 || (step + 1) % cfg->log.every == 0 || last))
+            log_step(metrics, step + 1, cfg->train.steps, loss, lr, gnorm, tok_s, mfu, step_s,
+                     (t1 - t_start) / (double)(step + 1) *
+                         (double)(cfg->train.steps - step - 1));
+        if (cfg->train.eval_every > 0 && ((step + 1) % cfg->train.eval_every == 0 || last)) {
+            double vl = 0.0;
+            rc = evaluate(&fsdp, &groups, &val_ds, cfg, rank, dp, window, inputs, targets, &vl);
+            if (!rc && rank == 0) {
                 st_info("step %lld/%lld | val_loss %.4f", (long long)step + 1,
                         (long long)cfg->train.steps, vl);
                 fprintf(metrics, "{\"step\":%lld,\"val_loss\":%.9g}\n",
@@ -254,18 +320,9 @@ int st_train(const st_config *cfg, const st_runtime *rt)
             }
         }
     }
-
-    if (rt->rank == 0) {
-        char path[4096], dir[4096];
-        snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
-        if ((rc = st_mkdir_p(dir)))
-            goto out;
-        st_final_weights_path(cfg, path, sizeof path);
-        if ((rc = st_safetensors_save_model(path, &model, eng.params)))
-            goto out;
-        st_info("shardtrain: wrote %s (%.1fs)", path, now_s() - t_start);
-    }
-    rc = 0;
+    rc = rc ? rc : save_final_weights(&fsdp, &model, cfg, rank);
+    if (!rc)
+        st_info("shardtrain: done in %.1fs", now_s() - t_start);
 out:
     if (metrics && fclose(metrics) != 0 && rc == 0) {
         st_error(cfg->log.dir, "error writing metrics.jsonl: %s", strerror(errno));
@@ -274,11 +331,14 @@ out:
     st_free(window);
     st_free(inputs);
     st_free(targets);
-    st_engine_destroy(&eng);
-    st_model_free(&model);
-out_data:
-    st_dataset_close(&train_ds);
-    if (cfg->data.val[0])
-        st_dataset_close(&val_ds);
+    st_fsdp_destroy(&fsdp);
+    if (model.units)
+        st_model_free(&model);
+    if (data_open) {
+        st_dataset_close(&train_ds);
+        if (cfg->data.val[0])
+            st_dataset_close(&val_ds);
+    }
+    st_groups_destroy(&groups);
     return rc;
 }

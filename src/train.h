@@ -7,7 +7,7 @@
 #include "runtime.h"
 
 /* Train as configured.  Returns an exit status (see shardtrain(1)). */
-int st_train(const st_config *cfg, const st_runtime *rt);
+int st_train(const st_config *cfg, st_runtime *rt);
 
 /* Checks shared by train and sample before any work: the device is
  * available in this build and the world size is supported.  Returns an

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "engine.h"
+#include "fsdp.h"
 #include "log.h"
 #include "model.h"
 #include "rng.h"
@@ -34,18 +34,36 @@ static void fixture_config(st_config *cfg, int arch, int tied, int64_t B, int64_
 
 /* Randomise every parameter: N(0, 0.2) for matrices and biases, 1 +
  * N(0, 0.2) for norm weights. */
-static void fixture_randomise(st_engine *e, uint64_t seed)
+static void fixture_randomise(st_fsdp *e, uint64_t seed)
 {
     const st_model *m = e->model;
     for (int i = 0; i < m->n_tensors; i++) {
         const st_tensor *t = &m->tensors[i];
-        float *p = e->params[t->unit] + t->offset;
+        float *p = e->units[t->unit].params + t->offset;
         for (int64_t k = 0; k < t->numel; k++) {
             float r = (float)(0.2 * st_normal3(seed, (uint64_t)i, (uint64_t)k));
             p[k] = t->init == ST_INIT_ONE ? 1.0f + r : r;
         }
     }
-    st_engine_refresh_work(e);
+}
+
+/* The engine's entry points with the status checked: a fixture failing is
+ * a broken test, not a result. */
+static double fx_forward(st_fsdp *e, const int32_t *in, const int32_t *tg, float *logits)
+{
+    double l = 0.0;
+    if (st_fsdp_forward(e, in, tg, logits, &l))
+        st_die(1, "st_fsdp_forward failed");
+    return l;
+}
+
+static double fx_forward_backward(st_fsdp *e, const int32_t *in, const int32_t *tg,
+                                  float scale)
+{
+    double l = 0.0;
+    if (st_fsdp_forward_backward(e, in, tg, scale, 1, &l))
+        st_die(1, "st_fsdp_forward_backward failed");
+    return l;
 }
 
 static void fixture_tokens(int32_t *inputs, int32_t *targets, int64_t n, int64_t V,

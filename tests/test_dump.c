@@ -32,16 +32,16 @@ int main(int argc, char **argv)
     st_config cfg;
     fixture_config(&cfg, arch, tied, B, T);
     st_model m;
-    st_engine e;
-    if (st_model_init(&m, &cfg.model) || st_engine_create(&e, &m, &cfg))
+    st_fsdp e;
+    if (st_model_init(&m, &cfg.model) || st_fsdp_create(&e, &m, &cfg, NULL))
         return 1;
     fixture_randomise(&e, 7);
     int32_t inputs[2 * 12], targets[2 * 12];
     fixture_tokens(inputs, targets, B * T, m.V, 11);
     float *logits = malloc(sizeof(float) * (size_t)(B * T * m.V));
-    double fwd = st_engine_forward(&e, inputs, targets, logits);
-    st_engine_zero_grads(&e);
-    double loss = st_engine_forward_backward(&e, inputs, targets, 1.0f / (float)(B * T));
+    double fwd = fx_forward(&e, inputs, targets, logits);
+    st_fsdp_zero_grads(&e);
+    double loss = fx_forward_backward(&e, inputs, targets, 1.0f / (float)(B * T));
     if (fwd != loss) {
         fprintf(stderr, "forward-only and training losses differ: %g vs %g\n", fwd, loss);
         return 1;
@@ -69,9 +69,9 @@ int main(int argc, char **argv)
     char name[128];
     for (int i = 0; i < m.n_tensors; i++) {
         const st_tensor *t = &m.tensors[i];
-        record(t->name, 0, t->ndim, t->shape, e.params[t->unit] + t->offset, (size_t)t->numel);
+        record(t->name, 0, t->ndim, t->shape, e.units[t->unit].params + t->offset, (size_t)t->numel);
         snprintf(name, sizeof name, "grad:%s", t->name);
-        record(name, 0, t->ndim, t->shape, e.grads[t->unit] + t->offset, (size_t)t->numel);
+        record(name, 0, t->ndim, t->shape, e.units[t->unit].grads + t->offset, (size_t)t->numel);
     }
     int64_t bt[2] = {B, T}, btv[3] = {B, T, m.V}, one[1] = {1};
     record("inputs", 1, 2, bt, inputs, (size_t)(B * T));
@@ -82,7 +82,7 @@ int main(int argc, char **argv)
     if (fclose(out) != 0)
         return 1;
     free(logits);
-    st_engine_destroy(&e);
+    st_fsdp_destroy(&e);
     st_model_free(&m);
     st_config_free(&cfg);
     return 0;

@@ -12,17 +12,17 @@
 
 enum { B = 2, T = 8 };
 
-static double mean_loss(st_engine *e, const int32_t *in, const int32_t *tg)
+static double mean_loss(st_fsdp *e, const int32_t *in, const int32_t *tg)
 {
-    return st_engine_forward(e, in, tg, NULL) / (double)(B * T);
+    return fx_forward(e, in, tg, NULL) / (double)(B * T);
 }
 
 /* Relative error of the directional derivative along v for tensor t. */
-static double directional_error(st_engine *e, const st_tensor *t, const float *grad,
+static double directional_error(st_fsdp *e, const st_tensor *t, const float *grad,
                                 const int32_t *in, const int32_t *tg, double *analytic,
                                 double *numeric)
 {
-    float *p = e->params[t->unit] + t->offset;
+    float *p = e->units[t->unit].params + t->offset;
     float *saved = malloc(sizeof(float) * (size_t)t->numel);
     double *v = malloc(sizeof(double) * (size_t)t->numel);
     /* v = unit(r) + unit(g), normalised: the random half catches errors
@@ -51,14 +51,11 @@ static double directional_error(st_engine *e, const st_tensor *t, const float *g
     const double h = 1e-2;
     for (int64_t k = 0; k < t->numel; k++)
         p[k] = (float)(saved[k] + h * v[k]);
-    st_engine_refresh_work(e);
     double lp = mean_loss(e, in, tg);
     for (int64_t k = 0; k < t->numel; k++)
         p[k] = (float)(saved[k] - h * v[k]);
-    st_engine_refresh_work(e);
     double lm = mean_loss(e, in, tg);
     memcpy(p, saved, sizeof(float) * (size_t)t->numel);
-    st_engine_refresh_work(e);
     double n = (lp - lm) / (2.0 * h);
     free(saved);
     free(v);
@@ -73,20 +70,20 @@ static void check_arch(int arch, int tied)
     st_config cfg;
     fixture_config(&cfg, arch, tied, B, T);
     st_model m;
-    st_engine e;
-    if (!tap_ok(st_model_init(&m, &cfg.model) == 0 && st_engine_create(&e, &m, &cfg) == 0,
+    st_fsdp e;
+    if (!tap_ok(st_model_init(&m, &cfg.model) == 0 && st_fsdp_create(&e, &m, &cfg, NULL) == 0,
                 "%s: model builds", an))
         return;
     fixture_randomise(&e, 3);
     int32_t in[B * T], tg[B * T];
     fixture_tokens(in, tg, B * T, m.V, 5);
-    st_engine_zero_grads(&e);
-    st_engine_forward_backward(&e, in, tg, 1.0f / (B * T));
+    st_fsdp_zero_grads(&e);
+    fx_forward_backward(&e, in, tg, 1.0f / (B * T));
     /* Keep a copy of the gradients: the perturbed forwards reuse buffers. */
     float **g = malloc(sizeof(float *) * (size_t)m.n_units);
     for (int u = 0; u < m.n_units; u++) {
         g[u] = malloc(sizeof(float) * (size_t)m.units[u].numel);
-        memcpy(g[u], e.grads[u], sizeof(float) * (size_t)m.units[u].numel);
+        memcpy(g[u], e.units[u].grads, sizeof(float) * (size_t)m.units[u].numel);
     }
     for (int i = 0; i < m.n_tensors; i++) {
         const st_tensor *t = &m.tensors[i];
@@ -113,27 +110,26 @@ static void check_arch(int arch, int tied)
     {
         st_config cfg2 = cfg;
         cfg2.train.activation_checkpointing = ST_ACKPT_FULL;
-        st_engine e2;
-        st_engine_create(&e2, &m, &cfg2);
+        st_fsdp e2;
+        st_fsdp_create(&e2, &m, &cfg2, NULL);
         for (int u = 0; u < m.n_units; u++)
-            memcpy(e2.params[u], e.params[u], sizeof(float) * (size_t)m.units[u].numel);
-        st_engine_refresh_work(&e2);
-        st_engine_zero_grads(&e2);
-        double l2 = st_engine_forward_backward(&e2, in, tg, 1.0f / (B * T));
-        st_engine_zero_grads(&e);
-        double l1 = st_engine_forward_backward(&e, in, tg, 1.0f / (B * T));
+            memcpy(e2.units[u].params, e.units[u].params, sizeof(float) * (size_t)m.units[u].numel);
+        st_fsdp_zero_grads(&e2);
+        double l2 = fx_forward_backward(&e2, in, tg, 1.0f / (B * T));
+        st_fsdp_zero_grads(&e);
+        double l1 = fx_forward_backward(&e, in, tg, 1.0f / (B * T));
         int same = l1 == l2;
         for (int u = 0; u < m.n_units; u++)
-            same = same && memcmp(e.grads[u], e2.grads[u],
+            same = same && memcmp(e.units[u].grads, e2.units[u].grads,
                                   sizeof(float) * (size_t)m.units[u].numel) == 0;
         tap_ok(same, "%s: activation_checkpointing = full gives bit-identical loss and "
                "gradients", an);
-        st_engine_destroy(&e2);
+        st_fsdp_destroy(&e2);
     }
     for (int u = 0; u < m.n_units; u++)
         free(g[u]);
     free(g);
-    st_engine_destroy(&e);
+    st_fsdp_destroy(&e);
     st_model_free(&m);
     st_config_free(&cfg);
 }

@@ -1,0 +1,94 @@
+/* Collective communication within one process group, behind one
+ * interface with two backends:
+ *   mpi  - host buffers; MPI's non-blocking collectives, so a gather issued
+ *          ahead of time (prefetch) proceeds while the unit before it
+ *          computes;
+ *   nccl - device buffers; one NCCL communicator per group, bootstrapped by
+ *          broadcasting the group rank 0's ncclUniqueId over the group's MPI
+ *          communicator; collectives run on a dedicated CUDA stream and
+ *          completion is an event the compute stream waits on.
+ * The engine sees only this header: it never knows which backend runs.
+ *
+ * Every collective is non-blocking: it starts the operation and fills a
+ * request; st_comm_wait makes the result visible to the caller (for nccl,
+ * to work later enqueued on the compute stream, without a host sync).
+ * Reductions are sums; the engine folds the mean into its gradient scale. */
+#ifndef ST_COMM_H
+#define ST_COMM_H
+
+#include <stdint.h>
+
+typedef enum {
+    ST_DT_F32,   /* float */
+    ST_DT_BF16,  /* bfloat16 stored as uint16_t; sums accumulate in fp32 */
+    ST_DT_F64    /* double: loss and norm partial sums */
+} st_dtype;
+
+typedef struct st_comm st_comm;
+
+typedef struct {
+    st_comm *comm;
+    void *handle;  /* backend's: MPI_Request* or cudaEvent_t */
+    int active;
+} st_comm_req;
+
+/* Backend operations; each backend fills one table (comm_mpi.c,
+ * comm_nccl.c). */
+typedef struct {
+    const char *name;
+    int (*allgather)(st_comm *c, const void *send, void *recv, int64_t count,
+                     st_dtype dt, st_comm_req *req);
+    int (*reduce_scatter)(st_comm *c, const void *send, void *recv, int64_t count,
+                          st_dtype dt, st_comm_req *req);
+    int (*allreduce)(st_comm *c, void *buf, int64_t count, st_dtype dt,
+                     st_comm_req *req);
+    int (*wait)(st_comm_req *req);
+    void (*destroy)(st_comm *c);
+} st_comm_ops;
+
+struct st_comm {
+    const st_comm_ops *ops;
+    int rank, size;
+    const char *label;     /* "world", "shard", "replicate": for messages */
+    void *impl;            /* backend state */
+};
+
+/* recv[size * count] = concatenation of every rank's send[count]. */
+static inline int st_comm_allgather(st_comm *c, const void *send, void *recv,
+                                    int64_t count, st_dtype dt, st_comm_req *req)
+{
+    return c->ops->allgather(c, send, recv, count, dt, req);
+}
+/* recv[count] = sum over ranks of send[rank * count .. (rank + 1) * count). */
+static inline int st_comm_reduce_scatter(st_comm *c, const void *send, void *recv,
+                                         int64_t count, st_dtype dt, st_comm_req *req)
+{
+    return c->ops->reduce_scatter(c, send, recv, count, dt, req);
+}
+/* buf[count] = sum over ranks, in place. */
+static inline int st_comm_allreduce(st_comm *c, void *buf, int64_t count,
+                                    st_dtype dt, st_comm_req *req)
+{
+    return c->ops->allreduce(c, buf, count, dt, req);
+}
+/* Complete a request; a request never started (active 0) is a no-op. */
+static inline int st_comm_wait(st_comm_req *req)
+{
+    return req->active ? req->comm->ops->wait(req) : 0;
+}
+static inline void st_comm_destroy(st_comm *c)
+{
+    if (c)
+        c->ops->destroy(c);
+}
+
+/* Blocking all-reduce (start and wait); returns an exit status. */
+static inline int st_comm_allreduce_now(st_comm *c, void *buf, int64_t count,
+                                        st_dtype dt)
+{
+    st_comm_req r = {0};
+    int rc = st_comm_allreduce(c, buf, count, dt, &r);
+    return rc ? rc : st_comm_wait(&r);
+}
+
+#endif

@@ -1,0 +1,551 @@
+/* The FSDP engine (see fsdp.h).  A micro-step is a fixed list of steps:
+ *
+ *   embed fwd, block 0..L-1 fwd, head fwd+bwd, block L-1..0 bwd, embed bwd
+ *
+ * each needing some units gathered (the head also needs the embedding when
+ * the output weight is tied).  Before step k computes, the units of steps
+ * after it are gathered ahead, up to `prefetch` gathers in flight; after
+ * it, a unit is freed when nothing needs it any more, or, with
+ * reshard-after-forward, when the next step does not need it.  A unit's
+ * gradient is reduced when its last backward contribution is in (the
+ * embedding's after the embed backward, since the tied head adds to it),
+ * one unit behind the compute so the reduction overlaps the next unit. */
+#include "fsdp.h"
+#include "alloc.h"
+#include "cpu_ops.h"
+#include "log.h"
+#include "optim.h"
+#include "safetensors.h"
+
+#include <math.h>
+#include <string.h>
+
+enum step_kind { STEP_EMBED_FWD, STEP_BLOCK_FWD, STEP_HEAD, STEP_BLOCK_BWD, STEP_EMBED_BWD };
+
+typedef struct {
+    int kind;
+    int layer;
+} step;
+
+static int recompute(const st_fsdp *f)
+{
+    return f->cfg->train.activation_checkpointing == ST_ACKPT_FULL;
+}
+
+static int head_unit(const st_fsdp *f) { return f->n_units - 1; }
+
+/* Units a step reads the parameters of; returns how many (at most 2). */
+static int step_units(const st_fsdp *f, const step *s, int out[2])
+{
+    switch (s->kind) {
+    case STEP_EMBED_FWD: out[0] = 0; return 1;
+    case STEP_BLOCK_FWD:
+    case STEP_BLOCK_BWD: out[0] = s->layer + 1; return 1;
+    case STEP_HEAD:
+        out[0] = head_unit(f);
+        if (f->model->tied) {
+            out[1] = 0;
+            return 2;
+        }
+        return 1;
+    default: return 0; /* the embedding's backward needs only tokens */
+    }
+}
+
+static int step_needs(const st_fsdp *f, const step *s, int u)
+{
+    int us[2], n = step_units(f, s, us);
+    for (int i = 0; i < n; i++)
+        if (us[i] == u)
+            return 1;
+    return 0;
+}
+
+/* ---- gathering ------------------------------------------------------- */
+
+static void expand_bf16(float *dst, const uint16_t *src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t b = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &b, sizeof b);
+    }
+}
+
+static void pack_bf16(uint16_t *dst, const float *src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float r;
+        st_round_bf16(&r, &src[i], 1);
+        uint32_t b;
+        memcpy(&b, &r, sizeof b);
+        dst[i] = (uint16_t)(b >> 16);
+    }
+}
+
+static int gather_start(st_fsdp *f, int u)
+{
+    st_fsdp_unit *x = &f->units[u];
+    if (x->state != UNIT_SHARDED)
+        return 0;
+    if (f->S == 1) {
+        /* Nothing to gather: the shard is the unit.  bf16 compute still
+         * needs the rounded copy an all-gather would have delivered. */
+        if (f->bf16) {
+            x->full = st_alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+            st_round_bf16(x->full, x->params, x->padded);
+        } else {
+            x->full = x->params;
+        }
+        x->state = UNIT_GATHERED;
+        return 0;
+    }
+    x->full = st_alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+    int rc;
+    if (f->bf16) {
+        x->gather_send = st_alloc(sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
+        x->gather_recv = st_alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+        pack_bf16(x->gather_send, x->params, x->shard);
+        rc = st_comm_allgather(f->groups->shard, x->gather_send, x->gather_recv, x->shard,
+                               ST_DT_BF16, &x->gather_req);
+    } else {
+        rc = st_comm_allgather(f->groups->shard, x->params, x->full, x->shard, ST_DT_F32,
+                               &x->gather_req);
+    }
+    x->state = UNIT_GATHERING;
+    f->in_flight++;
+    return rc;
+}
+
+static int gather_wait(st_fsdp *f, int u)
+{
+    st_fsdp_unit *x = &f->units[u];
+    if (x->state != UNIT_GATHERING)
+        return 0;
+    int rc = st_comm_wait(&x->gather_req);
+    if (f->bf16) {
+        expand_bf16(x->full, x->gather_recv, x->padded);
+        st_free(x->gather_send);
+        st_free(x->gather_recv);
+        x->gather_send = x->gather_recv = NULL;
+    }
+    x->state = UNIT_GATHERED;
+    f->in_flight--;
+    return rc;
+}
+
+static int release(st_fsdp *f, int u)
+{
+    st_fsdp_unit *x = &f->units[u];
+    int rc = gather_wait(f, u);
+    if (x->state == UNIT_GATHERED && x->full != x->params)
+        st_free(x->full);
+    x->full = NULL;
+    x->state = UNIT_SHARDED;
+    return rc;
+}
+
+/* ---- gradient reduction ---------------------------------------------- */
+
+/* Where backward accumulates unit u's gradient.  One rank alone adds
+ * straight into its (whole-unit) shard; otherwise into a full-size buffer
+ * that is reduced when the unit's backward is complete. */
+static float *grad_target(st_fsdp *f, int u)
+{
+    st_fsdp_unit *x = &f->units[u];
+    if (f->S == 1 && f->R == 1)
+        return x->grads;
+    if (!x->full_grad)
+        x->full_grad = st_alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+    return x->full_grad;
+}
+
+/* A reduction in flight: reduce-scatter over the shard group, then (hybrid,
+ * DDP) all-reduce over the replicate group, then add into the shard. */
+typedef struct {
+    int unit;                /* -1: none */
+    st_comm_req req;
+    float *shard_sum;        /* [shard] */
+    uint16_t *send16, *recv16;
+} pending_reduce;
+
+static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
+{
+    st_fsdp_unit *x = &f->units[u];
+    memset(p, 0, sizeof *p);
+    p->unit = u;
+    if (f->S == 1 && f->R == 1)
+        return 0;
+    int rc = 0;
+    if (f->reduce_bf16) {
+        p->send16 = st_alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+        p->recv16 = st_alloc(sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
+        pack_bf16(p->send16, x->full_grad, x->padded);
+        st_free(x->full_grad);
+        x->full_grad = NULL;
+        if (f->S > 1)
+            rc = st_comm_reduce_scatter(f->groups->shard, p->send16, p->recv16, x->shard,
+                                        ST_DT_BF16, &p->req);
+        else
+            memcpy(p->recv16, p->send16, sizeof(uint16_t) * (size_t)x->shard);
+    } else if (f->S > 1) {
+        p->shard_sum = st_alloc(sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        rc = st_comm_reduce_scatter(f->groups->shard, x->full_grad, p->shard_sum, x->shard,
+                                    ST_DT_F32, &p->req);
+    } else {
+        /* S == 1: the full gradient is the shard; hand the buffer over. */
+        p->shard_sum = x->full_grad;
+        x->full_grad = NULL;
+    }
+    return rc;
+}
+
+static int reduce_finish(st_fsdp *f, pending_reduce *p)
+{
+    if (p->unit < 0)
+        return 0;
+    st_fsdp_unit *x = &f->units[p->unit];
+    int rc = st_comm_wait(&p->req);
+    if (f->S > 1 && !f->reduce_bf16) {
+        st_free(x->full_grad);
+        x->full_grad = NULL;
+    }
+    if (!rc && f->R > 1) {
+        if (f->reduce_bf16)
+            rc = st_comm_allreduce_now(f->groups->replicate, p->recv16, x->shard, ST_DT_BF16);
+        else if (p->shard_sum)
+            rc = st_comm_allreduce_now(f->groups->replicate, p->shard_sum, x->shard, ST_DT_F32);
+    }
+    if (f->reduce_bf16 && p->recv16) {
+        for (int64_t i = 0; i < x->shard; i++) {
+            uint32_t b = (uint32_t)p->recv16[i] << 16;
+            float v;
+            memcpy(&v, &b, sizeof v);
+            x->grads[i] += v;
+        }
+    } else if (p->shard_sum) {
+        st_add_inplace(x->grads, p->shard_sum, x->shard);
+    }
+    st_free(p->shard_sum);
+    st_free(p->send16);
+    st_free(p->recv16);
+    memset(p, 0, sizeof *p);
+    p->unit = -1;
+    return rc;
+}
+
+/* ---- the schedule ---------------------------------------------------- */
+
+static float *res_at(const st_fsdp *f, int64_t l)
+{
+    return f->res + (size_t)l * (size_t)(f->B * f->model->T * f->model->C);
+}
+
+static float *block_acts_mem(const st_fsdp *f, int64_t layer)
+{
+    size_t per = st_block_acts_floats(f->model, f->B);
+    return f->acts + (recompute(f) ? 0 : (size_t)layer * per);
+}
+
+/* Gather ahead for the steps after k, up to `prefetch` gathers in flight. */
+static int prefetch_after(st_fsdp *f, const step *steps, int n, int k)
+{
+    int rc = 0;
+    for (int j = k + 1; j < n && f->in_flight < f->cfg->parallel.prefetch; j++) {
+        int us[2], m = step_units(f, &steps[j], us);
+        for (int i = 0; i < m && f->in_flight < f->cfg->parallel.prefetch; i++)
+            if (f->units[us[i]].state == UNIT_SHARDED)
+                rc = rc ? rc : gather_start(f, us[i]);
+    }
+    return rc;
+}
+
+/* Free the units of step k that no step needs soon enough. */
+static int release_after(st_fsdp *f, const step *steps, int n, int k)
+{
+    int us[2], m = step_units(f, &steps[k], us), rc = 0;
+    for (int i = 0; i < m; i++) {
+        int next = -1;
+        for (int j = k + 1; j < n && next < 0; j++)
+            if (step_needs(f, &steps[j], us[i]))
+                next = j;
+        if (next < 0 || (f->reshard_after_forward && next != k + 1))
+            rc = rc ? rc : release(f, us[i]);
+    }
+    return rc;
+}
+
+typedef struct {
+    const int32_t *inputs, *targets;
+    float grad_scale;        /* 0: forward only */
+    int sync;                /* reduce gradients this micro-step */
+    float *logits_out;
+    double loss;
+} step_args;
+
+static int run_step(st_fsdp *f, const step *s, step_args *a, pending_reduce *pend)
+{
+    const st_model *m = f->model;
+    const int H = head_unit(f);
+    st_block_acts acts;
+    int u = -1, rc = 0;
+    switch (s->kind) {
+    case STEP_EMBED_FWD:
+        st_embed_forward(m, f->units[0].full, a->inputs, f->B, res_at(f, 0));
+        return 0;
+    case STEP_BLOCK_FWD:
+        st_block_acts_bind(&acts, m, f->B, block_acts_mem(f, s->layer));
+        st_block_forward(m, f->units[s->layer + 1].full, f->B, res_at(f, s->layer),
+                         res_at(f, s->layer + 1), &acts);
+        return 0;
+    case STEP_HEAD: {
+        const int train = a->grad_scale != 0.0f;
+        float *hg = train ? grad_target(f, H) : NULL;
+        float *eg = train && m->tied ? grad_target(f, 0) : NULL;
+        a->loss = st_head_forward_backward(m, f->units[H].full,
+                                           m->tied ? f->units[0].full : NULL, hg, eg, f->B,
+                                           res_at(f, m->L), a->targets, a->grad_scale,
+                                           f->dres_a, a->logits_out, f->scratch);
+        if (!train)
+            return 0;
+        u = H;
+        break;
+    }
+    case STEP_BLOCK_BWD: {
+        int64_t l = s->layer;
+        st_block_acts_bind(&acts, m, f->B, block_acts_mem(f, l));
+        /* Rebuild this block's activations from its saved input; the output
+         * lands in a buffer nothing reads any more. */
+        if (recompute(f))
+            st_block_forward(m, f->units[l + 1].full, f->B, res_at(f, l), res_at(f, l + 1),
+                             &acts);
+        /* dres ping-pongs: block L-1 reads dres_a (from the head). */
+        int flip = (int)((m->L - 1 - l) % 2);
+        float *dout = flip ? f->dres_b : f->dres_a, *din = flip ? f->dres_a : f->dres_b;
+        st_block_backward(m, f->units[l + 1].full, grad_target(f, (int)l + 1), f->B,
+                          res_at(f, l), &acts, dout, din, f->scratch);
+        u = (int)l + 1;
+        break;
+    }
+    case STEP_EMBED_BWD: {
+        float *dout = m->L % 2 ? f->dres_b : f->dres_a;
+        st_embed_backward(m, grad_target(f, 0), a->inputs, f->B, dout);
+        u = 0;
+        break;
+    }
+    }
+    if (a->sync && !(f->S == 1 && f->R == 1)) {
+        /* One behind: finish the previous unit's reduction, start this one. */
+        pending_reduce next;
+        rc = reduce_start(f, u, &next);
+        int rc2 = reduce_finish(f, pend);
+        *pend = next;
+        rc = rc ? rc : rc2;
+    }
+    return rc;
+}
+
+static int run_schedule(st_fsdp *f, const step *steps, int n, step_args *a)
+{
+    pending_reduce pend;
+    memset(&pend, 0, sizeof pend);
+    pend.unit = -1;
+    int rc = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        int us[2], m = step_units(f, &steps[k], us);
+        for (int i = 0; i < m && !rc; i++) {
+            rc = gather_start(f, us[i]);
+            rc = rc ? rc : gather_wait(f, us[i]);
+        }
+        rc = rc ? rc : prefetch_after(f, steps, n, k);
+        rc = rc ? rc : run_step(f, &steps[k], a, &pend);
+        rc = rc ? rc : release_after(f, steps, n, k);
+    }
+    int rc2 = reduce_finish(f, &pend);
+    return rc ? rc : rc2;
+}
+
+static int build_steps(const st_fsdp *f, step *steps, int train)
+{
+    const int L = (int)f->model->L;
+    int n = 0;
+    steps[n++] = (step){STEP_EMBED_FWD, -1};
+    for (int l = 0; l < L; l++)
+        steps[n++] = (step){STEP_BLOCK_FWD, l};
+    steps[n++] = (step){STEP_HEAD, -1};
+    if (train) {
+        for (int l = L - 1; l >= 0; l--)
+            steps[n++] = (step){STEP_BLOCK_BWD, l};
+        steps[n++] = (step){STEP_EMBED_BWD, -1};
+    }
+    return n;
+}
+
+int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
+                             float grad_scale, int last_micro, double *loss)
+{
+    step *steps = st_alloc(sizeof(step) * (size_t)(2 * f->model->L + 4), ST_MEM_OTHER);
+    int n = build_steps(f, steps, 1);
+    step_args a = {inputs, targets, grad_scale,
+                   !f->cfg->parallel.no_sync || last_micro, NULL, 0.0};
+    int rc = run_schedule(f, steps, n, &a);
+    st_free(steps);
+    *loss = a.loss;
+    return rc;
+}
+
+int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
+                    float *logits_out, double *loss)
+{
+    step *steps = st_alloc(sizeof(step) * (size_t)(2 * f->model->L + 4), ST_MEM_OTHER);
+    int n = build_steps(f, steps, 0);
+    step_args a = {inputs, targets, 0.0f, 0, logits_out, 0.0};
+    int rc = run_schedule(f, steps, n, &a);
+    /* Evaluation keeps nothing gathered afterwards. */
+    for (int u = 0; u < f->n_units; u++)
+        rc = rc ? rc : release(f, u);
+    st_free(steps);
+    *loss = a.loss;
+    return rc;
+}
+
+/* ---- set-up, optimizer, norms ----------------------------------------- */
+
+int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_groups *groups)
+{
+    memset(f, 0, sizeof *f);
+    f->model = m;
+    f->cfg = cfg;
+    f->groups = groups;
+    f->S = groups ? groups->layout.shard_size : 1;
+    f->R = groups ? groups->layout.replicate_size : 1;
+    f->shard_rank = groups ? groups->layout.shard_rank : 0;
+    f->reshard_after_forward = cfg->parallel.strategy != ST_STRAT_SHARD_GRAD_OP;
+    f->bf16 = cfg->train.precision == ST_PREC_BF16;
+    f->reduce_bf16 = cfg->parallel.reduce_dtype == ST_PREC_BF16;
+    f->B = cfg->train.micro_batch;
+    f->n_units = m->n_units;
+    f->units = st_alloc(sizeof(st_fsdp_unit) * (size_t)m->n_units, ST_MEM_OTHER);
+    for (int u = 0; u < m->n_units; u++) {
+        st_fsdp_unit *x = &f->units[u];
+        x->numel = m->units[u].numel;
+        x->padded = (x->numel + f->S - 1) / f->S * f->S;
+        x->shard = x->padded / f->S;
+        x->lo = (int64_t)f->shard_rank * x->shard;
+        size_t bytes = sizeof(float) * (size_t)x->shard;
+        x->params = st_alloc(bytes, ST_MEM_PARAMS);
+        x->grads = st_alloc(bytes, ST_MEM_GRADS);
+        x->adam_m = st_alloc(bytes, ST_MEM_OPTIM);
+        x->adam_v = st_alloc(bytes, ST_MEM_OPTIM);
+        x->state = UNIT_SHARDED;
+    }
+    int64_t N = f->B * m->T;
+    f->res = st_alloc(sizeof(float) * (size_t)((m->L + 1) * N * m->C), ST_MEM_ACTS);
+    size_t sets = recompute(f) ? 1 : (size_t)m->L;
+    f->acts = st_alloc(sizeof(float) * sets * st_block_acts_floats(m, f->B), ST_MEM_ACTS);
+    f->scratch = st_alloc(sizeof(float) * st_model_scratch_floats(m, f->B), ST_MEM_ACTS);
+    f->dres_a = st_alloc(sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
+    f->dres_b = st_alloc(sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
+
+    if (strcmp(cfg->model.init, "random") == 0) {
+        for (int u = 0; u < m->n_units; u++)
+            st_model_init_range(m, u, f->units[u].lo, f->units[u].lo + f->units[u].shard,
+                                f->units[u].params, (uint64_t)cfg->train.seed);
+        return 0;
+    }
+    /* Weights from a file: read whole units, keep this rank's slices. */
+    float **full = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
+    for (int u = 0; u < m->n_units; u++)
+        full[u] = st_alloc(sizeof(float) * (size_t)f->units[u].padded, ST_MEM_OTHER);
+    int rc = st_safetensors_load_model(cfg->model.init, m, full);
+    for (int u = 0; u < m->n_units; u++) {
+        if (!rc)
+            memcpy(f->units[u].params, full[u] + f->units[u].lo,
+                   sizeof(float) * (size_t)f->units[u].shard);
+        st_free(full[u]);
+    }
+    st_free(full);
+    return rc;
+}
+
+void st_fsdp_destroy(st_fsdp *f)
+{
+    if (!f->units)
+        return;
+    for (int u = 0; u < f->n_units; u++) {
+        st_fsdp_unit *x = &f->units[u];
+        release(f, u);
+        st_free(x->params);
+        st_free(x->grads);
+        st_free(x->adam_m);
+        st_free(x->adam_v);
+        st_free(x->full_grad);
+    }
+    st_free(f->units);
+    st_free(f->res);
+    st_free(f->acts);
+    st_free(f->scratch);
+    st_free(f->dres_a);
+    st_free(f->dres_b);
+    memset(f, 0, sizeof *f);
+}
+
+void st_fsdp_zero_grads(st_fsdp *f)
+{
+    for (int u = 0; u < f->n_units; u++)
+        memset(f->units[u].grads, 0, sizeof(float) * (size_t)f->units[u].shard);
+}
+
+int st_fsdp_grad_norm(st_fsdp *f, double *norm)
+{
+    /* Shards partition each unit inside a shard group, and every replicate
+     * holds the same reduced shard, so summing over the shard group counts
+     * each element once. */
+    double ss = 0.0;
+    for (int u = 0; u < f->n_units; u++) {
+        const float *g = f->units[u].grads;
+        for (int64_t i = 0; i < f->units[u].shard; i++)
+            ss += (double)g[i] * g[i];
+    }
+    int rc = 0;
+    if (f->S > 1)
+        rc = st_comm_allreduce_now(f->groups->shard, &ss, 1, ST_DT_F64);
+    *norm = sqrt(ss);
+    return rc;
+}
+
+void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale)
+{
+    const st_model *m = f->model;
+    const st_optim_config *o = &f->cfg->optim;
+    f->opt_steps++;
+    /* Each tensor's part inside this rank's slice, with its own decay. */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const st_tensor *t = &m->tensors[i];
+        st_fsdp_unit *x = &f->units[t->unit];
+        int64_t a = t->offset > x->lo ? t->offset : x->lo;
+        int64_t b = t->offset + t->numel < x->lo + x->shard ? t->offset + t->numel
+                                                             : x->lo + x->shard;
+        if (a >= b)
+            continue;
+        int64_t off = a - x->lo;
+        st_adamw(x->params + off, x->grads + off, x->adam_m + off, x->adam_v + off, b - a,
+                 lr, o->beta1, o->beta2, o->eps, t->decay ? o->weight_decay : 0.0,
+                 grad_scale, f->opt_steps);
+    }
+}
+
+int st_fsdp_gather_master(st_fsdp *f, int u, float *out)
+{
+    st_fsdp_unit *x = &f->units[u];
+    if (f->S == 1) {
+        memcpy(out, x->params, sizeof(float) * (size_t)x->numel);
+        return 0;
+    }
+    float *full = st_alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+    st_comm_req r = {0};
+    int rc = st_comm_allgather(f->groups->shard, x->params, full, x->shard, ST_DT_F32, &r);
+    rc = rc ? rc : st_comm_wait(&r);
+    memcpy(out, full, sizeof(float) * (size_t)x->numel);
+    st_free(full);
+    return rc;
+}

@@ -1,0 +1,199 @@
+#!/bin/sh
+# The FSDP engine on real MPI ranks (mpirun --oversubscribe, tiny models,
+# up to 8 ranks on 2 cores): every strategy at several world sizes, with and
+# without accumulation and no_sync, reproduces the one-rank run's losses and
+# final weights; sharding really divides the state; bad layouts stop before
+# any work.
+. "$top_srcdir/tests/lib.sh"
+require command -v mpirun
+export OMP_NUM_THREADS=1   # 8 ranks on 2 cores: no thread oversubscription on top
+
+text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
+"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
+check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+
+write_cfg() { # FILE ARCH
+    cat >"$1" <<EOF2
+[model]
+arch = $2
+preset = tiny
+seq_len = 32
+[data]
+train = $TMP/data/sh_train_*.bin
+[train]
+micro_batch = 1
+global_batch = 24
+steps = 4
+seed = 11
+[optim]
+lr = 3e-3
+warmup_steps = 1
+[log]
+every = 1
+EOF2
+}
+write_cfg "$TMP/gpt2.ini" gpt2
+write_cfg "$TMP/llama.ini" llama
+write_cfg "$TMP/gpt2u.ini" gpt2
+sed -i 's/^preset = tiny$/preset = tiny\ntie_embeddings = false/' "$TMP/gpt2u.ini"
+
+# run NAME NP CFG [-s ...]: train on NP ranks (1 = no launcher) into $TMP/NAME
+run() {
+    name=$1 np=$2 cfg=$3
+    shift 3
+    set -- train -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$@" "$cfg"
+    if [ "$np" -eq 1 ]; then
+        timeout 300 "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    else
+        timeout 300 mpirun --oversubscribe -np "$np" "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    fi
+}
+
+# compare A B TOL: losses and final weights of two runs within TOL relative
+compare() {
+    python3 - "$TMP/$1" "$TMP/$2" "$3" <<'EOF2'
+import json, struct, sys, math
+from array import array
+def losses(d):
+    return [json.loads(l)["loss"] for l in open(d + "/logs/metrics.jsonl") if '"loss"' in l]
+def weights(d):
+    raw = open(d + "/ckpt/final/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        b, e = v["data_offsets"]
+        a = array("f")
+        a.frombytes(raw[8 + n + b:8 + n + e])
+        out[k] = a
+    return out
+a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+la, lb = losses(a), losses(b)
+assert len(la) == len(lb) == 4, (len(la), len(lb))
+worst_loss = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
+wa, wb = weights(a), weights(b)
+assert wa.keys() == wb.keys()
+# Norm-wise over all parameters: per tensor is not meaningful, since the
+# key bias of attention has an exactly zero true gradient (softmax ignores a
+# constant added to every key), so its fp32 rounding noise, normalised by
+# AdamW, moves it by ~lr whatever the summation order (this happens on one
+# rank too, between micro-batch splits).
+num = sum((x - y) ** 2 for k in wa for x, y in zip(wa[k], wb[k]))
+den = sum(y * y for k in wb for y in wb[k])
+worst_w = math.sqrt(num / den)
+print("# losses rel %.1e, weights rel %.1e" % (worst_loss, worst_w))
+sys.exit(not (worst_loss <= tol and worst_w <= tol))
+EOF2
+}
+
+# equiv NAME NP ARCH [-s ...]: run and compare with the one-rank reference
+equiv() {
+    name=$1 np=$2 arch=$3
+    shift 3
+    if run "$name" "$np" "$TMP/$arch.ini" "$@"; then
+        if compare "$name" "ref_$arch" "${TOL:-1e-5}"; then ok "$name: matches 1 rank (np $np $*)"
+        else not_ok "$name: matches 1 rank (np $np $*)"; fi
+    else
+        not_ok "$name: runs (np $np $*)"
+        diag "$(tail -n 5 "$TMP/$name.err")"
+    fi
+}
+
+run ref_gpt2 1 "$TMP/gpt2.ini" -s train.micro_batch=4 -s parallel.strategy=no_shard
+check "one-rank gpt2 reference" test -s "$TMP/ref_gpt2/ckpt/final/model.safetensors"
+run ref_llama 1 "$TMP/llama.ini" -s train.micro_batch=4
+check "one-rank llama reference" test -s "$TMP/ref_llama/ckpt/final/model.safetensors"
+run ref_gpt2u 1 "$TMP/gpt2u.ini" -s train.micro_batch=4
+check "one-rank untied gpt2 reference" test -s "$TMP/ref_gpt2u/ckpt/final/model.safetensors"
+
+fs="-s parallel.strategy=full_shard"
+for np in 2 3 4 6 8; do
+    equiv "full_np$np" $np gpt2 $fs -s train.micro_batch=$((24 / np))
+done
+equiv full_np2_accum 2 gpt2 $fs -s train.micro_batch=3
+equiv full_np4_accum 4 gpt2 $fs -s train.micro_batch=1
+equiv full_np4_nosync 4 gpt2 $fs -s train.micro_batch=1 -s parallel.no_sync=true
+equiv full_np4_prefetch0 4 gpt2 $fs -s parallel.prefetch=0 -s train.micro_batch=2
+equiv full_np4_prefetch3 4 gpt2 $fs -s parallel.prefetch=3 -s train.micro_batch=2
+equiv full_np3_untied 3 gpt2u $fs -s train.micro_batch=2
+sg="-s parallel.strategy=shard_grad_op"
+for np in 2 3 4; do
+    equiv "zero2_np$np" $np gpt2 $sg -s train.micro_batch=$((24 / np))
+done
+equiv zero2_np4_nosync 4 gpt2 $sg -s train.micro_batch=2 -s parallel.no_sync=true
+ns="-s parallel.strategy=no_shard"
+for np in 2 3 4 8; do
+    equiv "ddp_np$np" $np gpt2 $ns -s train.micro_batch=$((24 / np))
+done
+equiv ddp_np2_nosync 2 gpt2 $ns -s train.micro_batch=2 -s parallel.no_sync=true
+hy="-s parallel.strategy=hybrid_shard"
+equiv hybrid_2x2 4 gpt2 $hy -s parallel.shard_size=2 -s train.micro_batch=2
+equiv hybrid_2x4 8 gpt2 $hy -s parallel.shard_size=4 -s train.micro_batch=3
+equiv hybrid_4x2 8 gpt2 $hy -s parallel.shard_size=2 -s train.micro_batch=1
+equiv hybrid_3x2 6 gpt2 $hy -s parallel.shard_size=2 -s train.micro_batch=2
+equiv hybrid_2x3 6 gpt2 $hy -s parallel.shard_size=3 -s train.micro_batch=4
+equiv hybrid_2x2_nosync 4 gpt2 $hy -s parallel.shard_size=2 -s train.micro_batch=1 -s parallel.no_sync=true
+equiv llama_full_np3 3 llama $fs -s train.micro_batch=2
+equiv llama_hybrid_2x2 4 llama $hy -s parallel.shard_size=2 -s train.micro_batch=3
+equiv llama_ddp_np2 2 llama $ns -s train.micro_batch=4
+
+# Mixed precision.  bf16 compute: every rank rounds the same gathered
+# values, but fp32 gradient sums in another order can flip a bf16 rounding
+# of the updated parameters, so the tolerance is 1e-3.  bf16 gradient
+# reduction rounds every partial sum: 2e-2.
+run ref_bf16 1 "$TMP/gpt2.ini" -s train.micro_batch=4 -s train.precision=bf16
+if run full_bf16 4 "$TMP/gpt2.ini" $fs -s train.micro_batch=2 -s train.precision=bf16 &&
+   compare full_bf16 ref_bf16 1e-3; then ok "bf16 full_shard np 4 matches 1-rank bf16 within 1e-3"
+else not_ok "bf16 full_shard np 4 matches 1-rank bf16 within 1e-3"; fi
+if run full_rbf16 4 "$TMP/gpt2.ini" $fs -s train.micro_batch=2 -s parallel.reduce_dtype=bf16 &&
+   compare full_rbf16 ref_gpt2 2e-2; then ok "reduce_dtype = bf16 np 4 matches fp32 1-rank within 2e-2"
+else not_ok "reduce_dtype = bf16 np 4 matches fp32 1-rank within 2e-2"; fi
+if compare full_rbf16 ref_gpt2 1e-6 >/dev/null; then not_ok "reduce_dtype = bf16 really reduces in bf16 (differs from fp32 beyond 1e-6)"
+else ok "reduce_dtype = bf16 really reduces in bf16 (differs from fp32 beyond 1e-6)"; fi
+
+# Sharding is real.  field NAME KEY: last logged value of KEY on rank 0.
+field() {
+    python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "\"loss\"" in l]
+print(rows[-1][sys.argv[2]])' "$TMP/$1/logs/metrics.jsonl" "$2"
+}
+state_ddp=$(field ddp_np4 state_bytes 2>/dev/null || echo 0)
+[ "$state_ddp" != 0 ] || { run ddp_np4 4 "$TMP/gpt2.ini" $ns -s train.micro_batch=6; state_ddp=$(field ddp_np4 state_bytes); }
+state_fs=$(field full_np4_accum state_bytes)
+# padding: each of the 4 units rounds up by < 4 elements, x 16 bytes per element
+check "full_shard np 4: state_bytes $state_fs <= no_shard $state_ddp / 4 + padding" \
+    test $((state_fs * 4)) -le $((state_ddp + 4 * 4 * 16 * 4))
+# peak: state + activations of one micro-batch + gathered units in flight.
+# Largest unit of tiny gpt2 is a block: 4C + 3C^2 + 3C + C^2 + C + 2CF + F + C
+# floats with C = 64, F = 256.
+unit_bytes=$(( 4 * (4*64 + 3*64*64 + 3*64 + 64*64 + 64 + 2*64*256 + 256 + 64) ))
+run ref_mb1 1 "$TMP/gpt2.ini" $ns -s train.micro_batch=1
+acts=$(( $(field ref_mb1 peak_bytes) - $(field ref_mb1 state_bytes) ))
+peak_fs=$(field full_np4_accum peak_bytes)
+bound=$(( state_fs + acts + (1 + 1 + 3) * unit_bytes ))
+check "full_shard np 4 (prefetch 1): peak $peak_fs <= state + activations + 5 units = $bound" test "$peak_fs" -le "$bound"
+check "full_shard np 4: peak $peak_fs < no_shard np 4 peak" test "$peak_fs" -lt "$(field ddp_np4 peak_bytes)"
+
+# Activation checkpointing on a deeper model lowers peak_bytes.
+run deep 2 "$TMP/gpt2.ini" $fs -s model.n_layer=8 -s train.micro_batch=4 -s train.steps=1 2>/dev/null
+run deep_ck 2 "$TMP/gpt2.ini" $fs -s model.n_layer=8 -s train.micro_batch=4 -s train.steps=1 -s train.activation_checkpointing=full
+check "activation checkpointing lowers peak_bytes on 8 layers ($(field deep peak_bytes) -> $(field deep_ck peak_bytes))" \
+    test "$(field deep_ck peak_bytes)" -lt "$(field deep peak_bytes)"
+check "activation checkpointing keeps the losses" test "$(field deep loss)" = "$(field deep_ck loss)"
+
+# Bad layouts: exit 2 with a clear message on every rank, before any work.
+bad() { # DESC PATTERN NP ARGS...
+    d=$1 pat=$2 np=$3
+    shift 3
+    timeout 120 mpirun --oversubscribe -np "$np" "$SHARDTRAIN" train "$@" "$TMP/gpt2.ini" >"$TMP/bad.out" 2>"$TMP/bad.err"
+    rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q -- "$pat" "$TMP/bad.err" && ! grep -q '^step ' "$TMP/bad.out"; then ok "$d"
+    else not_ok "$d (exit $rc)"; diag "$(head -n 5 "$TMP/bad.err")"; fi
+}
+bad "shard_size 3 does not divide 4 ranks" "shard_size" 4 $hy -s parallel.shard_size=3
+bad "shard_size 8 larger than 4 ranks" "shard_size" 4 $hy -s parallel.shard_size=8
+bad "global_batch 24 not divisible by micro_batch 1 x 5 ranks" "global_batch" 5 -s train.micro_batch=1
+bad "backend = nccl without a GPU" "nccl" 2 -s parallel.backend=nccl
