@@ -223,11 +223,6 @@ int st_train(const st_config *cfg, st_runtime *rt)
     st_groups groups;
     if ((rc = st_groups_create(&groups, rt, cfg)))
         return rc;
-    {
-        char sh[128], rep[128];
-        st_groups_describe(&groups, sh, rep, sizeof sh);
-        st_runtime_log_identity(rt, sh, rep);
-    }
 
     st_dataset train_ds = {0}, val_ds = {0};
     st_model model = {0};
@@ -251,6 +246,12 @@ int st_train(const st_config *cfg, st_runtime *rt)
     }
     if ((rc = agree(&groups, rc)))
         goto out;
+    {
+        /* After the checks, so that bad input stays a single error line. */
+        char sh[128], rep[128];
+        st_groups_describe(&groups, sh, rep, sizeof sh);
+        st_runtime_log_identity(rt, sh, rep);
+    }
     window = st_alloc(sizeof(int32_t) * (size_t)(T + 1), ST_MEM_OTHER);
     inputs = st_alloc(sizeof(int32_t) * (size_t)(B * T), ST_MEM_ACTS);
     targets = st_alloc(sizeof(int32_t) * (size_t)(B * T), ST_MEM_ACTS);
