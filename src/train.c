@@ -213,6 +213,16 @@ int st_train(const st_config *cfg, st_runtime *rt)
                      "e.g. made by `shardtrain prepare`", "");
         return ST_EXIT_USAGE;
     }
+    if (strcmp(cfg->checkpoint.resume, "auto") && strcmp(cfg->checkpoint.resume, "never")) {
+        error_at_key(cfg, "checkpoint", "resume",
+                     "checkpoint.resume = %s, but resuming from a checkpoint is not "
+                     "implemented in this release; hint: use auto or never",
+                     cfg->checkpoint.resume);
+        return ST_EXIT_USAGE;
+    }
+    if (cfg->checkpoint.every > 0 && rt->rank == 0)
+        st_warn("checkpoint.every = %lld: periodic checkpoints are not implemented in this "
+                "release; only the final weights are written", (long long)cfg->checkpoint.every);
     if (cfg->train.eval_every > 0 && !cfg->data.val[0]) {
         error_at_key(cfg, "train", "eval_every",
                      "train.eval_every is set but data.val is empty%s; "
