@@ -182,28 +182,6 @@ int st_layout_compute(int world, int rank, const int *node_of_rank, int strategy
     return 0;
 }
 
-static int mpi_failed(int rc, const char *what)
-{
-    if (rc == MPI_SUCCESS)
-        return 0;
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int n = 0;
-    if (MPI_Error_string(rc, msg, &n) != MPI_SUCCESS)
-        snprintf(msg, sizeof msg, "MPI error %d", rc);
-    st_error(NULL, "%s failed: %s; hint: check the MPI installation and launcher", what, msg);
-    return 1;
-}
-
-/* Every rank's status becomes the worst one, so all take the same branch. */
-static int agree(int rc)
-{
-    int worst = rc;
-    if (mpi_failed(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
-                   "MPI_Allreduce"))
-        return ST_EXIT_FAILURE;
-    return worst;
-}
-
 static st_comm *make_comm(int backend, MPI_Comm c, const char *label)
 {
     return backend == ST_BACKEND_NCCL ? st_comm_nccl_create(c, label)
@@ -223,7 +201,7 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
         st_runtime_abort(ST_EXIT_FAILURE); /* the others are in the Allgather */
     }
     int node = rt->node;
-    if (mpi_failed(MPI_Allgather(&node, 1, MPI_INT, nodes, 1, MPI_INT, MPI_COMM_WORLD),
+    if (st_mpi_failed(MPI_Allgather(&node, 1, MPI_INT, nodes, 1, MPI_INT, MPI_COMM_WORLD),
                    "MPI_Allgather")) {
         free(nodes);
         return ST_EXIT_FAILURE;
@@ -245,7 +223,7 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
     /* A rank without a GPU makes nccl impossible for all: decide jointly. */
     int local_nccl = rt->device >= 0 && st_comm_nccl_available();
     int all_nccl = local_nccl;
-    if (mpi_failed(MPI_Allreduce(&local_nccl, &all_nccl, 1, MPI_INT, MPI_MIN,
+    if (st_mpi_failed(MPI_Allreduce(&local_nccl, &all_nccl, 1, MPI_INT, MPI_MIN,
                                  MPI_COMM_WORLD), "MPI_Allreduce"))
         return ST_EXIT_FAILURE;
     g->backend = p->backend == ST_BACKEND_AUTO ? (all_nccl ? ST_BACKEND_NCCL : ST_BACKEND_MPI)
@@ -263,9 +241,9 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
     MPI_Comm shard = MPI_COMM_NULL, rep = MPI_COMM_NULL;
     const st_layout *l = &g->layout;
     rc = 0;
-    if (mpi_failed(MPI_Comm_split(MPI_COMM_WORLD, l->shard_group, l->shard_rank, &shard),
+    if (st_mpi_failed(MPI_Comm_split(MPI_COMM_WORLD, l->shard_group, l->shard_rank, &shard),
                    "MPI_Comm_split (shard groups)") ||
-        mpi_failed(MPI_Comm_split(MPI_COMM_WORLD, l->replicate_group, l->replicate_rank,
+        st_mpi_failed(MPI_Comm_split(MPI_COMM_WORLD, l->replicate_group, l->replicate_rank,
                                   &rep), "MPI_Comm_split (replicate groups)"))
         rc = ST_EXIT_FAILURE;
     /* Same order on every rank: NCCL initialisation blocks per group. */
@@ -278,11 +256,11 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
             rc = ST_EXIT_FAILURE; /* the constructor printed why */
     }
     /* The constructors duplicated what they keep. */
-    if (shard != MPI_COMM_NULL && mpi_failed(MPI_Comm_free(&shard), "MPI_Comm_free"))
+    if (shard != MPI_COMM_NULL && st_mpi_failed(MPI_Comm_free(&shard), "MPI_Comm_free"))
         rc = ST_EXIT_FAILURE;
-    if (rep != MPI_COMM_NULL && mpi_failed(MPI_Comm_free(&rep), "MPI_Comm_free"))
+    if (rep != MPI_COMM_NULL && st_mpi_failed(MPI_Comm_free(&rep), "MPI_Comm_free"))
         rc = ST_EXIT_FAILURE;
-    return agree(rc);
+    return st_runtime_agree(rc);
 }
 
 void st_groups_destroy(st_groups *g)
@@ -350,7 +328,7 @@ int st_runtime_info_main(const char *config_path_or_null, const st_override *ov,
      * not, so agree before the collectives of st_groups_create.  Sharing a
      * GPU is allowed here: the command reports, it does not train. */
     if (rc == 0)
-        rc = agree(st_device_bind(&rt, cfg.train.device, 1));
+        rc = st_runtime_agree(st_device_bind(&rt, cfg.train.device, 1));
     if (rc == 0)
         rc = st_groups_create(&g, &rt, &cfg);
     if (rc == 0) {

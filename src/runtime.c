@@ -227,7 +227,7 @@ static int check_local(const launcher_id *id, const st_runtime *rt)
     return 0;
 }
 
-static int mpi_failed(int rc, const char *what)
+int st_mpi_failed(int rc, const char *what)
 {
     if (rc == MPI_SUCCESS)
         return 0;
@@ -253,16 +253,16 @@ static int cmp_long(const void *a, const void *b)
 static int mpi_identity(st_runtime *rt, const launcher_id *id)
 {
     MPI_Comm shm;
-    if (mpi_failed(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank,
+    if (st_mpi_failed(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank,
                                        MPI_INFO_NULL, &shm), "MPI_Comm_split_type"))
         return ST_EXIT_FAILURE;
     int leader = rt->rank, rc = ST_EXIT_FAILURE;
-    if (!mpi_failed(MPI_Comm_rank(shm, &rt->local_rank), "MPI_Comm_rank") &&
-        !mpi_failed(MPI_Comm_size(shm, &rt->local_size), "MPI_Comm_size") &&
-        !mpi_failed(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, shm),
+    if (!st_mpi_failed(MPI_Comm_rank(shm, &rt->local_rank), "MPI_Comm_rank") &&
+        !st_mpi_failed(MPI_Comm_size(shm, &rt->local_size), "MPI_Comm_size") &&
+        !st_mpi_failed(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, shm),
                     "MPI_Allreduce"))
         rc = 0;
-    if (mpi_failed(MPI_Comm_free(&shm), "MPI_Comm_free") || rc)
+    if (st_mpi_failed(MPI_Comm_free(&shm), "MPI_Comm_free") || rc)
         return ST_EXIT_FAILURE;
 
     const int w = rt->world;
@@ -274,7 +274,7 @@ static int mpi_identity(st_runtime *rt, const launcher_id *id)
         st_error(NULL, "out of memory for the identity of %d ranks", w);
         st_runtime_abort(ST_EXIT_FAILURE); /* the others are in the Allgather */
     }
-    if (mpi_failed(MPI_Allgather(mine, 3, MPI_INT, all, 3, MPI_INT, MPI_COMM_WORLD),
+    if (st_mpi_failed(MPI_Allgather(mine, 3, MPI_INT, all, 3, MPI_INT, MPI_COMM_WORLD),
                    "MPI_Allgather")) {
         free(all), free(node_of), free(claimed);
         return ST_EXIT_FAILURE;
@@ -346,8 +346,8 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
         return ST_EXIT_FAILURE;
     }
     runtime_up = 1;
-    if (mpi_failed(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank), "MPI_Comm_rank") ||
-        mpi_failed(MPI_Comm_size(MPI_COMM_WORLD, &rt->world), "MPI_Comm_size"))
+    if (st_mpi_failed(MPI_Comm_rank(MPI_COMM_WORLD, &rt->rank), "MPI_Comm_rank") ||
+        st_mpi_failed(MPI_Comm_size(MPI_COMM_WORLD, &rt->world), "MPI_Comm_size"))
         return ST_EXIT_FAILURE;
     if (gethostname(rt->host, sizeof rt->host - 1) != 0)
         strcpy(rt->host, "?");
@@ -398,4 +398,13 @@ void st_runtime_log_identity(const st_runtime *rt, const char *shard_desc,
             rt->identity_source ? rt->identity_source : "mpi",
             shard_desc ? shard_desc : "-", replicate_desc ? replicate_desc : "-");
     fflush(stderr);
+}
+
+int st_runtime_agree(int rc)
+{
+    int worst = rc;
+    if (st_mpi_failed(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
+                      "MPI_Allreduce"))
+        return ST_EXIT_FAILURE;
+    return worst;
 }

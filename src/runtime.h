@@ -26,6 +26,13 @@ typedef struct {
  * the result. */
 int st_runtime_init(st_runtime *rt, int *argc, char ***argv);
 void st_runtime_finalize(void);
+/* Every rank's status becomes the worst one (a collective over the world),
+ * so that a failure found on one rank stops all of them at the same point
+ * instead of leaving the others waiting in the next collective. */
+int st_runtime_agree(int rc);
+/* 0 when an MPI call returned MPI_SUCCESS; otherwise prints one error line
+ * naming the call and returns 1. */
+int st_mpi_failed(int mpi_rc, const char *what);
 /* Abort every rank with status (a rank that fails alone must not leave the
  * others waiting). */
 void st_runtime_abort(int status) __attribute__((noreturn));

@@ -51,21 +51,6 @@ int st_train_check_environment(const st_config *cfg, const st_runtime *rt)
     return 0;
 }
 
-/* Every rank's worst status: a failure on one rank (an unwritable log
- * directory on rank 0, say) must stop all of them before the first
- * collective of a step, not leave the others waiting. */
-static int agree(st_groups *g, int rc)
-{
-    double v = rc;
-    /* max via -sum of negatives is not available; sum is enough: any
-     * non-zero status anywhere makes the sum non-zero. */
-    if (st_comm_allreduce_now(g->host_world, &v, 1, ST_DT_F64))
-        return ST_EXIT_FAILURE;
-    if (v == 0.0)
-        return 0;
-    return rc ? rc : ST_EXIT_FAILURE;
-}
-
 void st_final_weights_path(const st_config *cfg, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/final/model.safetensors", cfg->checkpoint.dir);
@@ -254,7 +239,7 @@ int st_train(const st_config *cfg, st_runtime *rt)
             }
         }
     }
-    if ((rc = agree(&groups, rc)))
+    if ((rc = st_runtime_agree(rc)))
         goto out;
     {
         /* After the checks, so that bad input stays a single error line. */

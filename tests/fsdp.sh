@@ -119,14 +119,16 @@ equiv full_np4_prefetch0 4 gpt2 $fs -s parallel.prefetch=0 -s train.micro_batch=
 equiv full_np4_prefetch3 4 gpt2 $fs -s parallel.prefetch=3 -s train.micro_batch=2
 equiv full_np3_untied 3 gpt2u $fs -s train.micro_batch=2
 sg="-s parallel.strategy=shard_grad_op"
-for np in 2 3 4; do
+for np in 2 3 4 6 8; do
     equiv "zero2_np$np" $np gpt2 $sg -s train.micro_batch=$((24 / np))
 done
+equiv zero2_np3_accum 3 gpt2 $sg -s train.micro_batch=2
 equiv zero2_np4_nosync 4 gpt2 $sg -s train.micro_batch=2 -s parallel.no_sync=true
 ns="-s parallel.strategy=no_shard"
-for np in 2 3 4 8; do
+for np in 2 3 4 6 8; do
     equiv "ddp_np$np" $np gpt2 $ns -s train.micro_batch=$((24 / np))
 done
+equiv ddp_np3_accum 3 gpt2 $ns -s train.micro_batch=2
 equiv ddp_np2_nosync 2 gpt2 $ns -s train.micro_batch=2 -s parallel.no_sync=true
 hy="-s parallel.strategy=hybrid_shard"
 equiv hybrid_2x2 4 gpt2 $hy -s parallel.shard_size=2 -s train.micro_batch=2
