@@ -63,25 +63,6 @@ static int step_needs(const st_fsdp *f, const step *s, int u)
 
 /* ---- gathering ------------------------------------------------------- */
 
-static void expand_bf16(float *dst, const uint16_t *src, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t b = (uint32_t)src[i] << 16;
-        memcpy(&dst[i], &b, sizeof b);
-    }
-}
-
-static void pack_bf16(uint16_t *dst, const float *src, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        float r;
-        st_round_bf16(&r, &src[i], 1);
-        uint32_t b;
-        memcpy(&b, &r, sizeof b);
-        dst[i] = (uint16_t)(b >> 16);
-    }
-}
-
 static int gather_start(st_fsdp *f, int u)
 {
     st_fsdp_unit *x = &f->units[u];
@@ -104,7 +85,7 @@ static int gather_start(st_fsdp *f, int u)
     if (f->bf16) {
         x->gather_send = st_alloc(sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
         x->gather_recv = st_alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-        pack_bf16(x->gather_send, x->params, x->shard);
+        st_pack_bf16(x->gather_send, x->params, x->shard);
         rc = st_comm_allgather(f->groups->shard, x->gather_send, x->gather_recv, x->shard,
                                ST_DT_BF16, &x->gather_req);
     } else {
@@ -123,7 +104,7 @@ static int gather_wait(st_fsdp *f, int u)
         return 0;
     int rc = st_comm_wait(&x->gather_req);
     if (f->bf16) {
-        expand_bf16(x->full, x->gather_recv, x->padded);
+        st_unpack_bf16(x->full, x->gather_recv, x->padded);
         st_free(x->gather_send);
         st_free(x->gather_recv);
         x->gather_send = x->gather_recv = NULL;
@@ -179,7 +160,7 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
     if (f->reduce_bf16) {
         p->send16 = st_alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
         p->recv16 = st_alloc(sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
-        pack_bf16(p->send16, x->full_grad, x->padded);
+        st_pack_bf16(p->send16, x->full_grad, x->padded);
         st_free(x->full_grad);
         x->full_grad = NULL;
         if (f->S > 1)
@@ -216,12 +197,9 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
             rc = st_comm_allreduce_now(f->groups->replicate, p->shard_sum, x->shard, ST_DT_F32);
     }
     if (f->reduce_bf16 && p->recv16) {
-        for (int64_t i = 0; i < x->shard; i++) {
-            uint32_t b = (uint32_t)p->recv16[i] << 16;
-            float v;
-            memcpy(&v, &b, sizeof v);
-            x->grads[i] += v;
-        }
+        p->shard_sum = st_alloc(sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        st_unpack_bf16(p->shard_sum, p->recv16, x->shard);
+        st_add_inplace(x->grads, p->shard_sum, x->shard);
     } else if (p->shard_sum) {
         st_add_inplace(x->grads, p->shard_sum, x->shard);
     }
