@@ -39,6 +39,7 @@ typedef struct {
     int device;              /* enum st_device */
     int precision;           /* enum st_precision */
     int activation_checkpointing; /* enum st_act_ckpt */
+    int64_t nonfinite_limit; /* consecutive skipped non-finite steps before save-and-stop */
 } st_train_config;
 
 typedef struct {
@@ -63,6 +64,7 @@ typedef struct {
     char *dir;
     int64_t every, keep;
     char *resume;            /* "auto", "never" or a path */
+    int requeue;             /* scontrol requeue after a preemption checkpoint */
 } st_checkpoint_config;
 
 typedef struct {

@@ -15,6 +15,9 @@ enum st_exit {
     ST_EXIT_OK = 0,       /* success */
     ST_EXIT_FAILURE = 1,  /* runtime failure: I/O error, out of memory, non-finite loss */
     ST_EXIT_USAGE = 2,    /* bad input: command line, configuration, data or weight files */
+    ST_EXIT_PREEMPTED = 3, /* SIGUSR1/SIGTERM: a checkpoint was written, the run can resume */
+    ST_EXIT_TIMEOUT = 4,  /* a collective did not complete within parallel.timeout_s */
+    ST_EXIT_NONFINITE = 5, /* train.nonfinite_limit non-finite steps in a row; saved and stopped */
 };
 
 /* Rank that prints informational output; errors are printed by every rank. */

@@ -83,6 +83,9 @@ const st_key st_schema[] = {
     ENUM("train", "activation_checkpointing", "none", ackpt_v,
          "Recompute block activations in the backward pass to save memory.",
          train.activation_checkpointing),
+    INT_GE("train", "nonfinite_limit", "5", 1,
+           "Consecutive steps with a non-finite loss or gradient norm that are skipped (with a warning) before the run saves a checkpoint and stops.",
+           train.nonfinite_limit),
 
     FLT("optim", "lr", "3e-4", 0, 0, GT0, "Peak learning rate.", optim.lr),
     FLT("optim", "min_lr", "0", 0, 0, GE0, "Final learning rate of the decay; at most lr.",
@@ -122,6 +125,9 @@ const st_key st_schema[] = {
     STR("checkpoint", "resume", "auto",
         "auto resumes from the latest checkpoint in dir, never starts fresh, else a checkpoint path (reserved: a path is refused until resuming is implemented).",
         checkpoint.resume),
+    ROW("checkpoint", "requeue", ST_T_BOOL, "false", NULL, 0, 0, 0, NULL,
+        "After a signal-triggered checkpoint under Slurm, rank 0 runs scontrol requeue $SLURM_JOB_ID before exiting.",
+        checkpoint.requeue),
 
     STR("log", "dir", "logs", "Directory of the metrics log.", log.dir),
     INT_GE("log", "every", "10", 1, "Print and log metrics every this many steps.", log.every),
