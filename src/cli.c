@@ -6,7 +6,9 @@
 
 #include "cli.h"
 #include "config.h"
+#include "bench_comm.h"
 #include "data.h"
+#include "estimate.h"
 #include "log.h"
 #include "runtime.h"
 #include "sample.h"
@@ -28,6 +30,11 @@ static const char usage_text[] =
     "       shardtrain sample [-s SECTION.KEY=VALUE]... [--weights FILE] [--prompt TEXT]\n"
     "                         [--tokens N] [--temperature X] [--top-k K] [--seed S] CONFIG\n"
     "       shardtrain prepare [--val-fraction F] [--shard-tokens N] INPUT OUT_PREFIX\n"
+    "       shardtrain estimate [-s SECTION.KEY=VALUE]... [--nodes N] [--tasks-per-node G]\n"
+    "                           [--device-mem GIB] [--json] [--time --tflops X [--intra-bw GBS]\n"
+    "                           [--intra-lat US] [--inter-bw GBS] [--inter-lat US]] CONFIG\n"
+    "       shardtrain bench-comm [-s SECTION.KEY=VALUE]... [--min-bytes B] [--max-bytes B]\n"
+    "                             [--iters N] [--warmup N] [--group world|shard|replicate] CONFIG\n"
     "       shardtrain keys [--man]\n"
     "       shardtrain --version | --help\n"
     "See shardtrain(1) and shardtrain.ini(5).\n";
@@ -252,6 +259,12 @@ int st_cli_main(int argc, char **argv)
         return cmd_prepare(argc, argv);
     if (!strcmp(cmd, "keys"))
         return cmd_keys(argc, argv);
+    /* Both take argv from their own name on, so they report argument
+     * positions relative to it (see their headers). */
+    if (!strcmp(cmd, "estimate"))
+        return st_estimate_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench-comm"))
+        return st_bench_comm_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "runtime-info")) {
         /* Hidden: identity, device and groups of each rank, for tests and
          * for checking a launcher set-up. */

@@ -32,7 +32,7 @@ else not_ok "undocumented keys:$undocumented"; fi
 # Every subcommand and option in --help appears in shardtrain(1).
 help=$("$SHARDTRAIN" --help)
 missing=
-for word in $(printf '%s\n' "$help" | grep -oE '(train|check|sample|prepare|keys)|--[a-z-]+' | sort -u); do
+for word in $(printf '%s\n' "$help" | grep -oE 'shardtrain [a-z][a-z-]+|--[a-z-]+' | sed 's/^shardtrain //' | sort -u); do
     grep -q -- "$(printf '%s' "$word" | sed 's/^--/Fl -/')" "$man1" || grep -q "Cm $word" "$man1" ||
         missing="$missing $word"
 done
