@@ -9,6 +9,7 @@
 #include "st_build.h"
 
 #include "bench_comm.h"
+#include "args.h"
 #include "alloc.h"
 #include "comm.h"
 #include "config.h"
@@ -32,12 +33,11 @@
 #define BENCH_HAVE_DEVICE 0
 #endif
 
-#define MAX_OVERRIDES 256
 /* 4 GiB: 2^30 floats keeps every per-call count within MPI's int counts. */
 #define MAX_BYTES_LIMIT (INT64_C(1) << 32)
 
 typedef struct {
-    st_override overrides[MAX_OVERRIDES];
+    st_override overrides[ST_MAX_OVERRIDES];
     int n_overrides;
     int64_t min_bytes, max_bytes, iters, warmup;
     const char *group;
@@ -51,18 +51,13 @@ static const char *const coll_name[N_COLL] = {"all_gather", "reduce_scatter", "a
  * the CLI hands us argv + 1. */
 static int bad_arg(int index, const char *fmt, const char *arg)
 {
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, arg);
-    st_error_at("command line", index + 1, "%s; hint: see shardtrain --help", msg);
-    return ST_EXIT_USAGE;
+    return st_arg_error(index + 1, fmt, arg);
 }
 
 static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+    long long v;
+    if (st_arg_int(s, lo, hi, &v))
         return -1;
     *out = v;
     return 0;
@@ -81,15 +76,10 @@ static int parse_bench_args(int argc, char **argv, bench_args *a)
     int min_at = 0, max_at = 0, group_at = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (!strcmp(arg, "-s") || !strcmp(arg, "--set")) {
-            if (i + 1 >= argc)
-                return bad_arg(i, "%s needs SECTION.KEY=VALUE", arg);
-            if (a->n_overrides == MAX_OVERRIDES)
-                return bad_arg(i, "more than 256 overrides%s", "");
-            a->overrides[a->n_overrides].text = argv[i + 1];
-            a->overrides[a->n_overrides].argno = i + 2;
-            a->n_overrides++;
-            i++;
+        int taken = st_arg_override(argc, argv, &i, 1, a->overrides, &a->n_overrides);
+        if (taken >= 0) {
+            if (taken)
+                return taken;
             continue;
         }
         if (arg[0] == '-' && arg[1] != '\0') {

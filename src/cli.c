@@ -5,6 +5,7 @@
 #include "st_build.h"
 
 #include "cli.h"
+#include "args.h"
 #include "config.h"
 #include "bench_comm.h"
 #include "data.h"
@@ -22,8 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OVERRIDES 256
-
 static const char usage_text[] =
     "usage: shardtrain train [-s SECTION.KEY=VALUE]... CONFIG\n"
     "       shardtrain check [-s SECTION.KEY=VALUE]... CONFIG\n"
@@ -39,44 +38,14 @@ static const char usage_text[] =
     "       shardtrain --version | --help\n"
     "See shardtrain(1) and shardtrain.ini(5).\n";
 
-static int usage_error(int argno, const char *fmt, const char *arg)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, arg);
-    st_error_at("command line", argno, "%s; hint: see shardtrain --help", msg);
-    return ST_EXIT_USAGE;
-}
-
 /* Parsed arguments common to the subcommands. */
 typedef struct {
-    st_override overrides[MAX_OVERRIDES];
+    st_override overrides[ST_MAX_OVERRIDES];
     int n_overrides;
     const char *positional[2];
     int positional_argno[2];
     int n_positional;
 } cli_args;
-
-static int parse_int(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
-        return -1;
-    *out = v;
-    return 0;
-}
 
 /* Option spec for one subcommand: which flags take a value. */
 typedef struct {
@@ -92,39 +61,36 @@ static int parse_args(int argc, char **argv, int first, cli_args *a,
     memset(a, 0, sizeof *a);
     for (int i = first; i < argc; i++) {
         const char *arg = argv[i];
-        if (allow_s && (!strcmp(arg, "-s") || !strcmp(arg, "--set"))) {
-            if (i + 1 >= argc)
-                return usage_error(i, "%s needs SECTION.KEY=VALUE", arg);
-            if (a->n_overrides == MAX_OVERRIDES)
-                return usage_error(i, "more than 256 overrides%s", "");
-            a->overrides[a->n_overrides].text = argv[i + 1];
-            a->overrides[a->n_overrides].argno = i + 1;
-            a->n_overrides++;
-            i++;
-            continue;
+        if (allow_s) {
+            int rc = st_arg_override(argc, argv, &i, 0, a->overrides, &a->n_overrides);
+            if (rc >= 0) {
+                if (rc)
+                    return rc;
+                continue;
+            }
         }
         if (arg[0] == '-' && arg[1] != '\0') {
             int found = 0;
             for (int k = 0; k < n_opts; k++)
                 if (!strcmp(arg, opts[k].name)) {
                     if (i + 1 >= argc)
-                        return usage_error(i, "%s needs a value", arg);
+                        return st_arg_error(i, "%s needs a value", arg);
                     *opts[k].value = argv[++i];
                     *opts[k].argno = i;
                     found = 1;
                     break;
                 }
             if (!found)
-                return usage_error(i, "unknown option '%s'", arg);
+                return st_arg_error(i, "unknown option '%s'", arg);
             continue;
         }
         if (a->n_positional == max_positional)
-            return usage_error(i, "unexpected argument '%s'", arg);
+            return st_arg_error(i, "unexpected argument '%s'", arg);
         a->positional_argno[a->n_positional] = i;
         a->positional[a->n_positional++] = arg;
     }
     if (a->n_positional < max_positional)
-        return usage_error(argc, "missing %s", max_positional == 2 ? "arguments" : "CONFIG");
+        return st_arg_error(argc, "missing %s", max_positional == 2 ? "arguments" : "CONFIG");
     return 0;
 }
 
@@ -175,20 +141,20 @@ static int cmd_sample(int argc, char **argv)
     st_sample_options so = {weights, prompt, 200, 0.8, 0, 1};
     long long v;
     if (tokens) {
-        if (parse_int(tokens, 0, 1000000, &v))
-            return usage_error(an, "--tokens '%s' is not an integer in [0, 1000000]", tokens);
+        if (st_arg_int(tokens, 0, 1000000, &v))
+            return st_arg_error(an, "--tokens '%s' is not an integer in [0, 1000000]", tokens);
         so.tokens = v;
     }
-    if (temp && parse_double(temp, 0.0, 100.0, &so.temperature))
-        return usage_error(at, "--temperature '%s' is not a number in [0, 100]", temp);
+    if (temp && st_arg_double(temp, 0.0, 100.0, &so.temperature))
+        return st_arg_error(at, "--temperature '%s' is not a number in [0, 100]", temp);
     if (topk) {
-        if (parse_int(topk, 0, INT_MAX, &v))
-            return usage_error(ak, "--top-k '%s' is not a non-negative integer", topk);
+        if (st_arg_int(topk, 0, INT_MAX, &v))
+            return st_arg_error(ak, "--top-k '%s' is not a non-negative integer", topk);
         so.top_k = v;
     }
     if (seed) {
-        if (parse_int(seed, 0, LLONG_MAX, &v))
-            return usage_error(as, "--seed '%s' is not a non-negative integer", seed);
+        if (st_arg_int(seed, 0, LLONG_MAX, &v))
+            return st_arg_error(as, "--seed '%s' is not a non-negative integer", seed);
         so.seed = (uint64_t)v;
     }
     st_runtime rt;
@@ -214,10 +180,10 @@ static int cmd_prepare(int argc, char **argv)
         return rc;
     double f = 0.1;
     long long n = 100000000;
-    if (frac && (parse_double(frac, 0.0, 1.0, &f) || f >= 1.0))
-        return usage_error(af, "--val-fraction '%s' must be a number in [0, 1)", frac);
-    if (shard && parse_int(shard, 1, LLONG_MAX, &n))
-        return usage_error(as, "--shard-tokens '%s' must be a positive integer", shard);
+    if (frac && (st_arg_double(frac, 0.0, 1.0, &f) || f >= 1.0))
+        return st_arg_error(af, "--val-fraction '%s' must be a number in [0, 1)", frac);
+    if (shard && st_arg_int(shard, 1, LLONG_MAX, &n))
+        return st_arg_error(as, "--shard-tokens '%s' must be a positive integer", shard);
     return st_prepare_text(a.positional[0], a.positional[1], f, n);
 }
 
@@ -231,14 +197,14 @@ static int cmd_keys(int argc, char **argv)
         st_schema_print_man(stdout);
         return 0;
     }
-    return usage_error(argc > 2 ? 2 : 1, "usage: shardtrain keys [--man]%s", "");
+    return st_arg_error(argc > 2 ? 2 : 1, "usage: shardtrain keys [--man]%s", "");
 }
 
 int st_cli_main(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(usage_text, stderr);
-        return usage_error(1, "missing subcommand%s", "");
+        return st_arg_error(1, "missing subcommand%s", "");
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
@@ -275,5 +241,5 @@ int st_cli_main(int argc, char **argv)
         return st_runtime_info_main(a.n_positional ? a.positional[0] : NULL, a.overrides,
                                     a.n_overrides);
     }
-    return usage_error(1, "unknown subcommand '%s'", cmd);
+    return st_arg_error(1, "unknown subcommand '%s'", cmd);
 }

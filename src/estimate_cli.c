@@ -3,6 +3,7 @@
  * shape), the largest micro-batch that fits a device, and with --time the
  * projected step time from projection.c.  Needs no MPI and no data: it
  * reads only the configuration. */
+#include "args.h"
 #include "estimate.h"
 #include "log.h"
 #include "model.h"
@@ -15,29 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OVERRIDES 256
-
 static const int strategies[4] = {ST_STRAT_NO_SHARD, ST_STRAT_SHARD_GRAD_OP,
                                   ST_STRAT_FULL_SHARD, ST_STRAT_HYBRID_SHARD};
-
-static int bad_arg(int argno, const char *fmt, const char *arg)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, arg);
-    st_error_at("command line", argno, "%s; hint: see shardtrain(1), estimate", msg);
-    return ST_EXIT_USAGE;
-}
-
-static int number(const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
-        return -1;
-    *out = v;
-    return 0;
-}
 
 static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
@@ -144,7 +124,7 @@ int st_estimate_main(int argc, char **argv)
 {
     options o = {1, 8, 0, 0, 0, {0}};
     st_cluster_defaults(&o.cluster);
-    st_override ov[MAX_OVERRIDES];
+    st_override ov[ST_MAX_OVERRIDES];
     int n_ov = 0;
     const char *path = NULL;
     /* argv[0] is "estimate"; argument i is argument i + 1 of the command line. */
@@ -154,14 +134,10 @@ int st_estimate_main(int argc, char **argv)
         double *target = NULL, lo = 0, hi = 1e12;
         if (!strcmp(a, "--json")) { o.json = 1; continue; }
         if (!strcmp(a, "--time")) { o.time = 1; continue; }
-        if (!strcmp(a, "-s") || !strcmp(a, "--set")) {
-            if (i + 1 >= argc)
-                return bad_arg(argno, "%s needs SECTION.KEY=VALUE", a);
-            if (n_ov == MAX_OVERRIDES)
-                return bad_arg(argno, "more than 256 overrides%s", "");
-            ov[n_ov].text = argv[i + 1];
-            ov[n_ov++].argno = argno + 1;
-            i++;
+        int taken = st_arg_override(argc, argv, &i, 1, ov, &n_ov);
+        if (taken >= 0) {
+            if (taken)
+                return taken;
             continue;
         }
         if (!strcmp(a, "--nodes")) target = &o.nodes, lo = 1, hi = 1e6;
@@ -173,25 +149,25 @@ int st_estimate_main(int argc, char **argv)
         else if (!strcmp(a, "--intra-lat")) target = &o.cluster.intra_lat_us;
         else if (!strcmp(a, "--inter-lat")) target = &o.cluster.inter_lat_us;
         else if (a[0] == '-' && a[1])
-            return bad_arg(argno, "unknown option '%s'", a);
+            return st_arg_error(argno, "unknown option '%s'", a);
         else if (path)
-            return bad_arg(argno, "unexpected argument '%s'", a);
+            return st_arg_error(argno, "unexpected argument '%s'", a);
         else {
             path = a;
             continue;
         }
         if (i + 1 >= argc)
-            return bad_arg(argno, "%s needs a value", a);
-        if (number(argv[i + 1], lo, hi, target))
-            return bad_arg(argno + 1, "'%s' is not a valid number here", argv[i + 1]);
+            return st_arg_error(argno, "%s needs a value", a);
+        if (st_arg_double(argv[i + 1], lo, hi, target))
+            return st_arg_error(argno + 1, "'%s' is not a valid number here", argv[i + 1]);
         if ((target == &o.nodes || target == &o.tasks) && *target != floor(*target))
-            return bad_arg(argno + 1, "'%s' is not a whole number", argv[i + 1]);
+            return st_arg_error(argno + 1, "'%s' is not a whole number", argv[i + 1]);
         i++;
     }
     if (!path)
-        return bad_arg(argc, "missing CONFIG%s", "");
+        return st_arg_error(argc, "missing CONFIG%s", "");
     if (o.time && o.cluster.tflops <= 0)
-        return bad_arg(argc, "--time needs --tflops, the compute rate achieved per GPU%s", "");
+        return st_arg_error(argc, "--time needs --tflops, the compute rate achieved per GPU%s", "");
     st_config cfg;
     int rc = st_config_load(&cfg, path, ov, n_ov);
     if (rc) {

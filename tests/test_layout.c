@@ -13,16 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *strat_name(int s)
-{
-    switch (s) {
-    case ST_STRAT_FULL_SHARD: return "full_shard";
-    case ST_STRAT_HYBRID_SHARD: return "hybrid_shard";
-    case ST_STRAT_SHARD_GRAD_OP: return "shard_grad_op";
-    case ST_STRAT_NO_SHARD: return "no_shard";
-    default: return "?";
-    }
-}
+static const char *strat_name(int s) { return st_enum_name("parallel", "strategy", s); }
 
 /* Computes every rank's layout and checks it against the expected S: one
  * TAP line per layout, with the first discrepancy as a diagnostic. */

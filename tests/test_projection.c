@@ -27,16 +27,7 @@ static int near(double a, double b, double rel)
     return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-300;
 }
 
-static const char *strat_name(int s)
-{
-    switch (s) {
-    case ST_STRAT_FULL_SHARD: return "full_shard";
-    case ST_STRAT_HYBRID_SHARD: return "hybrid_shard";
-    case ST_STRAT_SHARD_GRAD_OP: return "shard_grad_op";
-    case ST_STRAT_NO_SHARD: return "no_shard";
-    default: return "?";
-    }
-}
+static const char *strat_name(int s) { return st_enum_name("parallel", "strategy", s); }
 
 static void set_shape(st_config *cfg, int arch, int64_t L, int64_t H, int64_t KV, int64_t C,
                       int64_t F, int64_t V, int64_t T, int tied)
