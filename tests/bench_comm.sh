@@ -19,12 +19,7 @@ SIZES="--min-bytes 1024 --max-bytes 65536 --iters 3 --warmup 1"
 bench() {
     name=$1 np=$2
     shift 2
-    if [ "$np" -eq 1 ]; then
-        timeout 120 "$SHARDTRAIN" bench-comm "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    else
-        timeout 120 mpirun --oversubscribe -np "$np" "$SHARDTRAIN" bench-comm "$@" \
-            >"$TMP/$name.out" 2>"$TMP/$name.err"
-    fi
+    ranks "$np" 120 "$SHARDTRAIN" bench-comm "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
 }
 
 # verify NAME N: the table of run NAME is complete and consistent for a

@@ -42,11 +42,7 @@ run() {
     name=$1 np=$2 cfg=$3
     shift 3
     set -- train -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$@" "$cfg"
-    if [ "$np" -eq 1 ]; then
-        timeout 300 "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    else
-        timeout 300 mpirun --oversubscribe -np "$np" "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    fi
+    ranks "$np" 300 "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
 }
 
 # compare A B TOL: losses and final weights of two runs within TOL relative

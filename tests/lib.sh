@@ -25,6 +25,19 @@ shakespeare_text() {
     return 1
 }
 
+# ranks NP SECONDS COMMAND...: COMMAND with a hang guard of SECONDS, alone
+# when NP is 1, else as NP ranks under mpirun (oversubscribed: the tests
+# run more ranks than this machine has cores).
+ranks() {
+    _np=$1 _limit=$2
+    shift 2
+    if [ "$_np" -eq 1 ]; then
+        timeout "$_limit" "$@"
+    else
+        timeout "$_limit" mpirun --oversubscribe -np "$_np" "$@"
+    fi
+}
+
 # In CI a missing prerequisite is a failure, never a skip.
 require() {
     if ! "$@" >/dev/null 2>&1; then
