@@ -19,7 +19,7 @@ static json_t *hf_config(const st_model *m, const st_model_config *mc)
 {
     if (m->arch == ST_ARCH_GPT2)
         return json_pack("{s:s, s:[s], s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:s, "
-                         "s:s, s:f, s:f, s:f}",
+                         "s:s, s:f, s:f, s:f, s:f}",
                          "model_type", "gpt2", "architectures", "GPT2LMHeadModel",
                          "n_embd", (json_int_t)m->C, "n_layer", (json_int_t)m->L,
                          "n_head", (json_int_t)m->H, "n_inner", (json_int_t)m->F,
@@ -28,7 +28,7 @@ static json_t *hf_config(const st_model *m, const st_model_config *mc)
                          "tie_word_embeddings", m->tied,
                          /* the tanh approximation, as the CPU kernels compute */
                          "activation_function", "gelu_new", "torch_dtype", "float32",
-                         "initializer_range", mc->init_std, "resid_pdrop", 0.0,
+                         "initializer_range", mc->init_std, "resid_pdrop", 0.0, "embd_pdrop", 0.0,
                          "attn_pdrop", 0.0);
     return json_pack("{s:s, s:[s], s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, "
                      "s:s, s:s, s:b, s:b, s:f}",
@@ -81,7 +81,7 @@ int st_export_main(const char *ckpt, const char *out_dir)
     if (!rc) {
         snprintf(path, sizeof path, "%s/config.json", out_dir);
         json_t *cfg = hf_config(&m, &c.model);
-        if (!cfg || json_dump_file(cfg, path, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
+        if (!cfg || json_dump_file(cfg, path, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15)) != 0) {
             st_error(path, "cannot write config.json; hint: check that the directory is "
                      "writable");
             rc = ST_EXIT_FAILURE;
