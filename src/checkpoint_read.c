@@ -356,6 +356,24 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
 
 /* ---- resume ------------------------------------------------------------ */
 
+/* Keys that change which data a step sees or what the schedule does: a
+ * changed value is allowed (fine-tuning on, a longer run) but is not the
+ * continuation of the same run, so say so. */
+static void warn_changed(const st_ckpt *c, const st_config *cfg)
+{
+    json_t *train = json_object_get(json_object_get((json_t *)c->root, "config"), "train");
+    const struct { const char *key; int64_t now; } keys[] = {
+        {"seed", cfg->train.seed}, {"global_batch", cfg->train.global_batch},
+        {"steps", cfg->train.steps}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(train, keys[i].key);
+        if (json_is_integer(v) && json_integer_value(v) != keys[i].now)
+            st_warn("%s: saved with train.%s = %lld, this run has %lld; the run continues "
+                    "with the new value", c->manifest_path, keys[i].key,
+                    (long long)json_integer_value(v), (long long)keys[i].now);
+    }
+}
+
 static int load_into(st_fsdp *f, const char *dir, char *err, size_t n, int64_t *step)
 {
     st_ckpt c;
@@ -369,6 +387,8 @@ static int load_into(st_fsdp *f, const char *dir, char *err, size_t n, int64_t *
     if (!rc) {
         f->opt_steps = c.opt_steps;
         *step = c.step;
+        if (st_log_rank() == 0)
+            warn_changed(&c, f->cfg);
     }
     st_ckpt_close(&c);
     return rc;
