@@ -219,6 +219,27 @@ check "preempted + resumed metrics equal the uninterrupted run's" cmp -s "$TMP/U
 check "preempted + resumed final weights equal" \
     cmp -s "$TMP/U/ckpt/final/model.safetensors" "$TMP/P/ckpt/final/model.safetensors"
 
+# SIGTERM on one rank without a launcher, under a pretend Slurm job with
+# requeue: a stand-in scontrol on PATH records how it was called.
+mkdir -p "$TMP/bin"
+printf '#!/bin/sh\necho "$@" >"%s/scontrol.args"\n' "$TMP" >"$TMP/bin/scontrol"
+chmod +x "$TMP/bin/scontrol"
+CFG="$TMP/sigmark.ini"
+( export PATH="$TMP/bin:$PATH" SLURM_JOB_ID=4242
+  run T 1 -s train.steps=400 -s checkpoint.every=0 -s checkpoint.requeue=true
+  echo $? >"$TMP/T.rc" ) &
+i=0
+until [ -f "$TMP/T/logs/metrics.jsonl" ] && grep -q '"step":2,' "$TMP/T/logs/metrics.jsonl"; do
+    i=$((i + 1)); [ $i -gt 1200 ] && break; sleep 0.1
+done
+pkill -TERM -f "^$SHARDTRAIN train .*checkpoint.requeue=true .*sigmark\.ini" || diag "pkill found no rank"
+wait
+CFG=
+check "SIGTERM: exit 3 with a checkpoint" \
+    sh -c "test \"\$(cat '$TMP/T.rc')\" = 3 && grep -q 'rank 0: SIGTERM received' '$TMP/T.err' && test -s '$TMP/T/ckpt/latest'"
+check "checkpoint.requeue: rank 0 ran scontrol requeue \$SLURM_JOB_ID" \
+    test "$(cat "$TMP/scontrol.args" 2>/dev/null)" = "requeue 4242"
+
 # ---- 6. a crash between file writes -----------------------------------------
 export SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT=4
 run X 4
