@@ -188,7 +188,8 @@ int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size
     const char *ck = json_string_value(json_object_get(root, "checksum"));
     const char *bo = json_string_value(json_object_get(root, "byte_order"));
     if (get_int(root, "step", 0, &c->step) || get_int(root, "optimizer_steps", 0, &c->opt_steps) ||
-        get_int(root, "shard_size", 1, &sh) || get_int(root, "block_bytes", 1, &c->block) ||
+        get_int(root, "shard_size", 1, &sh) || get_int(root, "block_bytes", 4096, &c->block) ||
+        c->block > ((int64_t)1 << 30) ||
         !json_is_array(units) || json_array_size(units) == 0 || !json_is_array(files) ||
         (int64_t)json_array_size(files) != sh || !ck || strcmp(ck, "xxh64") || !bo ||
         strcmp(bo, "little") || read_model(c, json_object_get(root, "model")))
@@ -208,9 +209,19 @@ int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size
             return fail(err, n, mp, "unit %d has an inconsistent size or offset; %s", u, hint);
         c->unit_off[u] = off;
         off += 3 * c->shard[u] * (int64_t)sizeof(float);
+        if (off > ((int64_t)1 << 50))
+            return fail(err, n, mp, "units add up to an impossible file size; %s", hint);
     }
     c->file_bytes = off;
     c->n_blocks = (off + c->block - 1) / c->block;
+    /* Sizes agree with the manifest's own arrays before anything is
+     * allocated from them. */
+    for (int i = 0; i < c->n_files; i++) {
+        json_t *blocks = json_object_get(json_array_get(files, (size_t)i), "block_xxh64");
+        if (!json_is_array(blocks) || (int64_t)json_array_size(blocks) != c->n_blocks)
+            return fail(err, n, mp, "file entry %d is inconsistent with the layout; %s", i,
+                        hint);
+    }
     c->block_hash = calloc((size_t)(c->n_files * c->n_blocks), sizeof(uint64_t));
     c->fd = malloc(sizeof(int) * (size_t)c->n_files);
     c->file_path = calloc((size_t)c->n_files, sizeof(char *));

@@ -166,6 +166,11 @@ expect_load_error "truncated file: exit 2, one error naming the file" \
     "shard_00001-of-00004.bin: .*truncated" E2 2 -s checkpoint.resume="$TMP/trunc/step_00000006"
 expect_load_error "manifest of another model shape: exit 2, one error naming it" \
     "manifest.json: .*n_layer" E3 4 -s model.n_layer=3 -s checkpoint.resume="$TMP/A/ckpt/step_00000004"
+cp -r "$TMP/A/ckpt" "$TMP/badman"
+printf '{"format": "shardtrain-checkpoint", "format_version": 1, "step": ' \
+    >"$TMP/badman/step_00000004/manifest.json"
+expect_load_error "a damaged manifest: exit 2, one error naming it" \
+    "step_00000004/manifest.json: not a valid manifest" E7 2 -s checkpoint.resume="$TMP/badman/step_00000004"
 expect_load_error "checkpoint.resume names nothing: exit 2, one line" \
     "no such checkpoint" E4 1 -s checkpoint.resume="$TMP/nowhere"
 expect_load_error "checkpoint.resume names a file: exit 2, one line" \
