@@ -6,7 +6,7 @@ set -eu
 PACKAGES="
   build-essential autoconf automake libtool pkg-config
   libopenmpi-dev openmpi-bin libpmix-dev
-  libinih-dev libjansson-dev
+  libinih-dev libjansson-dev libxxhash-dev
   mandoc
   python3 python3-numpy python3-torch
 "

@@ -4,6 +4,7 @@
  * line and exit status 2 (N is the argument's position). */
 #include "st_build.h"
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "args.h"
 #include "config.h"
@@ -34,6 +35,7 @@ static const char usage_text[] =
     "                           [--intra-lat US] [--inter-bw GBS] [--inter-lat US]] CONFIG\n"
     "       shardtrain bench-comm [-s SECTION.KEY=VALUE]... [--min-bytes B] [--max-bytes B]\n"
     "                             [--iters N] [--warmup N] [--group world|shard|replicate] CONFIG\n"
+    "       shardtrain export CHECKPOINT OUT_DIR\n"
     "       shardtrain keys [--man]\n"
     "       shardtrain --version | --help\n"
     "See shardtrain(1) and shardtrain.ini(5).\n";
@@ -187,6 +189,14 @@ static int cmd_prepare(int argc, char **argv)
     return st_prepare_text(a.positional[0], a.positional[1], f, n);
 }
 
+/* No MPI: export is a single process reading files. */
+static int cmd_export(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args(argc, argv, 2, &a, NULL, 0, 0, 2);
+    return rc ? rc : st_export_main(a.positional[0], a.positional[1]);
+}
+
 static int cmd_keys(int argc, char **argv)
 {
     if (argc == 2) {
@@ -223,6 +233,8 @@ int st_cli_main(int argc, char **argv)
         return cmd_sample(argc, argv);
     if (!strcmp(cmd, "prepare"))
         return cmd_prepare(argc, argv);
+    if (!strcmp(cmd, "export"))
+        return cmd_export(argc, argv);
     if (!strcmp(cmd, "keys"))
         return cmd_keys(argc, argv);
     /* Both take argv from their own name on, so they report argument

@@ -408,3 +408,12 @@ int st_runtime_agree(int rc)
         return ST_EXIT_FAILURE;
     return worst;
 }
+
+int st_runtime_gather_u64(const unsigned long long *send, unsigned long long *recv, int count)
+{
+    if (st_mpi_failed(MPI_Gather(send, count, MPI_UNSIGNED_LONG_LONG, recv, count,
+                                 MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD),
+                      "MPI_Gather"))
+        return ST_EXIT_FAILURE;
+    return 0;
+}

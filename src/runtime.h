@@ -30,6 +30,10 @@ void st_runtime_finalize(void);
  * so that a failure found on one rank stops all of them at the same point
  * instead of leaving the others waiting in the next collective. */
 int st_runtime_agree(int rc);
+/* Rank 0 receives every rank's send[count] in rank order into recv
+ * (world x count; recv may be NULL elsewhere).  Collective over the world;
+ * returns an exit status.  For checkpoint checksums. */
+int st_runtime_gather_u64(const unsigned long long *send, unsigned long long *recv, int count);
 /* 0 when an MPI call returned MPI_SUCCESS; otherwise prints one error line
  * naming the call and returns 1. */
 int st_mpi_failed(int mpi_rc, const char *what);

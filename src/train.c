@@ -5,6 +5,7 @@
  * not depend on how the batch is split. */
 #include "train.h"
 #include "alloc.h"
+#include "checkpoint.h"
 #include "data.h"
 #include "comm.h"
 #include "device.h"
@@ -198,16 +199,6 @@ int st_train(const st_config *cfg, st_runtime *rt)
                      "e.g. made by `shardtrain prepare`", "");
         return ST_EXIT_USAGE;
     }
-    if (strcmp(cfg->checkpoint.resume, "auto") && strcmp(cfg->checkpoint.resume, "never")) {
-        error_at_key(cfg, "checkpoint", "resume",
-                     "checkpoint.resume = %s, but resuming from a checkpoint is not "
-                     "implemented in this release; hint: use auto or never",
-                     cfg->checkpoint.resume);
-        return ST_EXIT_USAGE;
-    }
-    if (cfg->checkpoint.every > 0 && rt->rank == 0)
-        st_warn("checkpoint.every = %lld: periodic checkpoints are not implemented in this "
-                "release; only the final weights are written", (long long)cfg->checkpoint.every);
     if (cfg->train.eval_every > 0 && !cfg->data.val[0]) {
         error_at_key(cfg, "train", "eval_every",
                      "train.eval_every is set but data.val is empty%s; "
@@ -241,6 +232,12 @@ int st_train(const st_config *cfg, st_runtime *rt)
     }
     if ((rc = st_runtime_agree(rc)))
         goto out;
+    /* Before the first step so that a signal during start-up is not lost;
+     * it is acted on at the first step boundary. */
+    st_ckpt_install_signals();
+    int64_t start = 0;
+    if ((rc = st_ckpt_resume(&fsdp, cfg, rt, &start)))
+        goto out;
     {
         /* After the checks, so that bad input stays a single error line. */
         char sh[128], rep[128];
@@ -265,7 +262,7 @@ int st_train(const st_config *cfg, st_runtime *rt)
 
     const double t_start = now_s();
     const float grad_scale = (float)(1.0 / (double)(B * T * accum * dp));
-    for (int64_t step = 0; step < cfg->train.steps && !rc; step++) {
+    for (int64_t step = start; step < cfg->train.steps && !rc; step++) {
         const double t0 = now_s();
         st_fsdp_zero_grads(&fsdp);
         double loss_sum = 0.0;
@@ -302,7 +299,7 @@ int st_train(const st_config *cfg, st_runtime *rt)
         const int last = step + 1 == cfg->train.steps;
         if (rank == 0 && (step == 0 || (step + 1) % cfg->log.every == 0 || last))
             log_step(metrics, step + 1, cfg->train.steps, loss, lr, gnorm, tok_s, mfu, step_s,
-                     (t1 - t_start) / (double)(step + 1) *
+                     (t1 - t_start) / (double)(step + 1 - start) *
                          (double)(cfg->train.steps - step - 1));
         if (cfg->train.eval_every > 0 && ((step + 1) % cfg->train.eval_every == 0 || last)) {
             double vl = 0.0;
@@ -315,6 +312,7 @@ int st_train(const st_config *cfg, st_runtime *rt)
                 fflush(metrics);
             }
         }
+        rc = rc ? rc : st_ckpt_step_boundary(&fsdp, cfg, rt, step + 1);
     }
     rc = rc ? rc : save_final_weights(&fsdp, &model, cfg, rank);
     if (!rc)

@@ -156,7 +156,7 @@ expect_error "sample with missing weights" "cannot open weights" "$SHARDTRAIN" s
 printf 'not safetensors' >"$TMP/bad.safetensors"
 expect_error "model.init not safetensors" "bad.safetensors" "$SHARDTRAIN" train -s model.init="$TMP/bad.safetensors" "$TMP/gpt2.ini"
 expect_error "weights of another shape" "shape" "$SHARDTRAIN" train -s model.init="$TMP/a/ckpt/final/model.safetensors" -s model.d_model=128 "$TMP/gpt2.ini"
-expect_error "checkpoint.resume = PATH is refused, not ignored" "not implemented" "$SHARDTRAIN" train -s checkpoint.resume=/some/ckpt "$TMP/gpt2.ini"
+expect_error "checkpoint.resume = a missing PATH is an error, not ignored" "no such checkpoint" "$SHARDTRAIN" train -s checkpoint.resume=/some/ckpt "$TMP/gpt2.ini"
 expect_error "unknown subcommand" "unknown subcommand" "$SHARDTRAIN" frobnicate
 expect_error "train without CONFIG" "missing CONFIG" "$SHARDTRAIN" train
 if command -v mpirun >/dev/null 2>&1; then
