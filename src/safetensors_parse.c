@@ -118,7 +118,7 @@ static int parse_entry(const char *name, json_t *info, uint64_t data_bytes,
         return fail(err, errn, "tensor '%s': header entry has no \"%s\"; hint: each "
                     "tensor needs dtype, shape and data_offsets", pn, missing);
     if (!json_is_string(jd))
-        return fail(err, errn, "tensor '%s': dtype is not a string", pn);
+        return fail(err, errn, "tensor '%s': dtype is not a string; hint: the header is corrupt", pn);
     char pd[64];
     t->dtype = parse_dtype(json_string_value(jd));
     if (t->dtype < 0)
@@ -126,11 +126,11 @@ static int parse_entry(const char *name, json_t *info, uint64_t data_bytes,
                     "dtypes are F32, F16, BF16, F64, I64, ...", pn,
                     st_stp_printable(json_string_value(jd), pd, sizeof pd));
     if (!json_is_array(js))
-        return fail(err, errn, "tensor '%s': shape is not an array", pn);
+        return fail(err, errn, "tensor '%s': shape is not an array; hint: the header is corrupt", pn);
     size_t nd = json_array_size(js);
     if (nd > ST_STP_MAX_DIMS)
         return fail(err, errn, "tensor '%s': shape has %zu dimensions, at most %d are "
-                    "accepted", pn, nd, ST_STP_MAX_DIMS);
+                    "accepted; hint: the header is corrupt", pn, nd, ST_STP_MAX_DIMS);
     t->ndim = (int)nd;
     uint64_t numel = 1;
     for (size_t i = 0; i < nd; i++) {
@@ -140,7 +140,8 @@ static int parse_entry(const char *name, json_t *info, uint64_t data_bytes,
                         "dimensions are non-negative integers", pn, i);
         json_int_t v = json_integer_value(d);
         if (v < 0)
-            return fail(err, errn, "tensor '%s': shape entry %zu is negative (%lld)", pn,
+            return fail(err, errn, "tensor '%s': shape entry %zu is negative (%lld); hint: the header is "
+                        "corrupt", pn,
                         i, (long long)v);
         t->shape[i] = (int64_t)v;
         if (__builtin_mul_overflow(numel, (uint64_t)v, &numel))
@@ -155,14 +156,16 @@ static int parse_entry(const char *name, json_t *info, uint64_t data_bytes,
     if (!json_is_array(jo) || json_array_size(jo) != 2 ||
         !json_is_integer(json_array_get(jo, 0)) || !json_is_integer(json_array_get(jo, 1)))
         return fail(err, errn, "tensor '%s': data_offsets is not [begin, end] with two "
-                    "integers", pn);
+                    "integers; hint: the header is corrupt", pn);
     json_int_t b = json_integer_value(json_array_get(jo, 0)),
                e = json_integer_value(json_array_get(jo, 1));
     if (b < 0 || e < 0)
-        return fail(err, errn, "tensor '%s': data_offsets [%lld, %lld] are negative", pn,
+        return fail(err, errn, "tensor '%s': data_offsets [%lld, %lld] are negative; hint: the header "
+                    "is corrupt", pn,
                     (long long)b, (long long)e);
     if (e < b)
-        return fail(err, errn, "tensor '%s': data_offsets [%lld, %lld] are reversed", pn,
+        return fail(err, errn, "tensor '%s': data_offsets [%lld, %lld] are reversed; hint: the header "
+                    "is corrupt", pn,
                     (long long)b, (long long)e);
     if ((uint64_t)e > data_bytes)
         return fail(err, errn, "tensor '%s': data_offsets [%lld, %lld] run past the %llu "
@@ -227,7 +230,8 @@ static int check_metadata(json_t *meta, char *err, size_t errn)
     json_object_foreach(meta, k, v) {
         char pk[128];
         if (!json_is_string(v))
-            return fail(err, errn, "\"__metadata__\" entry '%s' is not a string",
+            return fail(err, errn, "\"__metadata__\" entry '%s' is not a string; hint: it maps strings to "
+                        "strings",
                         st_stp_printable(k, pk, sizeof pk));
     }
     return 0;

@@ -17,6 +17,11 @@ PyTorch reference loss (tests/torch_ref.py) on the same weights.
                                          LlamaForCausalLM names) + config.json
         OUT/DT-sharded/                  3 shards in scrambled tensor order,
                                          model.safetensors.index.json, config.json
+  hf_make.py edit SRC DST OP NAME [ARG]
+      copy safetensors file SRC to DST with one change: OP is drop (remove
+      NAME), dup (add a copy of NAME as ARG), transpose (store NAME's 2-D
+      data transposed), shrink (keep NAME's first ARG rows), retype (NAME as
+      I32 of the same element count)
   hf_make.py refloss OUT CFG_JSON VAL_BIN NSEQ ROUNDING
       mean cross-entropy of the weights rounded to ROUNDING (f32|f16|bf16)
       on eval windows 0..NSEQ-1 of VAL_BIN (shardtrain's val_loss windows),
@@ -93,6 +98,44 @@ def write_safetensors(path, items):
         f.write(text)
         for _, _, _, raw in items:
             f.write(raw)
+
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    hdr = json.loads(raw[8:8 + n])
+    hdr.pop("__metadata__", None)
+    items = []
+    for name, e in sorted(hdr.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        b, end = e["data_offsets"]
+        items.append((name, e["dtype"], tuple(e["shape"]), raw[8 + n + b:8 + n + end]))
+    return items
+
+
+def edit(src, dst, op, name, arg):
+    items = read_safetensors(src)
+    idx = [i for i, it in enumerate(items) if it[0] == name]
+    if not idx:
+        raise SystemExit("hf_make.py edit: no tensor %s in %s" % (name, src))
+    i = idx[0]
+    n, dtype, shape, raw = items[i]
+    es = {"F32": 4, "F16": 2, "BF16": 2}[dtype]
+    if op == "drop":
+        del items[i]
+    elif op == "dup":
+        items.append((arg, dtype, shape, raw))
+    elif op == "transpose":
+        a = np.frombuffer(raw, dtype="<u%d" % es).reshape(shape)
+        items[i] = (n, dtype, shape[::-1], np.ascontiguousarray(a.T).tobytes())
+    elif op == "shrink":
+        rows = int(arg)
+        items[i] = (n, dtype, (rows,) + shape[1:], raw[:len(raw) * rows // shape[0]])
+    elif op == "retype":
+        count = len(raw) // es
+        items[i] = (n, "I32", shape, bytes(4 * count))
+    else:
+        raise SystemExit("hf_make.py edit: unknown op " + op)
+    write_safetensors(dst, items)
 
 
 def hf_config(cfg):
@@ -197,6 +240,9 @@ def main(argv):
     if len(argv) >= 3 and argv[0] == "make":
         seed = int(argv[4]) if len(argv) > 4 and argv[3] == "--seed" else 1
         make(argv[1], json.loads(argv[2]), seed)
+        return 0
+    if len(argv) in (5, 6) and argv[0] == "edit":
+        edit(argv[1], argv[2], argv[3], argv[4], argv[5] if len(argv) == 6 else None)
         return 0
     if len(argv) == 6 and argv[0] == "refloss":
         refloss(argv[1], json.loads(argv[2]), argv[3], int(argv[4]), argv[5])
