@@ -445,7 +445,7 @@ static int build_mapping(const source *s, const st_model *m, mapping *map)
 }
 
 /* IEEE half to float; subnormals scale exactly by 2^-24. */
-static float half_to_float(uint16_t h)
+float st_hf_half_to_float(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1fu, man = h & 0x3ffu;
     float f;
@@ -486,7 +486,7 @@ static int read_elements(const src_file *f, const st_stp_tensor *s, uint64_t e0,
             st_unpack_bf16(dst + done, stage, (int64_t)k);
         else
             for (uint64_t i = 0; i < k; i++)
-                dst[done + i] = half_to_float(stage[i]);
+                dst[done + i] = st_hf_half_to_float(stage[i]);
         io->data_read += k * 2;
         done += k;
     }

@@ -36,6 +36,9 @@ int st_hf_load_slices(const char *init, const st_model *m, const st_model_config
                       const int64_t *lo, const int64_t *len, float *const *dst,
                       st_hf_io *io);
 
+/* IEEE 754 binary16 bits to float, exactly (every half is a float). */
+float st_hf_half_to_float(uint16_t h);
+
 /* Check a Hugging Face config.json against the configured model shape
  * (hf_config.c).  A mismatch is one error naming the file and the field;
  * returns an exit status. */
