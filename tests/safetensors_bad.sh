@@ -73,6 +73,18 @@ expect "gpt2 weights given to a llama model" "$G/f32-single.safetensors" \
     "is not part of this model" llama "$G/f32-single.safetensors"
 expect "model.init that does not exist" "$TMP/nowhere" "cannot open weights" gpt2 "$TMP/nowhere"
 
+# Four ranks: every rank finds the same problem and all stop with exit 2.
+if command -v mpirun >/dev/null 2>&1; then
+    timeout 120 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train -s model.init="$TMP/m/linear.safetensors" \
+        -s log.dir="$TMP/logs" -s checkpoint.dir="$TMP/ckpt" "$TMP/gpt2.ini" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    n=$(grep -c "^shardtrain: error: $TMP/m/linear.safetensors: tensor 'h.0.mlp.c_fc.weight'" "$TMP/err")
+    if [ "$rc" -eq 2 ] && [ "$n" -eq 4 ]; then ok "4 ranks: each reports the bad tensor, exit 2"
+    else not_ok "4 ranks: exit $rc, $n of 4 ranks reported the bad tensor"; diag "$(head -n 8 "$TMP/err")"; fi
+else
+    not_ok "mpirun not found"
+fi
+
 # ---- sharded directories and their index -------------------------------
 shard_copy() { rm -rf "$TMP/$1" && cp -r "$G/f32-sharded" "$TMP/$1"; }
 idx=model.safetensors.index.json
