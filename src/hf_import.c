@@ -31,6 +31,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* safetensors is little-endian and F32 data is pread straight into the
+ * parameters. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "hf_import.c reads little-endian tensor data in place"
+#endif
+
 #define INDEX_NAME "model.safetensors.index.json"
 #define SINGLE_NAME "model.safetensors"
 #define CONFIG_NAME "config.json"
