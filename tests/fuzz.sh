@@ -31,8 +31,10 @@ else
 fi
 
 # The bounded run.  timeout is only a hang guard, well above max_total_time.
+# The parser is pure, so leaks are checked too (the suite turns them off
+# elsewhere because of MPI's).
 mkdir -p "$TMP/artifacts"
-timeout $((FUZZ_SECONDS * 4 + 60)) "$fuzz" -max_total_time="$FUZZ_SECONDS" -runs=2000000 \
+ASAN_OPTIONS=detect_leaks=1 timeout $((FUZZ_SECONDS * 4 + 60)) "$fuzz" -max_total_time="$FUZZ_SECONDS" -runs=2000000 \
     -max_len=4096 -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
     -artifact_prefix="$TMP/artifacts/" "$TMP/corpus" >"$TMP/fuzz.log" 2>&1
 rc=$?
