@@ -98,7 +98,9 @@ static int open_file(src_file *f, const char *path, const char *named_by, st_hf_
 {
     char err[512];
     f->path = strdup(path);
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named as weights must not hang the open; it is
+     * refused as not a regular file just below. */
+    f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (!f->path)
         st_die(ST_EXIT_FAILURE, "out of memory");
     if (f->fd < 0) {

@@ -12,7 +12,7 @@
 # expect NAME WHERE PATTERN ARCH INIT: exit 2, one line, naming WHERE, with PATTERN
 expect() {
     name=$1 where=$2 pat=$3 arch=$4 init=$5
-    "$SHARDTRAIN" train -s model.init="$init" -s log.dir="$TMP/logs" \
+    timeout 120 "$SHARDTRAIN" train -s model.init="$init" -s log.dir="$TMP/logs" \
         -s checkpoint.dir="$TMP/ckpt" "$TMP/$arch.ini" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     lines=$(wc -l <"$TMP/err")
@@ -72,6 +72,9 @@ expect "no lm_head.weight in an untied model" "$TMP/m/nohead.safetensors" \
 expect "gpt2 weights given to a llama model" "$G/f32-single.safetensors" \
     "is not part of this model" llama "$G/f32-single.safetensors"
 expect "model.init that does not exist" "$TMP/nowhere" "cannot open weights" gpt2 "$TMP/nowhere"
+mkfifo "$TMP/fifo.safetensors"
+expect "model.init that is a FIFO (no hang)" "$TMP/fifo.safetensors" "not a regular file" gpt2 \
+    "$TMP/fifo.safetensors"
 
 # Four ranks: every rank finds the same problem and all stop with exit 2.
 if command -v mpirun >/dev/null 2>&1; then
