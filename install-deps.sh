@@ -8,6 +8,7 @@ PACKAGES="
   libopenmpi-dev openmpi-bin libpmix-dev
   libinih-dev libjansson-dev libxxhash-dev
   mandoc
+  clang libclang-rt-14-dev
   python3 python3-numpy python3-torch
 "
 SUDO=

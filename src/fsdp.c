@@ -13,9 +13,9 @@
 #include "fsdp.h"
 #include "alloc.h"
 #include "cpu_ops.h"
+#include "hf_import.h"
 #include "log.h"
 #include "optim.h"
-#include "safetensors.h"
 
 #include <math.h>
 #include <string.h>
@@ -430,18 +430,19 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_group
                                 f->units[u].params, (uint64_t)cfg->train.seed);
         return 0;
     }
-    /* Weights from a file: read whole units, keep this rank's slices. */
-    float **full = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
-    for (int u = 0; u < m->n_units; u++)
-        full[u] = st_alloc(sizeof(float) * (size_t)f->units[u].padded, ST_MEM_OTHER);
-    int rc = st_safetensors_load_model(cfg->model.init, m, full);
+    /* Weights from files: each rank reads only its own slices. */
+    int64_t *lo = st_alloc(sizeof(int64_t) * (size_t)m->n_units, ST_MEM_OTHER);
+    int64_t *len = st_alloc(sizeof(int64_t) * (size_t)m->n_units, ST_MEM_OTHER);
+    float **dst = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
     for (int u = 0; u < m->n_units; u++) {
-        if (!rc)
-            memcpy(f->units[u].params, full[u] + f->units[u].lo,
-                   sizeof(float) * (size_t)f->units[u].shard);
-        st_free(full[u]);
+        lo[u] = f->units[u].lo;
+        len[u] = f->units[u].shard;
+        dst[u] = f->units[u].params;
     }
-    st_free(full);
+    int rc = st_hf_load_slices(cfg->model.init, m, &cfg->model, lo, len, dst, NULL);
+    st_free(lo);
+    st_free(len);
+    st_free(dst);
     return rc;
 }
 

@@ -1,0 +1,152 @@
+#!/bin/sh
+# model.init from Hugging Face layouts (tests/hf_make.py writes them by hand
+# from one set of random weights): for gpt2 and llama, in F32, F16 and BF16,
+# as the hub's single file (GPT-2 without the "transformer." prefix and with
+# its attn.bias buffers), a directory with model.safetensors + config.json,
+# and a 3-shard directory with its index.  Checks:
+#   - every layout gives bit-identical first-step and eval losses to the
+#     fp32 file of the same values (for F16/BF16: the values rounded to that
+#     dtype, rounded by Python), at 1 rank and at 4 ranks (full_shard);
+#   - 4 ranks agree with 1 rank within fp32 rounding;
+#   - the eval loss equals PyTorch's (tests/torch_ref.py, float64) on the
+#     same weights and tokens within 1e-5;
+#   - each rank reads only its own slices: the byte counts the ranks report
+#     (SHARDTRAIN_DEBUG_IO) are each a quarter of the tensor data, and add
+#     up to exactly all of it.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/hf_lib.sh"
+require command -v mpirun
+export OMP_NUM_THREADS=1
+
+# losses RUN: "LOSS VAL_LOSS" of a run's metrics, as printed (repr).
+losses() {
+    python3 - "$TMP/$1/metrics.jsonl" <<'EOF2'
+import json, sys
+l = v = None
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    l = r.get("loss", l)
+    v = r.get("val_loss", v)
+print(repr(l), repr(v))
+EOF2
+}
+
+# run NAME NP ARCH INIT [-s ...]: train one step into $TMP/NAME; stderr kept.
+run() {
+    name=$1 np=$2 arch=$3 init=$4
+    shift 4
+    set -- train -s model.init="$init" -s log.dir="$TMP/$name" -s checkpoint.dir="$TMP/$name/ckpt" \
+        "$@" "$TMP/$arch.ini"
+    if [ "$np" -eq 1 ]; then
+        SHARDTRAIN_DEBUG_IO=1 timeout 300 "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    else
+        SHARDTRAIN_DEBUG_IO=1 timeout 300 mpirun --oversubscribe -x SHARDTRAIN_DEBUG_IO -np "$np" \
+            "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    fi
+    rc=$?
+    if [ "$rc" -eq 0 ] && [ -s "$TMP/$name/metrics.jsonl" ]; then
+        ok "$name: trains from ${init##*/w-}"
+    else
+        not_ok "$name: exit $rc from $init"
+        diag "$(tail -n 5 "$TMP/$name.err")"
+    fi
+}
+
+# io_check NAME NP: the ranks' read counts split the tensor data evenly.
+io_check() {
+    if python3 - "$TMP/$1.err" "$2" >"$TMP/io.txt" 2>&1 <<'EOF2'
+import re, sys
+np_ = int(sys.argv[2])
+pat = re.compile(r"^shardtrain: debug: rank (\d+) read (\d+) of (\d+) tensor data bytes "
+                 r"and (\d+) header bytes from (\d+) files$")
+got = {}
+for line in open(sys.argv[1]):
+    m = pat.match(line.strip())
+    if m:
+        got[int(m.group(1))] = tuple(int(x) for x in m.groups()[1:])
+assert sorted(got) == list(range(np_)), "ranks reporting: %s" % sorted(got)
+total = {t for _, t, _, _ in got.values()}
+assert len(total) == 1, "ranks disagree on the total: %s" % total
+total = total.pop()
+reads = [got[r][0] for r in range(np_)]
+assert sum(reads) == total, "reads %s add up to %d, not %d" % (reads, sum(reads), total)
+for r in reads:
+    assert abs(r - total / np_) <= 0.01 * total, "read %d, share %.0f" % (r, total / np_)
+print("reads %s of %d" % (reads, total))
+EOF2
+    then ok "$1: each of $2 ranks read its own 1/$2 of the tensor data ($(cat "$TMP/io.txt"))"
+    else not_ok "$1: per-rank reads"; diag "$(cat "$TMP/io.txt")"; fi
+}
+
+same() { # DESCRIPTION RUN_A RUN_B: identical printed losses
+    a=$(losses "$2") b=$(losses "$3")
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then ok "$1 ($a)"
+    else not_ok "$1 ($2: '$a', $3: '$b')"; fi
+}
+
+for arch in gpt2 llama; do
+    hf_weights "$arch"
+    W="$TMP/w-$arch"
+    for r in f32 f16r bf16r; do
+        ref=ref-${r%r}
+        run "$arch-1-$ref" 1 "$arch" "$W/ref-$r.safetensors"
+    done
+    for dt in f32 f16 bf16; do
+        for layout in single dir sharded; do
+            init="$W/$dt-$layout"
+            [ "$layout" = single ] && init="$init.safetensors"
+            run "$arch-1-$dt-$layout" 1 "$arch" "$init"
+            same "$arch $dt $layout, 1 rank: same losses as the fp32 file of the same values" \
+                "$arch-1-$dt-$layout" "$arch-1-ref-$dt"
+        done
+    done
+    io_check "$arch-1-bf16-sharded" 1
+    a=$(losses "$arch-1-ref-f32") b=$(losses "$arch-1-ref-bf16")
+    check "$arch: bf16 rounding changes the losses, so the comparisons tell dtypes apart" \
+        test -n "$a" -a "$a" != "$b"
+
+    # The independent reference: PyTorch on the same weights and eval tokens.
+    for dt in f32 f16 bf16; do
+        want=$("$PY" "$hf_make" refloss "$W" "$(cat "$TMP/$arch.json")" \
+            "$TMP/data/sh_val_000000.bin" 4 "$dt" 2>"$TMP/ref.err")
+        got=$(losses "$arch-1-$dt-single" | cut -d' ' -f2)
+        if python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not abs(a - b) <= 1e-5 * abs(b))" \
+            "$got" "$want" 2>/dev/null; then
+            ok "$arch $dt single file: eval loss $got matches PyTorch's $want"
+        else
+            not_ok "$arch $dt single file: eval loss '$got' vs PyTorch '$want'"
+            diag "$(tail -n 5 "$TMP/ref.err")"
+        fi
+    done
+
+    # Four ranks, full_shard: ranged reads of each rank's slices.
+    for r in f32 f16 bf16; do
+        run "$arch-4-ref-$r" 4 "$arch" "$W/ref-$r$([ $r = f32 ] || echo r).safetensors"
+    done
+    for v in f32-sharded f16-single bf16-sharded bf16-dir; do
+        init="$W/$v"
+        case $v in *-single) init="$init.safetensors" ;; esac
+        run "$arch-4-$v" 4 "$arch" "$init"
+        same "$arch $v, 4 ranks: same losses as the fp32 file of the same values" \
+            "$arch-4-$v" "$arch-4-ref-${v%-*}"
+    done
+    io_check "$arch-4-f32-sharded" 4
+    io_check "$arch-4-bf16-sharded" 4
+    io_check "$arch-4-f16-single" 4
+    # Three ranks: units do not divide evenly, so slices end in padding and
+    # cut tensors at odd places.
+    run "$arch-3-ref-bf16" 3 "$arch" "$W/ref-bf16r.safetensors" -s train.global_batch=3
+    run "$arch-3-bf16-sharded" 3 "$arch" "$W/bf16-sharded" -s train.global_batch=3
+    same "$arch bf16 sharded, 3 ranks: same losses as the fp32 file of the same values" \
+        "$arch-3-bf16-sharded" "$arch-3-ref-bf16"
+    io_check "$arch-3-bf16-sharded" 3
+    if python3 - "$(losses "$arch-1-ref-f32")" "$(losses "$arch-4-ref-f32")" <<'EOF2'
+import sys
+a = [float(x) for x in sys.argv[1].split()]
+b = [float(x) for x in sys.argv[2].split()]
+sys.exit(not (len(a) == len(b) == 2 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))))
+EOF2
+    then ok "$arch: 4 ranks match 1 rank within 1e-5"
+    else not_ok "$arch: 4 ranks vs 1 rank: $(losses "$arch-4-ref-f32") vs $(losses "$arch-1-ref-f32")"; fi
+done
+exit 0
