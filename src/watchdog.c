@@ -396,12 +396,11 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
     fflush(stdout);
     fflush(stderr);
     if (wd.up) {
-        const double g = grace_s();
-        linger(g);
-        if (wd.world > 1 && wd.lowest_alive == wd.rank) {
-            linger(g);
+        /* The others began their exchanges within a poll of our query;
+         * two grace periods cover theirs. */
+        linger(2.0 * grace_s());
+        if (wd.world > 1 && wd.lowest_alive == wd.rank)
             MPI_Abort(MPI_COMM_WORLD, ST_EXIT_TIMEOUT);
-        }
     }
     _exit(ST_EXIT_TIMEOUT);
 }
