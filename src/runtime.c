@@ -379,6 +379,15 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
 void st_runtime_finalize(void)
 {
     if (runtime_up) {
+        /* MPI_Finalize waits for every rank: a watched barrier first, so a
+         * rank that died or stalled is reported instead of hanging the
+         * rest at the very end. */
+        if (st_watchdog_running()) {
+            MPI_Request r;
+            uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+            st_wd_op op = {"barrier", NULL, -1, "world", -1};
+            st_watchdog_finish(MPI_Ibarrier(MPI_COMM_WORLD, &r), &r, ST_WD_WORLD, seq, &op);
+        }
         st_watchdog_finalize();
         MPI_Finalize();
     }

@@ -196,6 +196,11 @@ void st_watchdog_finalize(void)
     wd.side = MPI_COMM_NULL;
 }
 
+int st_watchdog_running(void)
+{
+    return wd.up;
+}
+
 void st_watchdog_set_timeout(double seconds)
 {
     if (seconds > 0.0)
@@ -280,8 +285,10 @@ static void describe(char *buf, size_t n, const st_wd_op *op)
     len = append(buf, n, len, " (%s group)", op->group ? op->group : "an MPI");
     if (op->step > 0)
         append(buf, n, len, " at step %lld", (long long)op->step);
-    else
+    else if (op->step == 0)
         append(buf, n, len, " during start-up");
+    else
+        append(buf, n, len, " at shutdown");
 }
 
 /* Keeps answering the others for s seconds. */
@@ -295,12 +302,13 @@ static void linger(double s)
 }
 
 /* Asks the members of id and fills the list of those that did not arrive;
- * returns how many. */
+ * returns how many, or -1 when it cannot tell. */
 static int exchange(int id, uint64_t seq, char *list, size_t n)
 {
+    snprintf(list, n, "unknown");
+    if (!wd.up || id < 0 || id >= wd.n || !wd.w[id].live)
+        return -1;
     list[0] = 0;
-    if (id < 0 || id >= wd.n || !wd.w[id].live)
-        return 0;
     const watched *w = &wd.w[id];
     int m = w->size, missing = 0, pending = 0;
     MPI_Request *rr = malloc((size_t)m * sizeof *rr), *sr = malloc((size_t)m * sizeof *sr);
@@ -312,7 +320,7 @@ static int exchange(int id, uint64_t seq, char *list, size_t n)
     if (!rr || !sr || !rb || !state) {
         free(rr), free(sr), free(rb), free(state);
         snprintf(list, n, "unknown (out of memory)");
-        return 0;
+        return -1;
     }
     for (int i = 0; i < m; i++) {
         int r = w->world_rank[i];
@@ -384,17 +392,17 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
             snprintf(msg, sizeof msg, "error %d", mpi_rc);
         snprintf(reason, sizeof reason, "failed (MPI: %s)", msg);
     }
-    int missing = wd.up ? exchange(id, seq, list, sizeof list) : 0;
-    if (!wd.up)
-        snprintf(list, sizeof list, "unknown");
+    int missing = exchange(id, seq, list, sizeof list);
     char where[32];
     snprintf(where, sizeof where, "rank %d", wd.rank);
     st_error(where, "%s %s; ranks that did not arrive: %s; hint: %s", what, reason,
-             missing ? list : list[0] ? list : "none",
-             missing ? "those ranks died or stalled (see their output and the launcher's); "
-                       "if they are only slow, raise parallel.timeout_s"
-                     : "every rank reached it, so the transport failed; check the "
-                       "network and the MPI installation");
+             missing ? list : "none",
+             missing > 0 ? "those ranks died or stalled (see their output and the "
+                           "launcher's); if they are only slow, raise parallel.timeout_s"
+             : missing == 0 ? "every rank reached it, so the transport failed; check the "
+                              "network and the MPI installation"
+                            : "look for a rank that died or stalled; if it is only slow, "
+                              "raise parallel.timeout_s");
     fflush(stdout);
     fflush(stderr);
     if (wd.up) {

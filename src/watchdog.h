@@ -28,7 +28,7 @@ typedef struct {
     const char *what;    /* what travels: "unit", "the loss"; NULL: nothing named */
     int unit;            /* >= 0: printed after what */
     const char *group;   /* the communicator's label: "world", "shard", ... */
-    int64_t step;        /* training step (1-based); 0: during start-up */
+    int64_t step;        /* training step (1-based); 0: start-up; < 0: shutdown */
 } st_wd_op;
 
 /* After MPI_Init, on every rank (a collective over MPI_COMM_WORLD): makes
@@ -37,6 +37,7 @@ typedef struct {
 int st_watchdog_init(void);
 /* Before MPI_Finalize; safe when init did not run. */
 void st_watchdog_finalize(void);
+int st_watchdog_running(void);
 
 /* parallel.timeout_s; the schema's default holds until it is set. */
 void st_watchdog_set_timeout(double seconds);
