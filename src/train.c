@@ -1,9 +1,9 @@
 /* The training loop (see train.h).  One step = accumulate gradients over
  * global_batch / (micro_batch x data-parallel ranks) micro-batches, clip by
  * the global norm, one AdamW update, unless any rank's loss or norm is not
- * finite: then every rank skips the update (shardtrain(1), FAULTS).  Sample j of global step k is the
- * window the dataset picks for (seed, k, j), so the data a step sees does
- * not depend on how the batch is split. */
+ * finite: then every rank skips the update (shardtrain(1), FAULTS).
+ * Sample j of global step k is the window the dataset picks for (seed, k,
+ * j), so the data a step sees does not depend on how the batch is split. */
 #include "train.h"
 #include "alloc.h"
 #include "data.h"
