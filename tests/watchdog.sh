@@ -14,6 +14,7 @@
 # case needs neither and checks mpirun's own status.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
+require command -v python3
 export OMP_NUM_THREADS=1
 
 T=5   # parallel.timeout_s of the fault runs
@@ -46,7 +47,9 @@ elapsed_ok() { # START LIMIT: true while less than LIMIT seconds have passed
 # pid_of NAME RANK: the shardtrain process of RANK in run NAME (its command
 # line names the run's directory; mpirun puts the rank in its environment).
 pid_of() {
-    for p in $(pgrep -x shardtrain); do
+    for d in /proc/[0-9]*; do
+        p=${d#/proc/}
+        [ "$(cat "$d/comm" 2>/dev/null)" = shardtrain ] || continue
         if tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -q "^log.dir=$TMP/$1/" &&
            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
             echo "$p"
