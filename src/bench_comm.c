@@ -271,11 +271,14 @@ static int start_coll(int coll, st_comm *c, bench_bufs *b, int64_t per_rank,
 {
     switch (coll) {
     case COLL_ALL_GATHER:
-        return st_comm_allgather(c, b->send, b->recv, per_rank, ST_DT_F32, req);
+        return st_comm_allgather(c, b->send, b->recv, per_rank, ST_DT_F32, req,
+                                 st_desc("bench-comm all_gather", -1));
     case COLL_REDUCE_SCATTER:
-        return st_comm_reduce_scatter(c, b->send, b->recv, per_rank, ST_DT_F32, req);
+        return st_comm_reduce_scatter(c, b->send, b->recv, per_rank, ST_DT_F32, req,
+                                      st_desc("bench-comm reduce_scatter", -1));
     default:
-        return st_comm_allreduce(c, b->recv, per_rank, ST_DT_F32, req);
+        return st_comm_allreduce(c, b->recv, per_rank, ST_DT_F32, req,
+                                 st_desc("bench-comm all_reduce", -1));
     }
 }
 

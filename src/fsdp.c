@@ -87,10 +87,10 @@ static int gather_start(st_fsdp *f, int u)
         x->gather_recv = st_alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
         st_pack_bf16(x->gather_send, x->params, x->shard);
         rc = st_comm_allgather(f->groups->shard, x->gather_send, x->gather_recv, x->shard,
-                               ST_DT_BF16, &x->gather_req);
+                               ST_DT_BF16, &x->gather_req, st_desc("unit", u));
     } else {
         rc = st_comm_allgather(f->groups->shard, x->params, x->full, x->shard, ST_DT_F32,
-                               &x->gather_req);
+                               &x->gather_req, st_desc("unit", u));
     }
     x->state = UNIT_GATHERING;
     f->in_flight++;
@@ -126,6 +126,8 @@ static int release(st_fsdp *f, int u)
 }
 
 /* ---- gradient reduction ---------------------------------------------- */
+
+#define GRAD_OF "the gradient of unit"
 
 /* Where backward accumulates unit u's gradient.  One rank alone adds
  * straight into its (whole-unit) shard; otherwise into a full-size buffer
@@ -165,13 +167,13 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
         x->full_grad = NULL;
         if (f->S > 1)
             rc = st_comm_reduce_scatter(f->groups->shard, p->send16, p->recv16, x->shard,
-                                        ST_DT_BF16, &p->req);
+                                        ST_DT_BF16, &p->req, st_desc(GRAD_OF, u));
         else
             memcpy(p->recv16, p->send16, sizeof(uint16_t) * (size_t)x->shard);
     } else if (f->S > 1) {
         p->shard_sum = st_alloc(sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
         rc = st_comm_reduce_scatter(f->groups->shard, x->full_grad, p->shard_sum, x->shard,
-                                    ST_DT_F32, &p->req);
+                                    ST_DT_F32, &p->req, st_desc(GRAD_OF, u));
     } else {
         /* S == 1: the full gradient is the shard; hand the buffer over. */
         p->shard_sum = x->full_grad;
@@ -192,9 +194,11 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
     }
     if (!rc && f->R > 1) {
         if (f->reduce_bf16)
-            rc = st_comm_allreduce_now(f->groups->replicate, p->recv16, x->shard, ST_DT_BF16);
+            rc = st_comm_allreduce_now(f->groups->replicate, p->recv16, x->shard, ST_DT_BF16,
+                                       st_desc(GRAD_OF, p->unit));
         else if (p->shard_sum)
-            rc = st_comm_allreduce_now(f->groups->replicate, p->shard_sum, x->shard, ST_DT_F32);
+            rc = st_comm_allreduce_now(f->groups->replicate, p->shard_sum, x->shard, ST_DT_F32,
+                                       st_desc(GRAD_OF, p->unit));
     }
     if (f->reduce_bf16 && p->recv16) {
         p->shard_sum = st_alloc(sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
@@ -487,7 +491,8 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
     }
     int rc = 0;
     if (f->S > 1)
-        rc = st_comm_allreduce_now(f->groups->shard, &ss, 1, ST_DT_F64);
+        rc = st_comm_allreduce_now(f->groups->shard, &ss, 1, ST_DT_F64,
+                                   st_desc("the gradient norm", -1));
     *norm = sqrt(ss);
     return rc;
 }
@@ -522,7 +527,8 @@ int st_fsdp_gather_master(st_fsdp *f, int u, float *out)
     }
     float *full = st_alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
     st_comm_req r = {0};
-    int rc = st_comm_allgather(f->groups->shard, x->params, full, x->shard, ST_DT_F32, &r);
+    int rc = st_comm_allgather(f->groups->shard, x->params, full, x->shard, ST_DT_F32, &r,
+                               st_desc("the master weights of unit", u));
     rc = rc ? rc : st_comm_wait(&r);
     memcpy(out, full, sizeof(float) * (size_t)x->numel);
     st_free(full);

@@ -12,6 +12,7 @@
 #include "comm_backends.h"
 #include "device.h"
 #include "log.h"
+#include "watchdog.h"
 
 #include <mpi.h>
 #include <stdarg.h>
@@ -201,11 +202,13 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
         st_runtime_abort(ST_EXIT_FAILURE); /* the others are in the Allgather */
     }
     int node = rt->node;
-    if (st_mpi_failed(MPI_Allgather(&node, 1, MPI_INT, nodes, 1, MPI_INT, MPI_COMM_WORLD),
-                   "MPI_Allgather")) {
-        free(nodes);
-        return ST_EXIT_FAILURE;
-    }
+    st_watchdog_set_timeout(p->timeout_s);
+    /* Collectives of set-up go through the watchdog too (watchdog.h). */
+    MPI_Request r;
+    uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+    st_wd_op op = {"all_gather", "the node map", -1, "world", 0};
+    st_watchdog_finish(MPI_Iallgather(&node, 1, MPI_INT, nodes, 1, MPI_INT, MPI_COMM_WORLD, &r),
+                       &r, ST_WD_WORLD, seq, &op);
     char err[512];
     int rc = st_layout_compute(rt->world, rt->rank, nodes, p->strategy, p->shard_size,
                                &g->layout, err, sizeof err);
@@ -223,9 +226,11 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
     /* A rank without a GPU makes nccl impossible for all: decide jointly. */
     int local_nccl = rt->device >= 0 && st_comm_nccl_available();
     int all_nccl = local_nccl;
-    if (st_mpi_failed(MPI_Allreduce(&local_nccl, &all_nccl, 1, MPI_INT, MPI_MIN,
-                                 MPI_COMM_WORLD), "MPI_Allreduce"))
-        return ST_EXIT_FAILURE;
+    seq = st_watchdog_enter(ST_WD_WORLD);
+    op.op = "all_reduce";
+    op.what = "the backend choice";
+    st_watchdog_finish(MPI_Iallreduce(&local_nccl, &all_nccl, 1, MPI_INT, MPI_MIN,
+                                      MPI_COMM_WORLD, &r), &r, ST_WD_WORLD, seq, &op);
     g->backend = p->backend == ST_BACKEND_AUTO ? (all_nccl ? ST_BACKEND_NCCL : ST_BACKEND_MPI)
                                                : p->backend;
     if (g->backend == ST_BACKEND_NCCL && !all_nccl) {

@@ -13,11 +13,12 @@
 /* Documented in shardtrain(1), EXIT STATUS. */
 enum st_exit {
     ST_EXIT_OK = 0,       /* success */
-    ST_EXIT_FAILURE = 1,  /* runtime failure: I/O error, out of memory, non-finite loss */
+    ST_EXIT_FAILURE = 1,  /* runtime failure: I/O error, out of memory */
     ST_EXIT_USAGE = 2,    /* bad input: command line, configuration, data or weight files */
     ST_EXIT_PREEMPTED = 3, /* SIGUSR1/SIGTERM: a checkpoint was written, the run can resume */
-    ST_EXIT_TIMEOUT = 4,  /* a collective did not complete within parallel.timeout_s */
-    ST_EXIT_NONFINITE = 5, /* train.nonfinite_limit non-finite steps in a row; saved and stopped */
+    ST_EXIT_TIMEOUT = 4,  /* a collective did not complete within parallel.timeout_s,
+                           * or MPI reported it failed (watchdog.h) */
+    ST_EXIT_NONFINITE = 5, /* train.nonfinite_limit non-finite steps in a row; stopped */
 };
 
 /* Rank that prints informational output; errors are printed by every rank. */

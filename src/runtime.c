@@ -21,6 +21,7 @@
 
 #include "runtime.h"
 #include "log.h"
+#include "watchdog.h"
 
 #include <mpi.h>
 #include <errno.h>
@@ -258,10 +259,18 @@ static int mpi_identity(st_runtime *rt, const launcher_id *id)
         return ST_EXIT_FAILURE;
     int leader = rt->rank, rc = ST_EXIT_FAILURE;
     if (!st_mpi_failed(MPI_Comm_rank(shm, &rt->local_rank), "MPI_Comm_rank") &&
-        !st_mpi_failed(MPI_Comm_size(shm, &rt->local_size), "MPI_Comm_size") &&
-        !st_mpi_failed(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, shm),
-                    "MPI_Allreduce"))
+        !st_mpi_failed(MPI_Comm_size(shm, &rt->local_size), "MPI_Comm_size")) {
+        /* Watched like every collective, so a rank that never starts
+         * leaves an error, not a hang. */
+        int id = st_watchdog_register(shm);
+        uint64_t seq = st_watchdog_enter(id);
+        MPI_Request r;
+        st_wd_op op = {"all_reduce", "the node leaders", -1, "node", 0};
+        st_watchdog_finish(MPI_Iallreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, shm, &r),
+                           &r, id, seq, &op);
+        st_watchdog_unregister(id);
         rc = 0;
+    }
     if (st_mpi_failed(MPI_Comm_free(&shm), "MPI_Comm_free") || rc)
         return ST_EXIT_FAILURE;
 
@@ -274,10 +283,12 @@ static int mpi_identity(st_runtime *rt, const launcher_id *id)
         st_error(NULL, "out of memory for the identity of %d ranks", w);
         st_runtime_abort(ST_EXIT_FAILURE); /* the others are in the Allgather */
     }
-    if (st_mpi_failed(MPI_Allgather(mine, 3, MPI_INT, all, 3, MPI_INT, MPI_COMM_WORLD),
-                   "MPI_Allgather")) {
-        free(all), free(node_of), free(claimed);
-        return ST_EXIT_FAILURE;
+    {
+        uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+        MPI_Request r;
+        st_wd_op op = {"all_gather", "the rank identities", -1, "world", 0};
+        st_watchdog_finish(MPI_Iallgather(mine, 3, MPI_INT, all, 3, MPI_INT, MPI_COMM_WORLD,
+                                          &r), &r, ST_WD_WORLD, seq, &op);
     }
     /* A rank's leader is its node's lowest rank, so leaders come before
      * their members and one pass numbers nodes by lowest world rank. */
@@ -340,7 +351,7 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
     if (!have)
         have = env_identity(&id);
 
-    int provided = 0;
+    int provided = 0, rc;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         st_error(NULL, "MPI_Init_thread failed; hint: check the MPI installation");
         return ST_EXIT_FAILURE;
@@ -352,6 +363,8 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
     if (gethostname(rt->host, sizeof rt->host - 1) != 0)
         strcpy(rt->host, "?");
     st_log_set_rank(rt->rank);
+    if ((rc = st_watchdog_init()))
+        return rc;
     if (provided < MPI_THREAD_FUNNELED) {
         /* Same library on every rank: every rank returns here. */
         st_error(NULL, "MPI provides thread level %d, shardtrain needs "
@@ -365,8 +378,19 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
 
 void st_runtime_finalize(void)
 {
-    if (runtime_up)
+    if (runtime_up) {
+        /* MPI_Finalize waits for every rank: a watched barrier first, so a
+         * rank that died or stalled is reported instead of hanging the
+         * rest at the very end. */
+        if (st_watchdog_running()) {
+            MPI_Request r;
+            uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+            st_wd_op op = {"barrier", NULL, -1, "world", -1};
+            st_watchdog_finish(MPI_Ibarrier(MPI_COMM_WORLD, &r), &r, ST_WD_WORLD, seq, &op);
+        }
+        st_watchdog_finalize();
         MPI_Finalize();
+    }
     runtime_up = 0;
     pmix_release();
 }
@@ -403,9 +427,11 @@ void st_runtime_log_identity(const st_runtime *rt, const char *shard_desc,
 int st_runtime_agree(int rc)
 {
     int worst = rc;
-    if (st_mpi_failed(MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
-                      "MPI_Allreduce"))
-        return ST_EXIT_FAILURE;
+    uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+    MPI_Request r;
+    st_wd_op op = {"all_reduce", "the status agreement", -1, "world", 0};
+    st_watchdog_finish(MPI_Iallreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r),
+                       &r, ST_WD_WORLD, seq, &op);
     return worst;
 }
 

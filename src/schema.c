@@ -84,7 +84,7 @@ const st_key st_schema[] = {
          "Recompute block activations in the backward pass to save memory.",
          train.activation_checkpointing),
     INT_GE("train", "nonfinite_limit", "5", 1,
-           "Consecutive steps with a non-finite loss or gradient norm that are skipped (with a warning) before the run saves a checkpoint and stops.",
+           "Consecutive steps with a non-finite loss or gradient norm that are skipped (with a warning; all ranks agree, the update and AdamW's step count are left alone, the learning-rate schedule moves on) before the run saves a checkpoint and stops with exit status 5.",
            train.nonfinite_limit),
 
     FLT("optim", "lr", "3e-4", 0, 0, GT0, "Peak learning rate.", optim.lr),
@@ -114,7 +114,7 @@ const st_key st_schema[] = {
          parallel.reduce_dtype),
     ROW("parallel", "no_sync", ST_T_BOOL, "false", NULL, 0, 0, 0, NULL,
         "Accumulate full gradients, communicate on the last micro-step only.", parallel.no_sync),
-    FLT("parallel", "timeout_s", "600", 0, 0, GT0, "Seconds before a stuck collective is an error (reserved: the watchdog is not implemented yet).",
+    FLT("parallel", "timeout_s", "600", 0, 0, GT0, "Seconds a rank waits for a collective (mpi backend and start-up) before it gives up: each surviving rank then prints one line naming the collective, the step and the ranks that did not arrive, and the job stops with exit status 4. Must exceed the longest time one rank works alone between collectives.",
         parallel.timeout_s),
 
     STR("checkpoint", "dir", "checkpoints", "Directory of checkpoints; final weights go to DIR/final/model.safetensors.", checkpoint.dir),

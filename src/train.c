@@ -1,8 +1,9 @@
 /* The training loop (see train.h).  One step = accumulate gradients over
  * global_batch / (micro_batch x data-parallel ranks) micro-batches, clip by
- * the global norm, one AdamW update.  Sample j of global step k is the
- * window the dataset picks for (seed, k, j), so the data a step sees does
- * not depend on how the batch is split. */
+ * the global norm, one AdamW update, unless any rank's loss or norm is not
+ * finite: then every rank skips the update (shardtrain(1), FAULTS).
+ * Sample j of global step k is the window the dataset picks for (seed, k,
+ * j), so the data a step sees does not depend on how the batch is split. */
 #include "train.h"
 #include "alloc.h"
 #include "checkpoint.h"
@@ -104,7 +105,8 @@ static int evaluate(st_fsdp *f, st_groups *g, const st_dataset *val, const st_co
         rc = st_fsdp_forward(f, inputs, targets, NULL, &l);
         loss += l;
     }
-    rc = rc ? rc : st_comm_allreduce_now(g->host_world, &loss, 1, ST_DT_F64);
+    rc = rc ? rc : st_comm_allreduce_now(g->host_world, &loss, 1, ST_DT_F64,
+                                         st_desc("the validation loss", -1));
     *val_loss = loss / (double)(total * T);
     return rc;
 }
@@ -157,6 +159,83 @@ static void log_step(FILE *metrics, int64_t step, int64_t steps, double loss, do
     fflush(metrics);
 }
 
+/* SHARDTRAIN_TEST_NONFINITE_STEPS=3,4, a testing aid (shardtrain(1),
+ * ENVIRONMENT): the gradient of those steps (1-based, as logged) gets a NaN
+ * on the last rank only, so the other ranks learn of it only through the
+ * agreement. */
+#define MAX_POISONED 64
+
+static int parse_poisoned_steps(int64_t *steps, int *n)
+{
+    static const char var[] = "SHARDTRAIN_TEST_NONFINITE_STEPS";
+    const char *s = getenv(var), *p = s;
+    *n = 0;
+    while (p && *p) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 1 || *n == MAX_POISONED || (*end && *end != ',')) {
+            st_error(var, "'%s' is not a comma-separated list of at most %d step numbers "
+                     ">= 1; hint: e.g. %s=3,4", s, MAX_POISONED, var);
+            return ST_EXIT_USAGE;
+        }
+        steps[(*n)++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int poisoned(const int64_t *steps, int n, int64_t step1)
+{
+    for (int i = 0; i < n; i++)
+        if (steps[i] == step1)
+            return 1;
+    return 0;
+}
+
+/* The step every collective of this rank names if it never completes. */
+static void set_comm_step(st_groups *g, int64_t step1)
+{
+    st_comm *cs[4] = {g->host_world, g->world, g->shard, g->replicate};
+    for (int i = 0; i < 4; i++)
+        if (cs[i])
+            cs[i]->step = step1;
+}
+
+/* The one place a run stops for non-finite steps.  The decision is agreed,
+ * so every rank arrives here after the same step; each prints the line. */
+static int stop_nonfinite(st_fsdp *f, const st_config *cfg, st_runtime *rt, int64_t step1,
+                          int64_t in_a_row)
+{
+    const int rank = rt->rank;
+    /* The skipped steps left parameters and moments untouched, so this
+     * checkpoint holds the last good state: nothing is lost, and a rerun
+     * with a lower learning rate resumes from it. */
+    int saved = st_ckpt_save(f, cfg, rt, step1);
+    char where[32];
+    snprintf(where, sizeof where, "rank %d", rank);
+    st_error(where, "steps %lld-%lld: %lld steps in a row had a non-finite loss or gradient "
+             "norm and were skipped (train.nonfinite_limit = %lld); stopping; hint: lower "
+             "optim.lr, set train.grad_clip, or check the data and model.init",
+             (long long)(step1 - in_a_row + 1), (long long)step1, (long long)in_a_row,
+             (long long)cfg->train.nonfinite_limit);
+    if (saved)
+        st_warn("the checkpoint at step %lld could not be written", (long long)step1);
+    return ST_EXIT_NONFINITE;
+}
+
+static void log_skipped(FILE *metrics, int64_t step1, double lr, double bad_ranks,
+                        int64_t in_a_row, int64_t limit, int world)
+{
+    st_warn("step %lld: the loss or gradient norm is not finite on %.0f of %d rank(s); "
+            "the update is skipped on every rank (%lld in a row, train.nonfinite_limit = %lld)",
+            (long long)step1, bad_ranks, world, (long long)in_a_row, (long long)limit);
+    fprintf(metrics, "{\"step\":%lld,\"skipped\":\"nonfinite\",\"nonfinite_ranks\":%.0f,"
+            "\"in_a_row\":%lld,\"lr\":%.9g}\n",
+            (long long)step1, bad_ranks, (long long)in_a_row, lr);
+    fflush(metrics);
+}
+
 static int open_data(const st_config *cfg, st_dataset *train_ds, st_dataset *val_ds)
 {
     const char *file;
@@ -205,6 +284,10 @@ int st_train(const st_config *cfg, st_runtime *rt)
                      "hint: set data.val or eval_every = 0", "");
         return ST_EXIT_USAGE;
     }
+    int64_t poison[MAX_POISONED];
+    int n_poison = 0;
+    if ((rc = parse_poisoned_steps(poison, &n_poison)))
+        return rc;
     /* Layout errors are found identically on every rank, before any work. */
     st_groups groups;
     if ((rc = st_groups_create(&groups, rt, cfg)))
@@ -262,8 +345,10 @@ int st_train(const st_config *cfg, st_runtime *rt)
 
     const double t_start = now_s();
     const float grad_scale = (float)(1.0 / (double)(B * T * accum * dp));
+    int64_t in_a_row = 0;  /* consecutive skipped steps */
     for (int64_t step = start; step < cfg->train.steps && !rc; step++) {
         const double t0 = now_s();
+        set_comm_step(&groups, step + 1);
         st_fsdp_zero_grads(&fsdp);
         double loss_sum = 0.0;
         for (int64_t micro = 0; micro < accum && !rc; micro++) {
@@ -273,34 +358,49 @@ int st_train(const st_config *cfg, st_runtime *rt)
                                           micro == accum - 1, &l);
             loss_sum += l;
         }
+        if (!rc && rank == dp - 1 && poisoned(poison, n_poison, step + 1))
+            fsdp.units[0].grads[0] = NAN;
         double gnorm = 0.0;
-        rc = rc ? rc : st_comm_allreduce_now(groups.host_world, &loss_sum, 1, ST_DT_F64);
         rc = rc ? rc : st_fsdp_grad_norm(&fsdp, &gnorm);
+        /* The loss sum and each rank's verdict travel in one all-reduce, so
+         * every rank skips the same steps, even where the norm is local
+         * (no_shard) or the replicas are different shard groups. */
+        double agreed[2] = {loss_sum, isfinite(loss_sum) && isfinite(gnorm) ? 0.0 : 1.0};
+        rc = rc ? rc : st_comm_allreduce_now(groups.host_world, agreed, 2, ST_DT_F64,
+                                             st_desc("the loss", -1));
         if (rc)
             break;
-        const double loss = loss_sum / (double)(cfg->train.global_batch * T);
-        if (!isfinite(loss) || !isfinite(gnorm)) {
-            st_error(NULL, "loss %g / gradient norm %g is not finite at step %lld; "
-                     "hint: lower optim.lr or set train.grad_clip",
-                     loss, gnorm, (long long)step + 1);
-            rc = ST_EXIT_FAILURE;
-            break;
-        }
-        const double clip = cfg->train.grad_clip;
-        const double scale = clip > 0.0 && gnorm > clip ? clip / (gnorm + 1e-6) : 1.0;
+        const double loss = agreed[0] / (double)(cfg->train.global_batch * T);
+        const int skip = agreed[1] > 0.0;
+        /* The schedule follows the step number: a skipped step's learning
+         * rate is not reused.  AdamW counts only applied updates. */
         const double lr = st_lr_at(cfg, step);
-        st_fsdp_optimizer_step(&fsdp, lr, scale);
-        const double t1 = now_s();
-
-        const double step_s = t1 - t0;
-        const double tok_s = (double)(cfg->train.global_batch * T) / step_s;
-        const double peak = cfg->log.peak_tflops * 1e12 * dp;
-        const double mfu = peak > 0.0 ? flops_tok * tok_s / peak : NAN;
         const int last = step + 1 == cfg->train.steps;
-        if (rank == 0 && (step == 0 || (step + 1) % cfg->log.every == 0 || last))
-            log_step(metrics, step + 1, cfg->train.steps, loss, lr, gnorm, tok_s, mfu, step_s,
-                     (t1 - t_start) / (double)(step + 1 - start) *
-                         (double)(cfg->train.steps - step - 1));
+        if (skip) {
+            in_a_row++;
+            if (rank == 0)
+                log_skipped(metrics, step + 1, lr, agreed[1], in_a_row,
+                            cfg->train.nonfinite_limit, dp);
+            if (in_a_row >= cfg->train.nonfinite_limit) {
+                rc = stop_nonfinite(&fsdp, cfg, rt, step + 1, in_a_row);
+                break;
+            }
+        } else {
+            in_a_row = 0;
+            const double clip = cfg->train.grad_clip;
+            const double scale = clip > 0.0 && gnorm > clip ? clip / (gnorm + 1e-6) : 1.0;
+            st_fsdp_optimizer_step(&fsdp, lr, scale);
+            const double t1 = now_s();
+
+            const double step_s = t1 - t0;
+            const double tok_s = (double)(cfg->train.global_batch * T) / step_s;
+            const double peak = cfg->log.peak_tflops * 1e12 * dp;
+            const double mfu = peak > 0.0 ? flops_tok * tok_s / peak : NAN;
+            if (rank == 0 && (step == 0 || (step + 1) % cfg->log.every == 0 || last))
+                log_step(metrics, step + 1, cfg->train.steps, loss, lr, gnorm, tok_s, mfu,
+                         step_s, (t1 - t_start) / (double)(step + 1 - start) *
+                                     (double)(cfg->train.steps - step - 1));
+        }
         if (cfg->train.eval_every > 0 && ((step + 1) % cfg->train.eval_every == 0 || last)) {
             double vl = 0.0;
             rc = evaluate(&fsdp, &groups, &val_ds, cfg, rank, dp, window, inputs, targets, &vl);
