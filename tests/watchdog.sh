@@ -158,6 +158,52 @@ if [ -n "$victim" ]; then
 fi
 diag "$(grep '^shardtrain: error' "$TMP/$name.err")"
 
+# ---- kill -9, then resume: nothing before the last checkpoint is lost ------
+# 40 steps with a checkpoint every 2; rank 2 dies after step 5.  The
+# survivors stop with status 4; the same command (resume = auto) continues
+# from the newest checkpoint, which must be at most 2 steps behind the last
+# step logged before the kill, and ends with the uninterrupted run's losses
+# and weights.
+RES="-s train.steps=40 -s checkpoint.every=2"
+timeout 300 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train $RES \
+    -s log.dir="$TMP/whole/logs" -s checkpoint.dir="$TMP/whole/ckpt" "$TMP/cfg.ini" \
+    >"$TMP/whole.out" 2>"$TMP/whole.err"
+check "resume: the uninterrupted 40-step run completes ($?)" test -s "$TMP/whole/ckpt/final/model.safetensors"
+name=killres
+timeout 60 mpirun --oversubscribe --enable-recovery -np 4 "$SHARDTRAIN" train $RES \
+    -s parallel.timeout_s=$T -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" \
+    "$TMP/cfg.ini" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+job=$!
+if wait_step $name 5 && victim=$(pid_of $name 2); then
+    kill -9 "$victim"
+    ok "resume: rank 2 killed after step 5"
+else
+    not_ok "resume: rank 2 killed after step 5"
+fi
+wait $job
+logged=$(python3 -c 'import json, sys; print(max(json.loads(l)["step"] for l in open(sys.argv[1])))' "$TMP/$name/logs/metrics.jsonl")
+latest=$(sed 's/^step_0*//' "$TMP/$name/ckpt/latest" 2>/dev/null)
+check "resume: the survivors did not finish the run" test ! -e "$TMP/$name/ckpt/final/model.safetensors"
+check "resume: the newest checkpoint (step ${latest:-none}) is within 2 steps of the last logged step ($logged)" \
+    test -n "$latest" -a "$((logged - ${latest:-0}))" -le 2
+timeout 300 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train $RES \
+    -s log.dir="$TMP/$name/logs2" -s checkpoint.dir="$TMP/$name/ckpt" "$TMP/cfg.ini" \
+    >"$TMP/$name.out2" 2>"$TMP/$name.err2"
+check "resume: the same command completes the run ($?)" test -s "$TMP/$name/ckpt/final/model.safetensors"
+check "resume: it starts right after the checkpoint and matches the uninterrupted run" \
+    python3 - "$TMP/whole" "$TMP/$name" "$latest" <<'EOF2'
+import json, sys
+whole, res, latest = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def losses(p):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
+a, b = losses(whole + "/logs/metrics.jsonl"), losses(res + "/logs2/metrics.jsonl")
+assert min(b) == latest + 1, (min(b), latest)
+assert max(b) == 40 and all(b[k] == a[k] for k in b), [(k, a[k], b[k]) for k in b if b[k] != a[k]]
+wa = open(whole + "/ckpt/final/model.safetensors", "rb").read()
+wb = open(res + "/ckpt/final/model.safetensors", "rb").read()
+assert wa == wb, "final weights differ"
+EOF2
+
 # ---- no false positive ----------------------------------------------------
 # A short timeout that is still far above any wait of a healthy tiny run.
 timeout 120 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train -s parallel.timeout_s=3 \
