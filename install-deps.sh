@@ -8,6 +8,7 @@ PACKAGES="
   libopenmpi-dev openmpi-bin libpmix-dev
   libinih-dev libjansson-dev
   mandoc
+  slurm-wlm slurm-wlm-basic-plugins munge util-linux
   python3 python3-numpy python3-torch
 "
 SUDO=
