@@ -3,9 +3,11 @@
 # munged, slurmctld and two slurmd on this machine): the single-node script
 # on 4 tasks, the multi-node script on 2 nodes x 2 tasks (shard groups are
 # the nodes), salloc + srun and the mpirun script outside Slurm all
-# reproduce the one-rank run's losses and weights; a job step cancelled by
-# Slurm fails its job without hanging; and the cluster stops without
-# leaving a process behind and starts again.  A cluster that cannot start
+# reproduce the one-rank run's losses and weights; the preemptible script
+# forwards SIGUSR1 to every task and is requeued and restarted (with a
+# stand-in for shardtrain's checkpointing); srun without PMIx fails loudly;
+# a job step cancelled by Slurm fails its job without hanging; and the
+# cluster stops without leaving a process behind and starts again.  A cluster that cannot start
 # is a failure: install-deps.sh provides slurm-wlm and munge.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm_cluster.sh"
@@ -199,6 +201,79 @@ else
     not_ok "scancel of the training step: the job started training"
     kill "$waiter" 2>/dev/null
     st=-; show killed
+fi
+
+# ---- 3 (the script's part): preemptible.sbatch forwards and requeues -----
+# shardtrain's side (checkpoint, requeue, resume) is tests/slurm_preempt.sh;
+# here a stand-in program with the agreed behaviour shows what the script
+# and Slurm do: SIGUSR1 to the batch shell alone (`--batch`, as
+# --signal=B: does) reaches every task only through the script's trap;
+# rank 0's `scontrol requeue` and exit 3 requeue the job, which runs again
+# with SLURM_RESTART_COUNT=1 and ends COMPLETED.
+mkdir -p "$W/stub"
+cat >"$W/stub/shardtrain" <<'EOS'
+#!/bin/sh
+# Stand-in for shardtrain: records its arguments and the signals it got.
+f=$STUB_DIR/run${SLURM_RESTART_COUNT:-0}.rank$SLURM_PROCID
+echo "args $*" >"$f"
+[ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] && { echo resumed >>"$f"; exit 0; }
+got=0
+trap 'got=$((got + 1))' USR1
+i=0
+while [ "$got" -eq 0 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+echo "usr1 $got" >>"$f"
+[ "$SLURM_PROCID" -eq 0 ] && scontrol requeue "$SLURM_JOB_ID"
+exit 3
+EOS
+chmod +x "$W/stub/shardtrain"
+jobid=$(cd "$W" && STUB_DIR=$W/stub SHARDTRAIN=$W/stub/shardtrain sbatch --parsable \
+    -o "$W/stub.out" "$SB/preemptible.sbatch" "$W/stub.ini" 2>"$W/stub.sub")
+i=0
+while [ "$(ls "$W/stub" | grep -c '^run0\.rank')" -lt 4 ] && [ $i -lt 600 ]; do
+    i=$((i + 1)); sleep 0.1
+done
+scancel --signal=USR1 --batch "$jobid"
+state= restarts= i=0
+while [ $i -lt 600 ]; do
+    info=$(scontrol show job "$jobid" 2>/dev/null)
+    state=$(printf '%s\n' "$info" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    restarts=$(printf '%s\n' "$info" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+    case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
+    i=$((i + 1)); sleep 0.25
+done
+stubshow() { diag "job ${jobid:-?} state ${state:-?} restarts ${restarts:-?}" \
+    "$(cd "$W/stub" && grep . run* 2>/dev/null)" "$(tail -n 8 "$W/stub.out" "$W/stub.sub")"; }
+if [ "$(cat "$W"/stub/run0.rank* 2>/dev/null | grep -c '^usr1 [1-9]')" -eq 4 ]; then
+    ok "preemptible.sbatch: SIGUSR1 to the batch shell reaches all 4 tasks"
+else
+    not_ok "preemptible.sbatch: SIGUSR1 to the batch shell reaches all 4 tasks"; stubshow
+fi
+if [ "$state" = COMPLETED ] && [ "$restarts" = 1 ] &&
+   [ "$(cat "$W"/stub/run1.rank* 2>/dev/null | grep -c '^resumed$')" -eq 4 ] &&
+   grep -q "^shardtrain: job $jobid start 1$" "$W/stub.out"; then
+    ok "preemptible.sbatch: requeued once, runs again with SLURM_RESTART_COUNT=1, completes"
+else
+    not_ok "preemptible.sbatch: requeued once, runs again with SLURM_RESTART_COUNT=1, completes"; stubshow
+fi
+if [ "$(cat "$W"/stub/run*.rank* 2>/dev/null |
+        grep -cx "args train -s checkpoint.resume=auto -s checkpoint.requeue=true $W/stub.ini")" -eq 8 ]; then
+    ok "preemptible.sbatch: runs train with checkpoint.resume=auto, checkpoint.requeue=true"
+else
+    not_ok "preemptible.sbatch: runs train with checkpoint.resume=auto, checkpoint.requeue=true"; stubshow
+fi
+
+# ---- srun without --mpi=pmix: a loud failure, never N silent copies ------
+# Debian's Open MPI cannot start without PMIx under srun: every task must
+# fail at once rather than train alone as rank 0 of 1.
+cfg nopmix
+(cd "$W" && timeout 120 srun -N1 -n2 "$SHARDTRAIN" train "$W/nopmix.ini") >"$W/nopmix.out" 2>&1
+st=$?
+if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] && ! grep -q '^step ' "$W/nopmix.out" &&
+   [ ! -e "$W/nopmix/logs/metrics.jsonl" ]; then
+    ok "srun without --mpi=pmix: the tasks fail (status $st) and train nothing"
+else
+    not_ok "srun without --mpi=pmix: the tasks fail and train nothing"
+    diag "exit status $st" "$(tail -n 8 "$W/nopmix.out")"
 fi
 
 # ---- the harness: stops everything, and starts again ---------------------

@@ -22,7 +22,8 @@
 # - Open MPI's shared-memory transport mis-pairs ranks across the two
 #   "nodes" of one machine, so jobs get OMPI_MCA_btl=tcp,self;
 # - a requeued job may start again only when its credential expired
-#   (cred_expire, 120 s by default): 10 s keeps the preemption test short.
+#   (cred_expire, 120 s by default), and is then started by the periodic
+#   scheduler pass (sched_interval, 60 s): 10 s and 1 s keep tests short.
 
 # slurm_cluster_start DIR: starts everything, waits until both nodes are
 # idle, exports SLURM_CONF; returns non-zero with the daemons' log tails on
@@ -107,6 +108,7 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
 SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 GresTypes=gpu
