@@ -12,7 +12,6 @@
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm_cluster.sh"
 require command -v mpirun
-require command -v sbatch
 
 # Launcher identity inherited from an enclosing job would be read as ours.
 for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\|OMPI_COMM_WORLD_[A-Z_]*\|PMIX_[A-Za-z0-9_]*\)=.*/\1/p'); do
@@ -24,6 +23,7 @@ export OMP_NUM_THREADS=1 SHARDTRAIN
 
 CLUSTER=${top_builddir:-.}/tests/tmp/slurm.$$
 trap 'slurm_cluster_stop "$CLUSTER"; [ "$tap_fail" -eq 0 ] && rm -rf "$CLUSTER"; rm -rf "$TMP"; echo "1..$tap_n"' EXIT
+trap 'exit 1' INT TERM HUP   # so that the EXIT trap stops the daemons
 if slurm_cluster_start "$CLUSTER"; then
     ok "Slurm cluster starts: nodes st1 and st2 idle"
 else

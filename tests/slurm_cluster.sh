@@ -5,8 +5,9 @@
 # the build tree (keys, sockets, state, spool, logs) on ports nobody else
 # is likely to use.  Sourced by tests (slurm_cluster_start / _stop, the
 # latter belongs in an EXIT trap) or run as `slurm_cluster.sh start|stop
-# DIR`.  Nothing is installed here: install-deps.sh provides slurm-wlm and
-# munge, and a missing daemon is the caller's failure, never a skip.
+# DIR`.  Missing packages (slurm-wlm, munge) are installed by running
+# install-deps.sh; a cluster that cannot start is the caller's failure,
+# never a skip.
 #
 # Why the odd settings (Debian 12, slurm-wlm 22.05, Open MPI 4.1.4):
 # - two slurmd on one machine run as `slurmd -N NAME`, each NodeName with
@@ -34,12 +35,15 @@ slurm_cluster_start() {
         echo "slurm_cluster: slurmd must run as root; run the tests as root" >&2
         return 1
     fi
-    for b in munged mungekey slurmctld slurmd sinfo unshare mount python3; do
-        command -v "$b" >/dev/null 2>&1 || {
-            echo "slurm_cluster: $b not found; run install-deps.sh" >&2
-            return 1
-        }
-    done
+    # Missing daemons come from Debian's packages, through install-deps.sh
+    # (idempotent; the project's one list of packages).
+    sc_bins="munged mungekey slurmctld slurmd sinfo sbatch unshare mount python3"
+    if ! sc_have $sc_bins; then
+        sc_deps=${top_srcdir:-$(dirname "$0")/..}/install-deps.sh
+        echo "slurm_cluster: installing slurm-wlm and munge with $sc_deps" >&2
+        "$sc_deps" >&2 || return 1
+        sc_have $sc_bins || return 1
+    fi
     rm -rf "$sc_dir"
     mkdir -p "$sc_dir" || return 1
     sc_dir=$(cd "$sc_dir" && pwd)
@@ -170,6 +174,17 @@ EOF
         fi
         sleep 0.5
     done
+}
+
+# sc_have PROGRAM...: all on PATH, else names the missing ones.
+sc_have() {
+    sc_missing=
+    for b in "$@"; do
+        command -v "$b" >/dev/null 2>&1 || sc_missing="$sc_missing $b"
+    done
+    [ -z "$sc_missing" ] && return 0
+    echo "slurm_cluster: not found:$sc_missing" >&2
+    return 1
 }
 
 # The daemons' last words, for a start-up that failed.

@@ -9,7 +9,6 @@
 # (issue 4): registered in TESTS once that work is merged.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm_cluster.sh"
-require command -v sbatch
 
 for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\|OMPI_COMM_WORLD_[A-Z_]*\|PMIX_[A-Za-z0-9_]*\)=.*/\1/p'); do
     unset "$v"
@@ -19,6 +18,7 @@ steps=120
 
 CLUSTER=${top_builddir:-.}/tests/tmp/slurm-preempt.$$
 trap 'slurm_cluster_stop "$CLUSTER"; [ "$tap_fail" -eq 0 ] && rm -rf "$CLUSTER"; rm -rf "$TMP"; echo "1..$tap_n"' EXIT
+trap 'exit 1' INT TERM HUP   # so that the EXIT trap stops the daemons
 if slurm_cluster_start "$CLUSTER"; then
     ok "Slurm cluster starts: nodes st1 and st2 idle"
 else
