@@ -222,7 +222,16 @@ trap 'got=$((got + 1))' USR1
 i=0
 while [ "$got" -eq 0 ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 echo "usr1 $got" >>"$f"
-[ "$SLURM_PROCID" -eq 0 ] && scontrol requeue "$SLURM_JOB_ID"
+# Like shardtrain, requeue only once every rank is done: the requeue kills
+# the step.
+if [ "$SLURM_PROCID" -eq 0 ]; then
+    i=0
+    while [ "$(cat "$STUB_DIR"/run0.rank* | grep -c '^usr1')" -lt "$SLURM_NTASKS" ] &&
+          [ $i -lt 300 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    scontrol requeue "$SLURM_JOB_ID"
+fi
 exit 3
 EOS
 chmod +x "$W/stub/shardtrain"
