@@ -9,6 +9,7 @@ PACKAGES="
   libinih-dev libjansson-dev libxxhash-dev
   mandoc
   clang libclang-rt-14-dev
+  slurm-wlm slurm-wlm-basic-plugins munge util-linux
   python3 python3-numpy python3-torch
 "
 SUDO=
