@@ -9,6 +9,7 @@
  * well-known default that changes the model (tie_word_embeddings,
  * num_key_value_heads, rope_theta, n_inner), which then applies. */
 #include "hf_import.h"
+#include "safetensors_parse.h"
 #include "log.h"
 
 #include <jansson.h>
@@ -192,8 +193,9 @@ int st_hf_check_config(const char *path, const st_model_config *mc)
     json_error_t je;
     cfgfile c = {path, json_load_file(path, JSON_REJECT_DUPLICATES, &je)};
     if (!c.root) {
+        char why[160];
         st_error(path, "not valid JSON (line %d: %s); hint: config.json is transformers' "
-                 "model config", je.line, je.text);
+                 "model config", je.line, st_stp_printable(je.text, why, sizeof why));
         return ST_EXIT_USAGE;
     }
     int rc;

@@ -189,8 +189,10 @@ static int open_index(source *s, const char *dir, st_hf_io *io)
     json_t *root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
     free(buf);
     if (!root) {
+        char why[160];
         st_error(ip, "not valid JSON (line %d: %s); hint: the index maps \"weight_map\" "
-                 "tensor names to shard files", je.line, je.text);
+                 "tensor names to shard files", je.line,
+                 st_stp_printable(je.text, why, sizeof why));
         return ST_EXIT_USAGE;
     }
     json_t *wm = json_object_get(root, "weight_map");

@@ -247,9 +247,13 @@ int st_stp_parse_header(const char *json, uint64_t header_len, uint64_t data_byt
     json_error_t je;
     /* Duplicate names are rejected by the JSON reader itself. */
     json_t *root = json_loadb(json, (size_t)header_len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
+    if (!root) {
+        /* jansson quotes the offending text, which may hold any byte. */
+        char why[160];
         return fail(err, errn, "header is not valid JSON (byte %d: %s); hint: the file is "
-                    "corrupt or not safetensors", je.position, je.text);
+                    "corrupt or not safetensors", je.position,
+                    st_stp_printable(je.text, why, sizeof why));
+    }
     if (!json_is_object(root)) {
         json_decref(root);
         return fail(err, errn, "header JSON is not an object; hint: the file is corrupt "

@@ -158,19 +158,7 @@ EOF2
     run "$arch-rt1" 1 "$arch" "$W/f32-dir" -s checkpoint.every=1
     "$SHARDTRAIN" export "$TMP/$arch-rt1/ckpt" "$rt/1" >/dev/null 2>"$TMP/rt.err"
     check "$arch round trip: the export's tensors equal the imported file's, bit for bit" \
-        python3 - "$W/f32-dir/model.safetensors" "$rt/1/model.safetensors" <<'EOF2'
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    return {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in hdr.items() if k != "__metadata__"}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys() and a, (sorted(a), sorted(b))
-bad = [k for k in a if a[k] != b[k]]
-assert not bad, bad
-EOF2
+        same_tensors "$W/f32-dir/model.safetensors" "$rt/1/model.safetensors"
     run "$arch-rt2" 1 "$arch" "$rt/1" -s checkpoint.every=1
     "$SHARDTRAIN" export "$TMP/$arch-rt2/ckpt" "$rt/2" >/dev/null 2>>"$TMP/rt.err"
     check "$arch round trip: import, export, import, export gives identical model.safetensors" \

@@ -38,6 +38,24 @@ ranks() {
     fi
 }
 
+# same_tensors A B: safetensors files A and B hold the same tensor names,
+# dtypes, shapes and bytes (headers may differ in order and metadata).
+same_tensors() {
+    python3 - "$1" "$2" <<'EOF_TENSORS'
+import json, struct, sys
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    hdr = json.loads(raw[8:8 + n])
+    return {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in hdr.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a.keys() == b.keys() and a, (sorted(a), sorted(b))
+bad = [k for k in a if a[k] != b[k]]
+assert not bad, bad
+EOF_TENSORS
+}
+
 # In CI a missing prerequisite is a failure, never a skip.
 require() {
     if ! "$@" >/dev/null 2>&1; then

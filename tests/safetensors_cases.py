@@ -58,6 +58,10 @@ def bad():
         "header-length-overflow": (struct.pack("<Q", 2**64 - 1) + b"{}" + d8, "exceeds the file"),
         "truncated-header": (image(w, d8)[:20], "exceeds the file"),
         "not-json": (image(None, raw_header=b"this is not json"), "not valid JSON"),
+        # Found by the fuzzer: jansson quotes the bad text, here a raw
+        # newline after a backslash, which must not break the error line.
+        "json-raw-newline": (image(None, raw_header=b'{"bad\\\n": {"dtype": "F32"}}'),
+                             "not valid JSON"),
         "json-array": (image([1, 2, 3]), "not an object"),
         "entry-not-object": (image({"w": [1, 2]}), "is not an object"),
         "missing-dtype": (image({"w": {"shape": [2], "data_offsets": [0, 8]}}, d8), 'no "dtype"'),

@@ -13,59 +13,11 @@
 . "$top_srcdir/tests/slurm_cluster.sh"
 require command -v mpirun
 
-# Launcher identity inherited from an enclosing job would be read as ours.
-for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\|OMPI_COMM_WORLD_[A-Z_]*\|PMIX_[A-Za-z0-9_]*\)=.*/\1/p'); do
-    unset "$v"
-done
-# sbatch's default --export=ALL hands the jobs SHARDTRAIN, the thread
-# count, and the cluster's SLURM_CONF and OMPI_MCA_btl.
-export OMP_NUM_THREADS=1 SHARDTRAIN
-
-CLUSTER=${top_builddir:-.}/tests/tmp/slurm.$$
-trap 'slurm_cluster_stop "$CLUSTER"; [ "$tap_fail" -eq 0 ] && rm -rf "$CLUSTER"; rm -rf "$TMP"; echo "1..$tap_n"' EXIT
-trap 'exit 1' INT TERM HUP   # so that the EXIT trap stops the daemons
-if slurm_cluster_start "$CLUSTER"; then
-    ok "Slurm cluster starts: nodes st1 and st2 idle"
-else
-    not_ok "Slurm cluster starts: nodes st1 and st2 idle"
-    exit 1
-fi
-CLUSTER=$sc_dir
-# The nodes see a private /tmp: everything a job reads or writes lives in
-# the cluster directory under the build tree.
-W=$CLUSTER/work
-mkdir -p "$W"
+slurm_test_begin slurm
 SB=$top_srcdir/sbatch
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$W/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$W/data/sh_train_000000.bin"
-
 # cfg NAME [STEPS]: a config whose logs and weights go to $W/NAME
-cfg() {
-    cat >"$W/$1.ini" <<EOF
-[model]
-arch = gpt2
-preset = tiny
-seq_len = 32
-[data]
-train = $W/data/sh_train_*.bin
-[train]
-device = cpu
-micro_batch = 2
-global_batch = 8
-steps = ${2:-3}
-seed = 11
-[optim]
-lr = 3e-3
-warmup_steps = 1
-[log]
-every = 1
-dir = $W/$1/logs
-[checkpoint]
-dir = $W/$1/ckpt
-EOF
-}
+cfg() { slurm_test_cfg "$1" "${2:-3}"; }
 
 # same A B: losses of every step and final weights of runs A and B agree
 # within 1e-5 relative (the reduction order differs between layouts).

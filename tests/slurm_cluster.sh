@@ -264,6 +264,64 @@ slurm_cluster_stop() {
     return 0
 }
 
+# ---- for the test scripts ---------------------------------------------------
+# slurm_test_begin NAME: what every Slurm test does first.  Forgets any
+# launcher identity inherited from an enclosing job (it would be read as
+# ours), starts a cluster in tests/tmp/NAME.PID with an EXIT trap that
+# stops it, and prepares the token data.  Sets CLUSTER and W (the work
+# directory: the nodes see a private /tmp, so everything a job reads or
+# writes lives under the build tree).  sbatch's default --export=ALL hands
+# the jobs SHARDTRAIN, the thread count, SLURM_CONF and OMPI_MCA_btl.
+slurm_test_begin() {
+    for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\|OMPI_COMM_WORLD_[A-Z_]*\|PMIX_[A-Za-z0-9_]*\)=.*/\1/p'); do
+        unset "$v"
+    done
+    export OMP_NUM_THREADS=1 SHARDTRAIN
+    CLUSTER=${top_builddir:-.}/tests/tmp/$1.$$
+    trap 'slurm_cluster_stop "$CLUSTER"; [ "$tap_fail" -eq 0 ] && rm -rf "$CLUSTER"; rm -rf "$TMP"; echo "1..$tap_n"' EXIT
+    trap 'exit 1' INT TERM HUP   # so that the EXIT trap stops the daemons
+    if slurm_cluster_start "$CLUSTER"; then
+        ok "Slurm cluster starts: nodes st1 and st2 idle"
+    else
+        not_ok "Slurm cluster starts: nodes st1 and st2 idle"
+        exit 1
+    fi
+    CLUSTER=$sc_dir
+    W=$CLUSTER/work
+    mkdir -p "$W"
+    text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
+    "$SHARDTRAIN" prepare "$text" "$W/data/sh" >/dev/null 2>&1
+    check "prepare the test data" test -s "$W/data/sh_train_000000.bin"
+}
+
+# slurm_test_cfg NAME STEPS [EXTRA]: a tiny config whose logs and weights
+# go to $W/NAME; EXTRA is appended to its [checkpoint] section.
+slurm_test_cfg() {
+    cat >"$W/$1.ini" <<EOF
+[model]
+arch = gpt2
+preset = tiny
+seq_len = 32
+[data]
+train = $W/data/sh_train_*.bin
+[train]
+device = cpu
+micro_batch = 2
+global_batch = 8
+steps = $2
+seed = 11
+[optim]
+lr = 3e-3
+warmup_steps = 1
+[log]
+every = 1
+dir = $W/$1/logs
+[checkpoint]
+dir = $W/$1/ckpt
+${3:-}
+EOF
+}
+
 case "${0##*/}" in
 slurm_cluster.sh)
     case "${1:-}" in

@@ -8,56 +8,9 @@
 # uninterrupted run of the same layout.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm_cluster.sh"
-
-for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\|OMPI_COMM_WORLD_[A-Z_]*\|PMIX_[A-Za-z0-9_]*\)=.*/\1/p'); do
-    unset "$v"
-done
-export OMP_NUM_THREADS=1 SHARDTRAIN
 steps=120
-
-CLUSTER=${top_builddir:-.}/tests/tmp/slurm-preempt.$$
-trap 'slurm_cluster_stop "$CLUSTER"; [ "$tap_fail" -eq 0 ] && rm -rf "$CLUSTER"; rm -rf "$TMP"; echo "1..$tap_n"' EXIT
-trap 'exit 1' INT TERM HUP   # so that the EXIT trap stops the daemons
-if slurm_cluster_start "$CLUSTER"; then
-    ok "Slurm cluster starts: nodes st1 and st2 idle"
-else
-    not_ok "Slurm cluster starts: nodes st1 and st2 idle"
-    exit 1
-fi
-CLUSTER=$sc_dir
-W=$CLUSTER/work
-mkdir -p "$W"
-
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$W/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$W/data/sh_train_000000.bin"
-
-# cfg NAME: the run's config; logs and checkpoints under $W/NAME
-cfg() {
-    cat >"$W/$1.ini" <<EOF
-[model]
-arch = gpt2
-preset = tiny
-seq_len = 32
-[data]
-train = $W/data/sh_train_*.bin
-[train]
-device = cpu
-micro_batch = 2
-global_batch = 8
-steps = $steps
-seed = 11
-[optim]
-lr = 3e-3
-warmup_steps = 1
-[log]
-every = 1
-dir = $W/$1/logs
-[checkpoint]
-dir = $W/$1/ckpt
-every = 25
-EOF
-}
+slurm_test_begin slurm-preempt
+cfg() { slurm_test_cfg "$1" "$steps" "every = 25"; }
 
 cfg ref
 # The reference is the same layout uninterrupted (4 ranks, outside Slurm):
