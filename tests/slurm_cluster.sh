@@ -152,9 +152,29 @@ EOF
 
     slurmctld -D -c -f "$SLURM_CONF" </dev/null >>"$sc_dir/log/slurmctld.out" 2>&1 &
     echo "slurmctld $!" >>"$sc_dir/pids"
+    # Each slurmd sees its own /tmp.  What the jobs need and what lives
+    # under /tmp (this cluster, the source and build trees, the binary, when
+    # the checkout itself is under /tmp) is bound back into it at the same
+    # path, so only the rest of /tmp (where the PMIx plugin makes its
+    # per-step directories) is private.
+    sc_keep=
+    for sc_d in "$sc_dir" "${top_srcdir:-}" "${top_builddir:-}" "$(dirname "${SHARDTRAIN:-/}")"; do
+        [ -n "$sc_d" ] && sc_d=$(cd "$sc_d" 2>/dev/null && pwd -P) || continue
+        case "$sc_d" in
+        /tmp/?*) sc_d=/tmp/$(printf '%s\n' "${sc_d#/tmp/}" | cut -d/ -f1) ;;
+        *) continue ;;
+        esac
+        case " $sc_keep " in *" $sc_d "*) ;; *) sc_keep="$sc_keep $sc_d" ;; esac
+    done
     for n in st1 st2; do
-        unshare -m sh -c 'mount --bind "$1" /tmp && exec slurmd -D -N "$2" -f "$3"' \
-            sh "$sc_dir/node/$n/tmp" "$n" "$SLURM_CONF" \
+        unshare -m sh -c '
+            priv=$1 node=$2 conf=$3
+            shift 3
+            for d; do
+                mkdir -p "$priv${d#/tmp}" && mount --bind "$d" "$priv${d#/tmp}" || exit 1
+            done
+            mount --rbind "$priv" /tmp && exec slurmd -D -N "$node" -f "$conf"' \
+            sh "$sc_dir/node/$n/tmp" "$n" "$SLURM_CONF" $sc_keep \
             </dev/null >>"$sc_dir/log/slurmd-$n.out" 2>&1 &
         echo "slurmd $! $n" >>"$sc_dir/pids"
     done
