@@ -218,8 +218,16 @@ sc_fail() {
 
 # Pids of every process in the mount namespace of process $1 other than
 # itself: a node's slurmstepd and its tasks.
+# sc_is NAME PID: PID is still the daemon we started (not a reused PID)
+sc_is() { [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "$1" ]; }
+
 sc_namespace_members() {
+    # Only a live slurmd in a namespace of its own: if it died and its PID
+    # was reused, or unshare did not take, the "namespace" would be the
+    # machine's and this would kill every process on it.
+    sc_is slurmd "$1" || return 0
     sc_ns=$(readlink "/proc/$1/ns/mnt" 2>/dev/null) || return 0
+    [ "$sc_ns" != "$(readlink /proc/$$/ns/mnt 2>/dev/null)" ] || return 0
     for p in /proc/[0-9]*; do
         p=${p#/proc/}
         [ "$p" = "$1" ] && continue
@@ -272,13 +280,13 @@ slurm_cluster_stop() {
         [ "$sc_what" = slurmd ] || continue
         # shellcheck disable=SC2046
         sc_kill $(sc_namespace_members "$sc_pid")
-        sc_kill "$sc_pid"
+        sc_is slurmd "$sc_pid" && sc_kill "$sc_pid"
     done <"$sc_dir/pids"
     while read -r sc_what sc_pid sc_node; do
-        [ "$sc_what" = slurmctld ] && sc_kill "$sc_pid"
+        [ "$sc_what" = slurmctld ] && sc_is slurmctld "$sc_pid" && sc_kill "$sc_pid"
     done <"$sc_dir/pids"
     while read -r sc_what sc_pid sc_node; do
-        [ "$sc_what" = munged ] && sc_kill "$sc_pid"
+        [ "$sc_what" = munged ] && sc_is munged "$sc_pid" && sc_kill "$sc_pid"
     done <"$sc_dir/pids"
     rm -f "$sc_dir/pids"
     return 0
