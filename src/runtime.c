@@ -424,12 +424,17 @@ void st_runtime_log_identity(const st_runtime *rt, const char *shard_desc,
     fflush(stderr);
 }
 
+void st_runtime_set_step(int64_t step)
+{
+    st_watchdog_set_step(step);
+}
+
 int st_runtime_agree(int rc)
 {
     int worst = rc;
     uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
     MPI_Request r;
-    st_wd_op op = {"all_reduce", "the status agreement", -1, "world", 0};
+    st_wd_op op = {"all_reduce", "the status agreement", -1, "world", st_watchdog_step()};
     st_watchdog_finish(MPI_Iallreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r),
                        &r, ST_WD_WORLD, seq, &op);
     return worst;

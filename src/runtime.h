@@ -8,6 +8,8 @@
 #ifndef ST_RUNTIME_H
 #define ST_RUNTIME_H
 
+#include <stdint.h>
+
 typedef struct {
     int rank, world;
     char host[256];
@@ -30,6 +32,9 @@ void st_runtime_finalize(void);
  * so that a failure found on one rank stops all of them at the same point
  * instead of leaving the others waiting in the next collective. */
 int st_runtime_agree(int rc);
+/* The training step under way, named by the agreement's watchdog message
+ * if it never completes (0, the default, reads "during start-up"). */
+void st_runtime_set_step(int64_t step);
 /* Rank 0 receives every rank's send[count] in rank order into recv
  * (world x count; recv may be NULL elsewhere).  Collective over the world;
  * returns an exit status.  For checkpoint checksums. */

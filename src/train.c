@@ -200,6 +200,7 @@ static void set_comm_step(st_groups *g, int64_t step1)
     for (int i = 0; i < 4; i++)
         if (cs[i])
             cs[i]->step = step1;
+    st_runtime_set_step(step1);
 }
 
 /* The one place a run stops for non-finite steps.  The decision is agreed,

@@ -21,11 +21,17 @@
  *     through its own exchange: every blocked survivor reports, within a
  *     grace period of the first, instead of being killed silently when
  *     the first one exits.
- *  3. Exit.  After a linger (answering the others' queries), the lowest
- *     rank known to be alive calls MPI_Abort, which makes the launcher kill
- *     what is left, stalled ranks included; the others _exit.  Both give
- *     ST_EXIT_TIMEOUT.  Exiting without MPI_Finalize is deliberate: it
- *     would wait for the ranks that are gone.
+ *  3. Exit.  Each rank, once its line is printed, tells the ranks below it
+ *     that it has reported (TAG_DONE) and lingers, answering queries.  The
+ *     lowest rank known to be alive waits until every rank it knows to be
+ *     alive has reported (bounded by half a timeout), then calls
+ *     MPI_Abort, which makes the launcher kill what is left, stalled ranks
+ *     included; the others _exit.  Both give ST_EXIT_TIMEOUT.  Waiting for
+ *     the reports matters on a loaded machine: an abort after a fixed
+ *     linger killed a slow survivor before it had printed, and the
+ *     launcher's SIGCONT woke a stopped rank in time to answer a late
+ *     exchange as if it were merely behind.  Exiting without MPI_Finalize
+ *     is deliberate: it would wait for the ranks that are gone.
  *
  * Each process goes through the fault path at most once. */
 #include "watchdog.h"
@@ -39,7 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { TAG_QUERY = 1, TAG_REPLY = 2 };
+enum { TAG_QUERY = 1, TAG_REPLY = 2, TAG_DONE = 3 };
 enum why { WHY_TIMEOUT, WHY_PEER, WHY_MPI };
 
 typedef struct {
@@ -61,6 +67,9 @@ static struct {
     int64_t *reply_buf;           /* [world][2]: {comm id, issued} */
     MPI_Request *reply_req;       /* [world]: one answer per asking rank */
     int lowest_alive;             /* lowest rank seen asking or answering */
+    unsigned char *alive;         /* [world]: seen asking, answering or reporting */
+    unsigned char *reported;      /* [world]: sent TAG_DONE (fault path only) */
+    int64_t step;                 /* st_watchdog_set_step */
 } wd = {.timeout = 600.0, .qreq = MPI_REQUEST_NULL, .side = MPI_COMM_NULL};
 
 static double now_s(void)
@@ -103,7 +112,10 @@ static void post_query_recv(void)
 
 static void note_alive(int r)
 {
-    if (r >= 0 && r < wd.lowest_alive)
+    if (r < 0 || r >= wd.world)
+        return;
+    wd.alive[r] = 1;
+    if (r < wd.lowest_alive)
         wd.lowest_alive = r;
 }
 
@@ -156,13 +168,16 @@ int st_watchdog_init(void)
     }
     wd.reply_buf = calloc((size_t)wd.world * 2, sizeof *wd.reply_buf);
     wd.reply_req = malloc((size_t)wd.world * sizeof *wd.reply_req);
-    if (!wd.reply_buf || !wd.reply_req) {
+    wd.alive = calloc((size_t)wd.world, 1);
+    wd.reported = calloc((size_t)wd.world, 1);
+    if (!wd.reply_buf || !wd.reply_req || !wd.alive || !wd.reported) {
         st_error(NULL, "out of memory for the collective watchdog of %d ranks", wd.world);
         return ST_EXIT_FAILURE;
     }
     for (int r = 0; r < wd.world; r++)
         wd.reply_req[r] = MPI_REQUEST_NULL;
     wd.lowest_alive = wd.rank;
+    wd.alive[wd.rank] = 1;
     wd.up = 1;
     post_query_recv();
     if (st_watchdog_register(MPI_COMM_WORLD) != 0) {
@@ -188,6 +203,8 @@ void st_watchdog_finalize(void)
     free(wd.w);
     free(wd.reply_buf);
     free(wd.reply_req);
+    free(wd.alive);
+    free(wd.reported);
     MPI_Comm_free(&wd.side);
     double t = wd.timeout;
     memset(&wd, 0, sizeof wd);
@@ -205,6 +222,16 @@ void st_watchdog_set_timeout(double seconds)
 {
     if (seconds > 0.0)
         wd.timeout = seconds;
+}
+
+void st_watchdog_set_step(int64_t step)
+{
+    wd.step = step;
+}
+
+int64_t st_watchdog_step(void)
+{
+    return wd.step;
 }
 
 int st_watchdog_register(MPI_Comm comm)
@@ -291,12 +318,58 @@ static void describe(char *buf, size_t n, const st_wd_op *op)
         append(buf, n, len, " at shutdown");
 }
 
-/* Keeps answering the others for s seconds. */
-static void linger(double s)
+/* Takes in every report (TAG_DONE) that has arrived. */
+static void collect_reports(void)
 {
-    double end = now_s() + s;
-    while (now_s() < end) {
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG_DONE, wd.side, &flag, &st) != MPI_SUCCESS || !flag)
+            return;
+        int32_t dummy;
+        if (MPI_Recv(&dummy, 1, MPI_INT32_T, st.MPI_SOURCE, TAG_DONE, wd.side,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+        note_alive(st.MPI_SOURCE);
+        if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < wd.world)
+            wd.reported[st.MPI_SOURCE] = 1;
+    }
+}
+
+/* Tells every rank below this one known to be alive (the candidates for
+ * the one that aborts) that this rank has printed its line.  The sends
+ * are never completed: the process is about to exit. */
+static void announce_report(void)
+{
+    static const int32_t done = 1;
+    for (int r = 0; r < wd.rank && r < wd.world; r++) {
+        MPI_Request req;
+        if (wd.alive[r] && MPI_Isend(&done, 1, MPI_INT32_T, r, TAG_DONE, wd.side, &req) ==
+                               MPI_SUCCESS)
+            MPI_Request_free(&req);
+    }
+}
+
+static int all_alive_reported(void)
+{
+    for (int r = 0; r < wd.world; r++)
+        if (r != wd.rank && wd.alive[r] && !wd.reported[r])
+            return 0;
+    return 1;
+}
+
+/* Keeps answering the others for at least s seconds; with until_reported,
+ * also until every rank known to be alive has reported, but no longer than
+ * max_s. */
+static void linger(double s, int until_reported, double max_s)
+{
+    const double t0 = now_s();
+    for (;;) {
         service_queries();
+        collect_reports();
+        const double t = now_s() - t0;
+        if (t >= max_s || (t >= s && (!until_reported || all_alive_reported())))
+            return;
         pause_poll(1.0);
     }
 }
@@ -407,9 +480,15 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
     fflush(stderr);
     if (wd.up) {
         /* The others began their exchanges within a poll of our query;
-         * two grace periods cover theirs. */
-        linger(2.0 * grace_s());
-        if (wd.world > 1 && wd.lowest_alive == wd.rank)
+         * two grace periods cover theirs.  The rank that aborts waits for
+         * the reports too, up to half a timeout, which keeps the whole job
+         * within two timeouts of the stall. */
+        announce_report();
+        collect_reports();
+        const int aborter = wd.world > 1 && wd.lowest_alive == wd.rank;
+        const double g2 = 2.0 * grace_s();
+        linger(g2, aborter, aborter ? (g2 > 0.5 * wd.timeout ? g2 : 0.5 * wd.timeout) : g2);
+        if (aborter)
             MPI_Abort(MPI_COMM_WORLD, ST_EXIT_TIMEOUT);
     }
     _exit(ST_EXIT_TIMEOUT);

@@ -42,6 +42,11 @@ int st_watchdog_running(void);
 /* parallel.timeout_s; the schema's default holds until it is set. */
 void st_watchdog_set_timeout(double seconds);
 
+/* The training step under way (0 before the first), for the messages of
+ * collectives whose callers do not know it (the world status agreement). */
+void st_watchdog_set_step(int64_t step);
+int64_t st_watchdog_step(void);
+
 /* Watch collectives on comm (not owned; sets MPI_ERRORS_RETURN on it).
  * Returns its id, or -1 when the watchdog is not running (waits are then
  * plain MPI_Wait). */
