@@ -7,7 +7,7 @@ PACKAGES="
   build-essential autoconf automake libtool pkg-config
   libopenmpi-dev openmpi-bin libpmix-dev
   libinih-dev libjansson-dev libxxhash-dev
-  mandoc
+  mandoc shellcheck
   clang libclang-rt-14-dev
   slurm-wlm slurm-wlm-basic-plugins munge util-linux
   python3 python3-numpy python3-torch
