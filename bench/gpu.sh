@@ -28,6 +28,7 @@
 #                          mpicc is on PATH)
 #   TORCH_PYTHON           Python for torch_train.py (python3)
 #   CONFIGURE_FLAGS        extra ./configure arguments
+#   GPU_BENCH_COMMIT       the commit to report when the copy has no .git
 #   GPU_BENCH_NO_BUILD=1   use the shardtrain already built here, or the
 #                          binary SHARDTRAIN names
 #   GPU_BENCH_DEVICE=cpu   run both trainers on the CPU (checks this script
@@ -120,8 +121,13 @@ ENVF=$OUTDIR/environment.txt
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "host: $(uname -n) $(uname -sr)"
-    echo "commit: $(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo 'unknown (no git)')"
-    echo "tree: $(git -C "$ROOT" status --porcelain 2>/dev/null | wc -l | tr -d ' ') changed file(s)"
+    if c=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null); then
+        echo "commit: $c"
+        echo "tree: $(git -C "$ROOT" status --porcelain 2>/dev/null | wc -l | tr -d ' ') changed file(s)"
+    else
+        echo "commit: ${GPU_BENCH_COMMIT:-unknown (no git here; pass GPU_BENCH_COMMIT)}"
+        echo "tree: no git here (commit as given by GPU_BENCH_COMMIT)"
+    fi
     echo "cpus: $(nproc 2>/dev/null)"
     echo "nvcc: $( (nvcc --version || "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version) 2>/dev/null | grep -m1 release || echo 'not found')"
     echo "mpicc: $(command -v mpicc || echo 'not found')"
