@@ -517,6 +517,59 @@ static void test_adamw(int64_t n, int64_t t, double wd)
     cudaFree(pb);
 }
 
+/* ---- determinism ---------------------------------------------------------------- */
+
+/* The same inputs twice must give the same bits: a difference means a race
+ * or an order-dependent reduction (nothing here should use atomics). */
+static void test_determinism(bool bf)
+{
+    const int64_t N = 33, V = 50257, B = 4, T = 64, C = 768, EV = 100;
+    std::vector<int32_t> tgt(N), tok(B * T);
+    for (auto &t : tgt)
+        t = (int32_t)((urand() + 1.0f) * 0.5f * (float)V) % (int32_t)V;
+    for (auto &t : tok)
+        t = (int32_t)((urand() + 1.0f) * 0.5f * (float)EV) % (int32_t)EV;
+    int32_t *dtgt, *dtok;
+    double *dsum, sums[2];
+    CK(cudaMalloc(&dtgt, sizeof(int32_t) * N));
+    CK(cudaMalloc(&dtok, sizeof(int32_t) * B * T));
+    CK(cudaMalloc(&dsum, sizeof(double)));
+    CK(cudaMemcpy(dtgt, tgt.data(), sizeof(int32_t) * N, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dtok, tok.data(), sizeof(int32_t) * B * T, cudaMemcpyHostToDevice));
+    Buf logits(N * V, bf), row_loss(N, false), dout(B * T * C, bf), dwte(EV * C, false),
+        dwpe(T * C, false), dbias(C, false);
+    logits.fill(4.0f);
+    dout.fill(1.0f);
+    std::vector<float> wte[2], wpe[2], bias[2];
+    for (int run = 0; run < 2; run++) {
+        RUN(bf ? st_cuda_softmax_xent_bf16(logits.u(), dtgt, N, V, 0.0f, row_loss.f(), dsum,
+                                           g_stream)
+               : st_cuda_softmax_xent_f32(logits.f(), dtgt, N, V, 0.0f, row_loss.f(), dsum,
+                                          g_stream));
+        CK(cudaMemcpy(&sums[run], dsum, sizeof(double), cudaMemcpyDeviceToHost));
+        CK(cudaMemset(dwte.d, 0, dwte.bytes()));
+        CK(cudaMemset(dwpe.d, 0, dwpe.bytes()));
+        CK(cudaMemset(dbias.d, 0, dbias.bytes()));
+        RUN(bf ? st_cuda_embed_backward_bf16(dwte.f(), dwpe.f(), dtok, dout.u(), B, T, C,
+                                             g_stream)
+               : st_cuda_embed_backward_f32(dwte.f(), dwpe.f(), dtok, dout.f(), B, T, C,
+                                            g_stream));
+        RUN(bf ? st_cuda_bias_backward_bf16(dbias.f(), dout.u(), B * T, C, g_stream)
+               : st_cuda_bias_backward_f32(dbias.f(), dout.f(), B * T, C, g_stream));
+        wte[run] = dwte.down();
+        wpe[run] = dwpe.down();
+        bias[run] = dbias.down();
+    }
+    tap_ok(!memcmp(&sums[0], &sums[1], sizeof(double)) && wte[0] == wte[1] &&
+               wpe[0] == wpe[1] && bias[0] == bias[1],
+           "determinism %s: xent loss sum, embed_backward, bias_backward bit-identical "
+           "over two runs",
+           bf ? "bf16" : "f32");
+    cudaFree(dtgt);
+    cudaFree(dtok);
+    cudaFree(dsum);
+}
+
 /* ---- matrix products ------------------------------------------------------------ */
 
 static void test_gemm(st_cuda_gemm_ctx *ctx, int abt, int ct, int ta, int tb, int64_t M,
@@ -576,6 +629,7 @@ int main(void)
         test_bias(bf, 7, 33);
         test_bias(bf, 64, 768);
         test_bias(bf, 129, 1001);
+        test_bias(bf, 2048, 768);
         test_gelu(bf, 1);
         test_gelu(bf, 1000);
         test_gelu(bf, 262147);
@@ -595,11 +649,14 @@ int main(void)
             test_norm(bf, layer, 7, 33);
             test_norm(bf, layer, 64, 768);
             test_norm(bf, layer, 5, 4099);
+            test_norm(bf, layer, 2048, 768);
         }
         test_xent(bf, 3, 33, true);
         test_xent(bf, 17, 1000, true);
         test_xent(bf, 5, 50257, true);
         test_xent(bf, 4, 50257, false);
+        test_xent(bf, 2, 128256, true);
+        test_determinism(bf);
     }
     test_adamw(1, 1, 0.1);
     test_adamw(1000, 1, 0.0);
