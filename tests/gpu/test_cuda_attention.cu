@@ -3,7 +3,8 @@
  * libshardtrain.a, on random inputs, in both storage modes.  TAP output:
  * one line per op x mode x shape with the error, plus checks that padding
  * columns were left alone, that the backward is bit-for-bit repeatable,
- * and that unsupported arguments are refused.
+ * and that unsupported arguments are refused; last, rough timings at
+ * GPT-2 and Llama sizes as TAP comments (informational, never a failure).
  *
  * Error measure: max |gpu - cpu| / max |cpu| over the tensor (relative to
  * the largest reference element, so elements near zero do not blow it
@@ -263,6 +264,70 @@ static void check_refusals(void)
     CUDA_OK(cudaFree(p));
 }
 
+/* Rough speed, reported as TAP comments (never a failure): mean of 10 runs
+ * after 2 warm-up runs, timed with events, on inputs of random values. */
+static void time_case(const shape &s, storage m)
+{
+    const int64_t N = s.B * s.T, hd = s.hd;
+    const int64_t W = (s.H + 2 * s.KV) * hd, kcol = s.H * hd, vcol = (s.H + s.KV) * hd;
+    const int64_t ldo = s.H * hd;
+    const size_t esz = elem_size(m);
+    std::vector<float> host((size_t)(N * W));
+    fill_random(host, 1.0f, m);
+    dbuf d_qkv((size_t)(N * W), esz), d_dqkv((size_t)(N * W), esz);
+    dbuf d_out((size_t)(N * ldo), esz), d_dout((size_t)(N * ldo), esz);
+    dbuf d_lse((size_t)(s.B * s.H * s.T), sizeof(float));
+    dbuf d_ws(st_cuda_attention_backward_workspace_bytes(s.B, s.H, s.T), 1);
+    upload(d_qkv, host, m);
+    host.resize((size_t)(N * ldo));
+    fill_random(host, 1.0f, m);
+    upload(d_dout, host, m);
+    cudaEvent_t ev[3];
+    for (cudaEvent_t &e : ev)
+        CUDA_OK(cudaEventCreate(&e));
+    float fwd_ms = 0.0f, bwd_ms = 0.0f;
+    int rc = 0;
+    for (int it = 0; it < 12 && rc == 0; it++) {
+        CUDA_OK(cudaEventRecord(ev[0], 0));
+        if (m == F32)
+            rc = st_cuda_attention_forward_f32(d_out.f(), ldo, d_lse.f(), d_qkv.f(), W,
+                                               d_qkv.f() + kcol, W, d_qkv.f() + vcol, W,
+                                               s.B, s.T, s.H, s.KV, hd, 0);
+        else
+            rc = st_cuda_attention_forward_bf16(d_out.h(), ldo, d_lse.f(), d_qkv.h(), W,
+                                                d_qkv.h() + kcol, W, d_qkv.h() + vcol, W,
+                                                s.B, s.T, s.H, s.KV, hd, 0);
+        CUDA_OK(cudaEventRecord(ev[1], 0));
+        if (rc == 0 && m == F32)
+            rc = st_cuda_attention_backward_f32(
+                d_dqkv.f(), W, d_dqkv.f() + kcol, W, d_dqkv.f() + vcol, W, d_dout.f(), ldo,
+                d_out.f(), ldo, d_lse.f(), d_qkv.f(), W, d_qkv.f() + kcol, W, d_qkv.f() + vcol, W,
+                s.B, s.T, s.H, s.KV, hd, d_ws.p, 0);
+        else if (rc == 0)
+            rc = st_cuda_attention_backward_bf16(
+                d_dqkv.h(), W, d_dqkv.h() + kcol, W, d_dqkv.h() + vcol, W, d_dout.h(), ldo,
+                d_out.h(), ldo, d_lse.f(), d_qkv.h(), W, d_qkv.h() + kcol, W, d_qkv.h() + vcol, W,
+                s.B, s.T, s.H, s.KV, hd, d_ws.p, 0);
+        CUDA_OK(cudaEventRecord(ev[2], 0));
+        CUDA_OK(cudaEventSynchronize(ev[2]));
+        float f, b;
+        CUDA_OK(cudaEventElapsedTime(&f, ev[0], ev[1]));
+        CUDA_OK(cudaEventElapsedTime(&b, ev[1], ev[2]));
+        if (it >= 2) {
+            fwd_ms += f / 10.0f;
+            bwd_ms += b / 10.0f;
+        }
+    }
+    for (cudaEvent_t &e : ev)
+        CUDA_OK(cudaEventDestroy(e));
+    if (rc != 0)
+        tap_diag("timing %s: a call returned %d", mode_name(m), rc);
+    else
+        tap_diag("timing %s B=%lld T=%lld H=%lld KV=%lld hd=%lld: forward %.3f ms, backward %.3f ms",
+                 mode_name(m), (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.KV,
+                 (long long)hd, fwd_ms, bwd_ms);
+}
+
 int main(void)
 {
     int n_dev = 0;
@@ -292,5 +357,16 @@ int main(void)
         for (storage m : {F32, BF16})
             run_case(s, m);
     check_refusals();
+    /* Timing only on a real sm_80+ device (the host emulation in
+     * tests/gpu/emu reports compute capability 0 and would take hours). */
+    if (prop.major >= 8) {
+        static const shape bench[] = {
+            {8, 1024, 12, 12, 64}, /* GPT-2 124M */
+            {2, 2048, 32, 8, 128}, /* Llama-style GQA */
+        };
+        for (const shape &s : bench)
+            for (storage m : {F32, BF16})
+                time_case(s, m);
+    }
     return tap_done();
 }
