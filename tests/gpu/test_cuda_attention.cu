@@ -139,6 +139,20 @@ static double rel_err(const std::vector<float> &a, const std::vector<float> &ref
     return max_ref > 0.0 ? max_diff / max_ref : max_diff;
 }
 
+/* max |a| over rows x [col0, col0 + cols) at stride ld; NaN gives inf. */
+static double max_abs(const std::vector<float> &a, int64_t rows, int64_t ld, int64_t col0,
+                      int64_t cols)
+{
+    double m = 0.0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = col0; c < col0 + cols; c++) {
+            if (!isfinite(a[r * ld + c]))
+                return INFINITY;
+            m = fmax(m, fabs(a[r * ld + c]));
+        }
+    return m;
+}
+
 /* Columns [col0, col1) of every row still hold the 0xff poison. */
 static bool untouched(const std::vector<unsigned char> &raw, storage m, int64_t rows,
                       int64_t ld, int64_t col0, int64_t col1)
@@ -237,10 +251,21 @@ static void run_case(const shape &s, storage m)
         runs[run] = download_raw(d_dqkv);
     }
     const std::vector<float> dqkv_gpu = to_float(runs[0], m);
-    e = rel_err(dqkv_gpu, dqkv_ref, N, W, 0, qcols);
-    tap_ok(e <= tol, "backward dq %s: rel err %.3g (tol %.0e)", tag, e, tol);
-    e = rel_err(dqkv_gpu, dqkv_ref, N, W, kcol, kvcols);
-    tap_ok(e <= tol, "backward dk %s: rel err %.3g (tol %.0e)", tag, e, tol);
+    if (s.T == 1) {
+        /* One key: the softmax is constant 1, so dq and dk are exactly 0 and
+         * both sides hold only rounding noise of dp - D (which FMA
+         * contraction on the GPU changes): a relative error is meaningless,
+         * so bound the magnitude instead (noise is ~1e-6 here). */
+        e = max_abs(dqkv_gpu, N, W, 0, qcols);
+        tap_ok(e <= tol, "backward dq %s: max |dq| %.3g, exactly 0 (bound %.0e)", tag, e, tol);
+        e = max_abs(dqkv_gpu, N, W, kcol, kvcols);
+        tap_ok(e <= tol, "backward dk %s: max |dk| %.3g, exactly 0 (bound %.0e)", tag, e, tol);
+    } else {
+        e = rel_err(dqkv_gpu, dqkv_ref, N, W, 0, qcols);
+        tap_ok(e <= tol, "backward dq %s: rel err %.3g (tol %.0e)", tag, e, tol);
+        e = rel_err(dqkv_gpu, dqkv_ref, N, W, kcol, kvcols);
+        tap_ok(e <= tol, "backward dk %s: rel err %.3g (tol %.0e)", tag, e, tol);
+    }
     e = rel_err(dqkv_gpu, dqkv_ref, N, W, vcol, kvcols);
     tap_ok(e <= tol, "backward dv %s: rel err %.3g (tol %.0e)", tag, e, tol);
     tap_ok(untouched(runs[0], m, N, W, W - pad, W), "backward %s: padding untouched", tag);
@@ -345,6 +370,7 @@ int main(void)
      * for dK/dV: the T values straddle all of these. */
     static const shape shapes[] = {
         {1, 1, 1, 1, 64},    /* a single token */
+        {3, 1, 4, 2, 128},   /* single tokens, several batches, GQA */
         {2, 37, 4, 2, 64},   /* GQA, T not a multiple of any tile */
         {1, 128, 12, 12, 64}, /* GPT-2 124M heads, T a multiple of every tile */
         {3, 50, 6, 1, 64},   /* multi-query */
