@@ -21,7 +21,9 @@
  * kernels were queued; ST_CUDA_ATTN_EINVAL for arguments this
  * implementation refuses (hd not 64 or 128, H % KV != 0, a non-positive
  * size, a row stride smaller than the row, a NULL pointer); otherwise the
- * cudaError_t of the failed launch (always > 0).
+ * cudaError_t of the failed launch (always > 0).  That code is read with
+ * cudaGetLastError, so an earlier unchecked error of the calling thread can
+ * surface here too; errors inside the kernels show at the next sync.
  *
  * The backward needs a device workspace of
  * st_cuda_attention_backward_workspace_bytes(B, H, T) bytes (fp32
