@@ -152,9 +152,29 @@ EOF
 
     slurmctld -D -c -f "$SLURM_CONF" </dev/null >>"$sc_dir/log/slurmctld.out" 2>&1 &
     echo "slurmctld $!" >>"$sc_dir/pids"
+    # Each slurmd sees its own /tmp.  What the jobs need and what lives
+    # under /tmp (this cluster, the source and build trees, the binary, when
+    # the checkout itself is under /tmp) is bound back into it at the same
+    # path, so only the rest of /tmp (where the PMIx plugin makes its
+    # per-step directories) is private.
+    sc_keep=
+    for sc_d in "$sc_dir" "${top_srcdir:-}" "${top_builddir:-}" "$(dirname "${SHARDTRAIN:-/}")"; do
+        [ -n "$sc_d" ] && sc_d=$(cd "$sc_d" 2>/dev/null && pwd -P) || continue
+        case "$sc_d" in
+        /tmp/?*) sc_d=/tmp/$(printf '%s\n' "${sc_d#/tmp/}" | cut -d/ -f1) ;;
+        *) continue ;;
+        esac
+        case " $sc_keep " in *" $sc_d "*) ;; *) sc_keep="$sc_keep $sc_d" ;; esac
+    done
     for n in st1 st2; do
-        unshare -m sh -c 'mount --bind "$1" /tmp && exec slurmd -D -N "$2" -f "$3"' \
-            sh "$sc_dir/node/$n/tmp" "$n" "$SLURM_CONF" \
+        unshare -m sh -c '
+            priv=$1 node=$2 conf=$3
+            shift 3
+            for d; do
+                mkdir -p "$priv${d#/tmp}" && mount --bind "$d" "$priv${d#/tmp}" || exit 1
+            done
+            mount --rbind "$priv" /tmp && exec slurmd -D -N "$node" -f "$conf"' \
+            sh "$sc_dir/node/$n/tmp" "$n" "$SLURM_CONF" $sc_keep \
             </dev/null >>"$sc_dir/log/slurmd-$n.out" 2>&1 &
         echo "slurmd $! $n" >>"$sc_dir/pids"
     done
@@ -198,8 +218,16 @@ sc_fail() {
 
 # Pids of every process in the mount namespace of process $1 other than
 # itself: a node's slurmstepd and its tasks.
+# sc_is NAME PID: PID is still the daemon we started (not a reused PID)
+sc_is() { [ "$(cat "/proc/$2/comm" 2>/dev/null)" = "$1" ]; }
+
 sc_namespace_members() {
+    # Only a live slurmd in a namespace of its own: if it died and its PID
+    # was reused, or unshare did not take, the "namespace" would be the
+    # machine's and this would kill every process on it.
+    sc_is slurmd "$1" || return 0
     sc_ns=$(readlink "/proc/$1/ns/mnt" 2>/dev/null) || return 0
+    [ "$sc_ns" != "$(readlink /proc/$$/ns/mnt 2>/dev/null)" ] || return 0
     for p in /proc/[0-9]*; do
         p=${p#/proc/}
         [ "$p" = "$1" ] && continue
@@ -252,13 +280,13 @@ slurm_cluster_stop() {
         [ "$sc_what" = slurmd ] || continue
         # shellcheck disable=SC2046
         sc_kill $(sc_namespace_members "$sc_pid")
-        sc_kill "$sc_pid"
+        sc_is slurmd "$sc_pid" && sc_kill "$sc_pid"
     done <"$sc_dir/pids"
     while read -r sc_what sc_pid sc_node; do
-        [ "$sc_what" = slurmctld ] && sc_kill "$sc_pid"
+        [ "$sc_what" = slurmctld ] && sc_is slurmctld "$sc_pid" && sc_kill "$sc_pid"
     done <"$sc_dir/pids"
     while read -r sc_what sc_pid sc_node; do
-        [ "$sc_what" = munged ] && sc_kill "$sc_pid"
+        [ "$sc_what" = munged ] && sc_is munged "$sc_pid" && sc_kill "$sc_pid"
     done <"$sc_dir/pids"
     rm -f "$sc_dir/pids"
     return 0
