@@ -6,9 +6,11 @@
 # interface), since cuBLASLt needs a GPU.  Needs libshardtrain.a built in
 # the top directory (make libshardtrain.a), g++ with C++20 and the CUDA
 # headers.  Takes a few minutes on two cores.
-# Usage: tests/gpu/emu/run_model.sh [top_srcdir]   (default: the current directory)
+# Usage: tests/gpu/emu/run_model.sh [top_srcdir [libshardtrain.a]]
+# (default: the current directory and the library in it)
 set -eu
 top=${1:-.}
+lib=${2:-$top/libshardtrain.a}
 cuda=${CUDA_PREFIX:-/usr/local/cuda}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -25,6 +27,6 @@ for f in elementwise norms xent attention model_cuda test; do
 done
 nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
     -c "$top/tests/gpu/emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
-g++ -fopenmp $objs "$tmp/gemm_host.o" "$top/libshardtrain.a" \
+g++ -fopenmp $objs "$tmp/gemm_host.o" "$lib" \
     -L"$cuda/lib64" -lcudart -lm -o "$tmp/test_emu"
 OMP_NUM_THREADS=1 "$tmp/test_emu"
