@@ -1,0 +1,200 @@
+/* The CUDA backend's non-attention kernels: the GPU twin of src/cpu_ops.h
+ * (plus the embedding of src/model.c and the AdamW of src/optim.c), which
+ * stays the numerical reference.  Every argument means what it means there,
+ * except that pointers are device pointers and every call is asynchronous on
+ * the given stream.
+ *
+ * Storage modes.  Each op has two entry points:
+ *   ..._f32   activations stored as float;
+ *   ..._bf16  activations (inputs, outputs, layer weights read by the op)
+ *             stored as bfloat16, passed as uint16_t words with the bit
+ *             layout of st_pack_bf16 (C has no portable bf16 type).
+ * In both modes every sum, mean and transcendental is computed in fp32 (the
+ * AdamW update in fp64, like the CPU), and per-row statistics (mean, rstd,
+ * losses) and parameter-gradient accumulators (dw, db, dbias, dwte, dwpe)
+ * are float in both modes: they are summed over many rows and must not lose
+ * bits to bf16.  The implementation is one C++ template per op instantiated
+ * for the two storage types; the C entry points are thin wrappers.
+ *
+ * Every function returns cudaSuccess or the error of the launch
+ * (cudaGetLastError); kernel faults surface at the next synchronisation.
+ * Shapes: N = rows (batch x time), C = channels, row-major throughout.
+ * Determinism: no kernel here uses floating-point atomics, so every result
+ * is bit-identical from run to run on the same GPU and binary. */
+#ifndef ST_CUDA_OPS_H
+#define ST_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- elementwise (cuda/elementwise.cu) ---------------------------------- */
+
+/* out[n,:] += bias */
+cudaError_t st_cuda_add_bias_f32(float *out, const float *bias, int64_t N, int64_t C,
+                                 cudaStream_t s);
+cudaError_t st_cuda_add_bias_bf16(uint16_t *out, const uint16_t *bias, int64_t N,
+                                  int64_t C, cudaStream_t s);
+/* dbias[c] += sum_n dout[n,c]  (dbias is float in both modes) */
+cudaError_t st_cuda_bias_backward_f32(float *dbias, const float *dout, int64_t N,
+                                      int64_t C, cudaStream_t s);
+cudaError_t st_cuda_bias_backward_bf16(float *dbias, const uint16_t *dout, int64_t N,
+                                       int64_t C, cudaStream_t s);
+
+/* GELU (tanh approximation); backward overwrites dx = gelu'(x) * dout. */
+cudaError_t st_cuda_gelu_forward_f32(float *out, const float *x, int64_t n, cudaStream_t s);
+cudaError_t st_cuda_gelu_forward_bf16(uint16_t *out, const uint16_t *x, int64_t n,
+                                      cudaStream_t s);
+cudaError_t st_cuda_gelu_backward_f32(float *dx, const float *x, const float *dout,
+                                      int64_t n, cudaStream_t s);
+cudaError_t st_cuda_gelu_backward_bf16(uint16_t *dx, const uint16_t *x,
+                                       const uint16_t *dout, int64_t n, cudaStream_t s);
+
+/* SwiGLU over rows gate | up of width 2F: out[n,i] = silu(gate)*up.
+ * Backward overwrites d_gate_up. */
+cudaError_t st_cuda_swiglu_forward_f32(float *out, const float *gate_up, int64_t N,
+                                       int64_t F, cudaStream_t s);
+cudaError_t st_cuda_swiglu_forward_bf16(uint16_t *out, const uint16_t *gate_up,
+                                        int64_t N, int64_t F, cudaStream_t s);
+cudaError_t st_cuda_swiglu_backward_f32(float *d_gate_up, const float *gate_up,
+                                        const float *dout, int64_t N, int64_t F,
+                                        cudaStream_t s);
+cudaError_t st_cuda_swiglu_backward_bf16(uint16_t *d_gate_up, const uint16_t *gate_up,
+                                         const uint16_t *dout, int64_t N, int64_t F,
+                                         cudaStream_t s);
+
+/* RoPE tables [T, hd/2] (float in both modes, computed in double like the
+ * CPU) and the in-place rotation of n_heads heads at the start of each row
+ * of x (row stride ld, position t = row % T); inverse = 1 rotates back. */
+cudaError_t st_cuda_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd,
+                                double theta, cudaStream_t s);
+cudaError_t st_cuda_rope_apply_f32(float *x, int64_t ld, int64_t B, int64_t T,
+                                   int64_t n_heads, int64_t hd, const float *cos_t,
+                                   const float *sin_t, int inverse, cudaStream_t s);
+cudaError_t st_cuda_rope_apply_bf16(uint16_t *x, int64_t ld, int64_t B, int64_t T,
+                                    int64_t n_heads, int64_t hd, const float *cos_t,
+                                    const float *sin_t, int inverse, cudaStream_t s);
+
+/* Token (+ position, GPT-2: wpe != NULL) embedding, as st_embed_forward:
+ * out[r,:] = wte[tokens[r],:] (+ wpe[r % T,:]) for r < B*T. */
+cudaError_t st_cuda_embed_forward_f32(float *out, const float *wte, const float *wpe,
+                                      const int32_t *tokens, int64_t B, int64_t T,
+                                      int64_t C, cudaStream_t s);
+cudaError_t st_cuda_embed_forward_bf16(uint16_t *out, const uint16_t *wte,
+                                       const uint16_t *wpe, const int32_t *tokens,
+                                       int64_t B, int64_t T, int64_t C, cudaStream_t s);
+/* dwte[tokens[r],:] += dout[r,:]; dwpe[r % T,:] += dout[r,:] when dwpe != NULL.
+ * Deterministic scatter-add (no atomics), rows in order as on the CPU. */
+cudaError_t st_cuda_embed_backward_f32(float *dwte, float *dwpe, const int32_t *tokens,
+                                       const float *dout, int64_t B, int64_t T,
+                                       int64_t C, cudaStream_t s);
+cudaError_t st_cuda_embed_backward_bf16(float *dwte, float *dwpe, const int32_t *tokens,
+                                        const uint16_t *dout, int64_t B, int64_t T,
+                                        int64_t C, cudaStream_t s);
+
+/* y[i] += x[i] */
+cudaError_t st_cuda_add_inplace_f32(float *y, const float *x, int64_t n, cudaStream_t s);
+cudaError_t st_cuda_add_inplace_bf16(uint16_t *y, const uint16_t *x, int64_t n,
+                                     cudaStream_t s);
+
+/* Casts, bit-identical to st_round_bf16 / st_pack_bf16 / st_unpack_bf16
+ * (round to nearest even, inf and NaN passed through by truncation). */
+cudaError_t st_cuda_round_bf16(float *dst, const float *src, int64_t n, cudaStream_t s);
+cudaError_t st_cuda_pack_bf16(uint16_t *dst, const float *src, int64_t n, cudaStream_t s);
+cudaError_t st_cuda_unpack_bf16(float *dst, const uint16_t *src, int64_t n,
+                                cudaStream_t s);
+
+/* ---- normalisations (cuda/norms.cu) -------------------------------------- */
+
+/* LayerNorm, biased variance; mean and rstd [N] are float in both modes. */
+cudaError_t st_cuda_layernorm_forward_f32(float *out, float *mean, float *rstd,
+                                          const float *x, const float *w, const float *b,
+                                          int64_t N, int64_t C, float eps, cudaStream_t s);
+cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rstd,
+                                           const uint16_t *x, const uint16_t *w,
+                                           const uint16_t *b, int64_t N, int64_t C,
+                                           float eps, cudaStream_t s);
+/* dx += ...; dw += ...; db += ... (dw, db float in both modes) */
+cudaError_t st_cuda_layernorm_backward_f32(float *dx, float *dw, float *db,
+                                           const float *dout, const float *x,
+                                           const float *w, const float *mean,
+                                           const float *rstd, int64_t N, int64_t C,
+                                           cudaStream_t s);
+cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, float *dw, float *db,
+                                            const uint16_t *dout, const uint16_t *x,
+                                            const uint16_t *w, const float *mean,
+                                            const float *rstd, int64_t N, int64_t C,
+                                            cudaStream_t s);
+cudaError_t st_cuda_rmsnorm_forward_f32(float *out, float *rstd, const float *x,
+                                        const float *w, int64_t N, int64_t C, float eps,
+                                        cudaStream_t s);
+cudaError_t st_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const uint16_t *x,
+                                         const uint16_t *w, int64_t N, int64_t C,
+                                         float eps, cudaStream_t s);
+cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, float *dw, const float *dout,
+                                         const float *x, const float *w,
+                                         const float *rstd, int64_t N, int64_t C,
+                                         cudaStream_t s);
+cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, float *dw, const uint16_t *dout,
+                                          const uint16_t *x, const uint16_t *w,
+                                          const float *rstd, int64_t N, int64_t C,
+                                          cudaStream_t s);
+
+/* ---- loss (cuda/xent.cu) -------------------------------------------------- */
+
+/* Softmax cross-entropy over rows of logits [N, V], in place, as
+ * st_softmax_xent: row_loss[n] (device, float, N entries) gets each row's
+ * loss, *loss_sum (device, one double) the sum of the N losses in row order,
+ * and when grad_scale != 0 the logits are overwritten with
+ * (softmax - onehot) * grad_scale.  Nothing is copied to the host, so the
+ * call does not synchronise. */
+cudaError_t st_cuda_softmax_xent_f32(float *logits, const int32_t *targets, int64_t N,
+                                     int64_t V, float grad_scale, float *row_loss,
+                                     double *loss_sum, cudaStream_t s);
+cudaError_t st_cuda_softmax_xent_bf16(uint16_t *logits, const int32_t *targets,
+                                      int64_t N, int64_t V, float grad_scale,
+                                      float *row_loss, double *loss_sum, cudaStream_t s);
+
+/* ---- optimiser (cuda/adamw.cu) ------------------------------------------- */
+
+/* One AdamW step over a flat fp32 shard, exactly st_adamw's update (same
+ * fp64 bias correction, decoupled weight decay, grad_scale applied first).
+ * When p_bf16 != NULL the updated parameters are also written there,
+ * rounded as st_pack_bf16 does (the bf16 copy the forward pass reads). */
+cudaError_t st_cuda_adamw(float *p, const float *g, float *m, float *v, int64_t n,
+                          double lr, double beta1, double beta2, double eps,
+                          double weight_decay, double grad_scale, int64_t t,
+                          uint16_t *p_bf16, cudaStream_t s);
+
+/* ---- matrix products (cuda/gemm_lt.cu) ------------------------------------ */
+
+/* Storage type of a matrix operand. */
+enum st_cuda_dtype { ST_CUDA_F32 = 0, ST_CUDA_BF16 = 1 };
+
+/* A cuBLASLt handle plus its workspace; one per stream that runs products. */
+typedef struct st_cuda_gemm_ctx st_cuda_gemm_ctx;
+
+/* workspace_bytes = 0 picks 32 MiB (what Hopper kernels like to have). */
+cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t workspace_bytes);
+void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx);
+
+/* C[M,N] = beta*C + op(A)[M,K] op(B)[K,N], row-major, exactly st_gemm's
+ * meaning (trans flags, row strides lda/ldb/ldc, beta 0 or 1).  ab_type
+ * is the type of A and B, c_type that of C; compute is always fp32
+ * (CUBLAS_COMPUTE_32F: no TF32 down-conversion of fp32 inputs).  Returns
+ * cudaErrorUnknown with a message on stderr when cuBLASLt refuses. */
+cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *ctx, int ab_type, int c_type,
+                         int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                         const void *A, int64_t lda, const void *B, int64_t ldb,
+                         float beta, void *C, int64_t ldc, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

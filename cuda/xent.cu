@@ -1,0 +1,155 @@
+/* Fused softmax cross-entropy over the vocabulary for the CUDA backend:
+ * the loss of each row and, in the same pass over the logits, their
+ * gradient written in place (st_softmax_xent in src/cpu_ops.c is the
+ * reference).  The logits are the largest activation of the model
+ * (N x V, V up to 128k), so they are read twice and written once and
+ * nothing of size N x V is ever allocated.
+ *
+ * One block per row.  Pass 1: each thread keeps a running (max, sum of
+ * exp(x - max)) over its strided share of the row, rescaling the sum when
+ * the max grows (the "online softmax"), so the row is read once for both;
+ * the per-thread pairs are merged by a warp-shuffle tree and then across
+ * warps.  Pass 2: write (softmax - onehot) * grad_scale.  A second,
+ * one-block kernel adds the row losses in double in a fixed order, so the
+ * total is deterministic and the call never synchronises with the host.
+ *
+ * Precision: the CPU sums exp in double; here in fp32 with the tree merge,
+ * so lse agrees to ~1e-6 relative, the gradient likewise. */
+#include "common.cuh"
+
+#include <math.h>
+
+using namespace st_cuda;
+
+namespace {
+
+const int kXentThreads = 512;
+const int kSumThreads = 256;
+
+/* Merge two partial softmax states (m, s): s counts exp(x - m).  An empty
+ * state has m = -inf, s = 0 and must not produce exp(-inf - -inf) = NaN. */
+__device__ __forceinline__ void merge(float &m, float &s, float m2, float s2)
+{
+    if (m2 == -INFINITY)
+        return;
+    if (m == -INFINITY) {
+        m = m2;
+        s = s2;
+        return;
+    }
+    float mx = fmaxf(m, m2);
+    s = s * expf(m - mx) + s2 * expf(m2 - mx);
+    m = mx;
+}
+
+template <typename T>
+__global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V,
+                                 float grad_scale, float *row_loss)
+{
+    __shared__ float sm[32], ss[32];
+    __shared__ float row_lse;
+    const int64_t n = blockIdx.x;
+    T *row = logits + n * V;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int nwarps = blockDim.x >> 5;
+    const int32_t tgt = targets[n];
+    /* Read before any thread of the block can overwrite the row (the
+     * writes come after the barriers of the reduction below). */
+    const float x_target = threadIdx.x == 0 ? load_f(&row[tgt]) : 0.0f;
+
+    float m = -INFINITY, s = 0.0f;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        float x = load_f(&row[i]);
+        if (x > m) {
+            s = (m == -INFINITY ? 0.0f : s * expf(m - x)) + 1.0f;
+            m = x;
+        } else if (x != -INFINITY) {
+            s += expf(x - m);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+        float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        merge(m, s, m2, s2);
+    }
+    if (lane == 0) {
+        sm[warp] = m;
+        ss[warp] = s;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        m = lane < nwarps ? sm[lane] : -INFINITY;
+        s = lane < nwarps ? ss[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) {
+            float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+            float s2 = __shfl_xor_sync(0xffffffffu, s, o);
+            merge(m, s, m2, s2);
+        }
+        if (lane == 0) {
+            float lse = m + logf(s);
+            row_lse = lse;
+            row_loss[n] = lse - x_target;
+        }
+    }
+    __syncthreads();
+    if (grad_scale == 0.0f)
+        return;
+    const float lse = row_lse;
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        float g = expf(load_f(&row[i]) - lse) * grad_scale;
+        if (i == tgt)
+            g -= grad_scale;
+        store_f(&row[i], g);
+    }
+}
+
+/* Sum of the N row losses in double: thread j adds rows j, j + 256, ...
+ * in order, then a fixed tree over the 256 partials. */
+__global__ void sum_losses_kernel(const float *row_loss, int64_t N, double *loss_sum)
+{
+    __shared__ double part[kSumThreads];
+    double s = 0.0;
+    for (int64_t n = threadIdx.x; n < N; n += blockDim.x)
+        s += row_loss[n];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = kSumThreads / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w)
+            part[threadIdx.x] += part[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *loss_sum = part[0];
+}
+
+template <typename T>
+cudaError_t softmax_xent(T *logits, const int32_t *targets, int64_t N, int64_t V,
+                         float grad_scale, float *row_loss, double *loss_sum,
+                         cudaStream_t s)
+{
+    if (N > 0 && V > 0)
+        xent_rows_kernel<T><<<(unsigned)N, kXentThreads, 0, s>>>(logits, targets, V,
+                                                                 grad_scale, row_loss);
+    sum_losses_kernel<<<1, kSumThreads, 0, s>>>(row_loss, N, loss_sum);
+    return launch_status();
+}
+
+} /* namespace */
+
+extern "C" {
+
+cudaError_t st_cuda_softmax_xent_f32(float *logits, const int32_t *targets, int64_t N,
+                                     int64_t V, float grad_scale, float *row_loss,
+                                     double *loss_sum, cudaStream_t s)
+{
+    return softmax_xent(logits, targets, N, V, grad_scale, row_loss, loss_sum, s);
+}
+cudaError_t st_cuda_softmax_xent_bf16(uint16_t *logits, const int32_t *targets,
+                                      int64_t N, int64_t V, float grad_scale,
+                                      float *row_loss, double *loss_sum, cudaStream_t s)
+{
+    return softmax_xent(as_bf16(logits), targets, N, V, grad_scale, row_loss, loss_sum,
+                        s);
+}
+
+} /* extern "C" */

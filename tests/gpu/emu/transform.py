@@ -1,0 +1,61 @@
+"""Rewrite each CUDA launch `kernel<...><<<grid, block[, smem, stream]>>>(args)`
+of a .cu file into `emu_launch(dim3(grid), dim3(block), [=]() { kernel<...>(args); })`
+so g++ can compile it against shim.h (the host emulation of the CUDA
+features the kernels use).  The kernel expression is the identifier (with
+optional template arguments) right before `<<<`, which may sit on the
+previous line; grid and block are the first two top-level fields of the
+launch configuration (the shared-memory size and stream are dropped: the
+emulation runs everything in order on the host)."""
+import re
+import sys
+
+s = open(sys.argv[1]).read()
+name_re = re.compile(r'\b\w+(?:\s*<[^;{}()<>]*>)?\s*$')
+
+
+def split_top(text):
+    """Split at commas outside parentheses and angle-free brackets."""
+    parts, depth, cur = [], 0, ''
+    for ch in text:
+        if ch in '([':
+            depth += 1
+        elif ch in ')]':
+            depth -= 1
+        if ch == ',' and depth == 0:
+            parts.append(cur)
+            cur = ''
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.strip() for p in parts]
+
+
+out, i = [], 0
+while True:
+    j = s.find('<<<', i)
+    if j < 0:
+        out.append(s[i:])
+        break
+    m = name_re.search(s, i, j)
+    assert m, 'no kernel name before <<< at offset %d' % j
+    name = s[m.start():j].strip()
+    e = s.find('>>>', j)
+    cfg = split_top(s[j + 3:e])
+    p = e + 3
+    while s[p] in ' \t\n':
+        p += 1
+    assert s[p] == '(', 'no argument list after >>> at offset %d' % e
+    a, depth = p, 0
+    while True:
+        if s[p] == '(':
+            depth += 1
+        elif s[p] == ')':
+            depth -= 1
+            if depth == 0:
+                break
+        p += 1
+    args = s[a + 1:p]
+    out.append(s[i:m.start()])
+    out.append('emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); })' % (cfg[0], cfg[1], name, args))
+    i = p + 1
+print(''.join(out))
