@@ -205,7 +205,10 @@ export PMIX_MCA_mca_base_component_path="\$PMIX_PREFIX/lib/pmix"
 export HWLOC_PLUGINS_PATH="\$ST_BUNDLE/usr/lib/$multiarch/hwloc"
 EOF
 
+# The host's glibc must be at least the newest version any file asks for.
+glibc=$(find "$B/usr" -type f \( -name '*.so*' -o -perm -u+x \) -exec objdump -T {} + 2>/dev/null |
+    grep -o 'GLIBC_[0-9][0-9.]*' | sort -uV | tail -n 1)
 size=$(du -sk "$B" | cut -f1)
 echo "bundle: $B ($((size / 1024)) MiB, $size KiB; $(wc -l < "$work/libs") libraries," \
-    "$(echo $plugins | wc -w) Open MPI plugins)"
+    "$(echo "$plugins" | wc -w) Open MPI plugins; the host needs glibc >= ${glibc#GLIBC_})"
 [ "$size" -lt $((64 * 1024)) ] || echo "bundle.sh: warning: over 64 MiB, too big to carry" >&2
