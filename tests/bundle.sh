@@ -1,0 +1,164 @@
+#!/bin/sh
+# bench/bundle.sh makes a folder that runs shardtrain on a host without
+# Open MPI (the lent GPU machine).  Proven here by hiding the system's Open
+# MPI, PMIx, inih, jansson and xxHash in a private mount namespace (empty
+# files and directories bound over them): there the system binary must fail
+# to start (else the hiding proves nothing), while the bundle, moved away
+# from where it was built, trains one rank without a launcher to the same
+# bytes as the normal binary, and its mpirun runs two ranks that agree with
+# one rank as closely as tests/fsdp.sh asks.
+. "$top_srcdir/tests/lib.sh"
+require command -v mpirun
+require command -v unshare
+require command -v mount
+require unshare -m true
+export OMP_NUM_THREADS=1
+
+# ---- the bundle, built in one place and used from another ----------------
+if SHARDTRAIN="$SHARDTRAIN" sh "$top_srcdir/bench/bundle.sh" "$TMP/built/bundle" \
+        >"$TMP/bundle.out" 2>"$TMP/bundle.err"; then
+    ok "bench/bundle.sh builds the bundle"
+else
+    not_ok "bench/bundle.sh builds the bundle"; diag "$(cat "$TMP/bundle.err")"
+    exit 1
+fi
+diag "$(cat "$TMP/bundle.out")"
+mkdir -p "$TMP/moved" && mv "$TMP/built/bundle" "$TMP/moved/b" && rmdir "$TMP/built"
+B=$TMP/moved/b
+kib=$(du -sk "$B" | cut -f1)
+check "bundle is under 64 MiB ($kib KiB)" test "$kib" -lt $((64 * 1024))
+
+# ---- the hiding ----------------------------------------------------------
+# Every file through which the system's Open MPI or the libraries bundled
+# for it could still be reached; symbolic links are followed by mount, so
+# binding over the real files covers them.
+ma=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+hide_dirs="/usr/lib/$ma/openmpi /usr/lib/$ma/pmix2 /etc/openmpi /usr/share/openmpi"
+hide_files=$(find /usr/bin /usr/lib/"$ma" -maxdepth 1 -type f \( -name orted -o -name orterun \
+    -o -name 'libmpi*.so*' -o -name 'libopen-rte.so*' -o -name 'libopen-pal.so*' \
+    -o -name 'libmca_common_*.so*' -o -name 'libpmix.so*' -o -name 'libinih.so*' \
+    -o -name 'libjansson.so*' -o -name 'libxxhash.so*' -o -name 'liboshmem.so*' \) | tr '\n' ' ')
+mkdir "$TMP/empty" && : >"$TMP/empty.file"
+cat >"$TMP/hide.sh" <<EOF
+# runs its arguments with the system Open MPI made unreachable
+set -e
+for d in $hide_dirs; do mount --bind "$TMP/empty" "\$d"; done
+for f in $hide_files; do mount --bind "$TMP/empty.file" "\$f"; done
+set +e
+exec "\$@"
+EOF
+# hidden SECONDS COMMAND...: COMMAND in a private mount namespace without
+# them, with a hang guard
+hidden() {
+    _t=$1; shift
+    timeout "$_t" unshare -m --propagation private sh "$TMP/hide.sh" "$@"
+}
+diag "hiding $(echo "$hide_dirs $hide_files" | wc -w) paths"
+
+hidden 60 sh -c 'test -z "$(ls -A /usr/lib/'"$ma"'/openmpi)$(ls -A /etc/openmpi)" && test ! -s /usr/bin/orted'
+check "the system's Open MPI is hidden in the namespace" test $? -eq 0
+hidden 60 "$SHARDTRAIN" --version >"$TMP/sys.out" 2>"$TMP/sys.err"
+st=$?
+if [ "$st" -ne 0 ] && [ "$st" -ne 124 ] && grep -q 'error while loading shared libraries' "$TMP/sys.err"
+then ok "system shardtrain cannot start there (exit $st, no libraries)"
+else not_ok "system shardtrain cannot start there (exit $st)"; diag "$(cat "$TMP/sys.err")"; fi
+hidden 60 sh -c 'exec mpirun -np 1 true' >"$TMP/sysmpi.out" 2>"$TMP/sysmpi.err"
+st=$?
+if [ "$st" -ne 0 ] && [ "$st" -ne 124 ]; then ok "system mpirun cannot start there (exit $st)"
+else not_ok "system mpirun cannot start there (exit $st)"; diag "$(cat "$TMP/sysmpi.err")"; fi
+
+# ---- training -------------------------------------------------------------
+text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
+"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
+check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+cat >"$TMP/gpt2.ini" <<EOF2
+[model]
+arch = gpt2
+preset = tiny
+seq_len = 32
+[data]
+train = $TMP/data/sh_train_*.bin
+[train]
+micro_batch = 4
+global_batch = 8
+steps = 4
+seed = 11
+[parallel]
+strategy = full_shard
+[optim]
+lr = 3e-3
+warmup_steps = 1
+[log]
+every = 1
+EOF2
+args() { # NAME: the train arguments for run NAME
+    echo "train -s log.dir=$TMP/$1/logs -s checkpoint.dir=$TMP/$1/ckpt $TMP/gpt2.ini"
+}
+final() { echo "$TMP/$1/ckpt/final/model.safetensors"; }
+
+# The references, with the normal binary and the system's Open MPI.
+ranks 1 300 "$SHARDTRAIN" $(args sys1) >"$TMP/sys1.out" 2>"$TMP/sys1.err"
+check "one rank with the normal binary" test -s "$(final sys1)"
+ranks 2 300 "$SHARDTRAIN" $(args sys2) -s train.micro_batch=2 >"$TMP/sys2.out" 2>"$TMP/sys2.err"
+check "two ranks with the normal binary" test -s "$(final sys2)"
+
+# bundled NAME COMMAND...: COMMAND after sourcing env.sh (by dash: env.sh
+# finds its own folder), inside the namespace
+bundled() {
+    _n=$1; shift
+    hidden 300 sh -c '. "$0/env.sh" && exec "$@"' "$B" "$@" \
+        >"$TMP/$_n.out" 2>"$TMP/$_n.err"
+}
+bundled b1 shardtrain $(args b1)
+st=$?
+if [ "$st" -eq 0 ] && [ -s "$(final b1)" ]; then ok "bundle: one rank, no launcher, trains"
+else not_ok "bundle: one rank, no launcher, trains (exit $st)"; diag "$(tail -n 8 "$TMP/b1.err")"; fi
+check "bundle: one rank's final weights equal the normal binary's byte for byte" \
+    same_tensors "$(final b1)" "$(final sys1)"
+losses() { # NAME: the logged losses, one per line
+    python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    if "\"loss\"" in l: print(repr(json.loads(l)["loss"]))' "$TMP/$1/logs/metrics.jsonl"
+}
+if [ "$(losses b1 | wc -l)" -eq 4 ] && [ "$(losses b1)" = "$(losses sys1)" ]; then
+    ok "bundle: the same 4 losses as the normal binary"
+else not_ok "bundle: the same 4 losses as the normal binary"; diag "$(losses b1)" "vs" "$(losses sys1)"; fi
+
+bundled b2 mpirun --oversubscribe -np 2 shardtrain $(args b2) -s train.micro_batch=2
+st=$?
+if [ "$st" -eq 0 ] && [ -s "$(final b2)" ] && [ "$(grep -c '^step ' "$TMP/b2.out")" -ge 1 ]; then
+    ok "bundle: its mpirun runs two ranks"
+else not_ok "bundle: its mpirun runs two ranks (exit $st)"; diag "$(tail -n 8 "$TMP/b2.err")"; fi
+check "bundle: two ranks' final weights equal the system mpirun's byte for byte" \
+    same_tensors "$(final b2)" "$(final sys2)"
+# A missing help file, plugin or params file shows up as Open MPI or PMIx
+# text on stderr, not always as a failure.
+check "bundle: no Open MPI or PMIx messages on stderr" \
+    test -z "$(cat "$TMP/b1.err" "$TMP/b2.err" | grep -v '^shardtrain: ')"
+# As tests/fsdp.sh: losses and weights (norm-wise) within 1e-5 relative.
+python3 - "$TMP/b2" "$TMP/b1" 1e-5 <<'EOF2'
+import json, math, struct, sys
+from array import array
+def losses(d):
+    return [json.loads(l)["loss"] for l in open(d + "/logs/metrics.jsonl") if '"loss"' in l]
+def weights(d):
+    raw = open(d + "/ckpt/final/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    out = {}
+    for k, v in json.loads(raw[8:8 + n]).items():
+        if k != "__metadata__":
+            a = array("f"); a.frombytes(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            out[k] = a
+    return out
+a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+la, lb = losses(a), losses(b)
+assert len(la) == len(lb) == 4, (len(la), len(lb))
+wl = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
+wa, wb = weights(a), weights(b)
+assert wa.keys() == wb.keys()
+ww = math.sqrt(sum((x - y) ** 2 for k in wa for x, y in zip(wa[k], wb[k])) /
+               sum(y * y for k in wb for y in wb[k]))
+print("# 2 vs 1 rank: losses rel %.1e, weights rel %.1e" % (wl, ww))
+sys.exit(not (wl <= tol and ww <= tol))
+EOF2
+check "bundle: two ranks match one rank within 1e-5 (as tests/fsdp.sh)" test $? -eq 0
