@@ -125,10 +125,20 @@ install -m 755 "$bin" "$B/usr/bin/shardtrain"
 install -m 755 "$mpirun" "$B/usr/bin/mpirun"
 install -m 755 "$orted" "$B/usr/bin/orted"
 ln -s mpirun "$B/usr/bin/mpiexec"
+# The GPU test programs, when built (make check builds them where configure
+# found CUDA): the GPU machine has no Open MPI to build them with, so
+# bench/gpu.sh runs these copies.
+gpu_tests=
+for t in "$top"/tests/gpu/test_cuda_ops "$top"/tests/gpu/test_cuda_attention \
+         "$top"/tests/gpu/test_cuda_model; do
+    [ -x "$t" ] || continue
+    install -m 755 "$t" "$B/usr/bin/"
+    gpu_tests="$gpu_tests $t"
+done
 for p in $plugins; do install -m 644 "$p" "$B/usr/lib/$multiarch/openmpi/lib/openmpi3/"; done
 for p in $pmix_plugins; do install -m 644 "$p" "$B/usr/lib/$multiarch/pmix2/lib/pmix/"; done
 # shellcheck disable=SC2086
-closure "$bin" "$mpirun" "$orted" $plugins $pmix_plugins | sort -u > "$work/libs"
+closure "$bin" "$mpirun" "$orted" $gpu_tests $plugins $pmix_plugins | sort -u > "$work/libs"
 while read -r n p; do
     fabric_lib "$n" && { echo "bundle.sh: $n reached outside a plugin" >&2; exit 1; }
     install -m 644 "$p" "$lib/$n"

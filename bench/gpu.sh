@@ -100,6 +100,28 @@ first_error() {
 DEV=${GPU_BENCH_DEVICE:-cuda}
 ST=./shardtrain
 [ "${GPU_BENCH_NO_BUILD:-0}" = 1 ] && ST=${SHARDTRAIN:-./shardtrain}
+# On a host without Open MPI (the lent GPU machine) nothing can be built:
+# a bundle made here by bench/bundle.sh and carried along stands in for the
+# build (GPU_BENCH_BUNDLE, or bundle/ when there is no mpicc).  Its programs
+# run through a wrapper that sources env.sh, so the bundle's libraries never
+# reach PyTorch's process.
+BUNDLE=${GPU_BENCH_BUNDLE:-}
+if [ -z "$BUNDLE" ] && ! command -v mpicc >/dev/null 2>&1 && [ -f "$ROOT/bundle/env.sh" ]; then
+    BUNDLE=$ROOT/bundle
+fi
+if [ -n "$BUNDLE" ]; then
+    BUNDLE=$(cd "$BUNDLE" && pwd) || exit 1
+    # bundled PROGRAM ARGS...: run one of the bundle's programs
+    # shellcheck disable=SC2016 # expanded by the wrapper, not here
+    printf '#!/bin/sh\nST_BUNDLE=%s; export ST_BUNDLE\n. "$ST_BUNDLE/env.sh"\nexec "$ST_BUNDLE/usr/bin/${0##*/}" "$@"\n' \
+        "$BUNDLE" >"$WORK/bundled"
+    for p in shardtrain test_cuda_ops test_cuda_attention test_cuda_model; do
+        ln -sf bundled "$WORK/$p"
+    done
+    chmod +x "$WORK/bundled"
+    ST=$WORK/shardtrain
+    GPU_BENCH_NO_BUILD=1
+fi
 PY_ANY=
 for p in "$PY" python3; do
     "$p" -c 'import json, statistics' >/dev/null 2>&1 && { PY_ANY=$p; break; }
@@ -180,12 +202,32 @@ else
 fi
 say "build: $BUILD_STATUS"
 if grep -q '^#define HAVE_CUDA 1' st_build.h 2>/dev/null; then CUDA_BUILT=yes; else CUDA_BUILT=no; fi
+# A bundle's binary was built elsewhere: it has CUDA if it links the runtime.
+if [ -n "$BUNDLE" ]; then
+    if objdump -p "$BUNDLE/usr/bin/shardtrain" 2>/dev/null | grep -q 'NEEDED *libcudart'; then
+        CUDA_BUILT=yes
+    else
+        CUDA_BUILT=no
+    fi
+fi
 
 CHECK_GPU_STATUS="failed: not run (build $BUILD_STATUS)"
 if [ "$BUILD_STATUS" = ok ]; then
     t=$(limit 90 "$TORCH_RESERVE")
     if [ "$t" -eq 0 ]; then
         CHECK_GPU_STATUS="failed: no time left"
+    elif [ -n "$BUNDLE" ]; then
+        # The bundle's copies of the GPU test programs (make check-gpu's).
+        CHECK_GPU_STATUS=ok
+        n=0
+        for p in test_cuda_ops test_cuda_attention test_cuda_model; do
+            [ -x "$BUNDLE/usr/bin/$p" ] || continue
+            n=$((n + 1))
+            echo "== $p" >>"$OUTDIR/check-gpu.log"
+            timeout -k 10 "$t" "$WORK/$p" >>"$OUTDIR/check-gpu.log" 2>&1 ||
+                CHECK_GPU_STATUS="failed: $p: $(first_error "$OUTDIR/check-gpu.log")"
+        done
+        [ "$n" -gt 0 ] || CHECK_GPU_STATUS="failed: the bundle has no GPU test programs (build them with make check before bench/bundle.sh)"
     elif ! make -n check-gpu >/dev/null 2>&1; then
         CHECK_GPU_STATUS="failed: no check-gpu target in this release (no CUDA kernels yet)"
     elif timeout -k 10 "$t" make check-gpu >"$OUTDIR/check-gpu.log" 2>&1; then
