@@ -53,7 +53,7 @@ struct st_kernels {
 
     /* Memory, counted by alloc.c's categories so that peak_bytes and
      * `shardtrain estimate` see the same numbers on every backend.  alloc
-     * returns zeroed memory (as st_alloc). */
+     * returns zeroed memory (as st_alloc); free(NULL) does nothing. */
     void *(*alloc)(size_t bytes, st_mem_cat cat);
     void (*free)(void *p);
     void (*zero)(void *p, size_t bytes);
