@@ -163,7 +163,10 @@ static long crash_step(void)
     return s && *s ? strtol(s, NULL, 10) : -1;
 }
 
-/* Write this rank's shard; hashes[0] = whole file, hashes[1..] = blocks. */
+/* Write this rank's shard; hashes[0] = whole file, hashes[1..] = blocks.
+ * The arrays are backend memory: they cross to the host through a bounded
+ * staging buffer, and the writer streams, so the bytes and hashes do not
+ * depend on the piece size. */
 static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_t *hashes)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
@@ -174,17 +177,24 @@ static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_
     hashed_writer w = {fd, XXH64_createState(), XXH64_createState(), 0, 0, hashes + 1};
     XXH64_reset(w.all, 0);
     XXH64_reset(w.blk, 0);
-    int bad = 0;
+    /* Bounded I/O space, uncounted like the reader's block buffer. */
+    float *stage = malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
+    int bad = !stage;
+    static const st_fsdp_array arr[3] = {ST_FSDP_PARAMS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V};
     for (int u = 0; u < f->n_units && !bad; u++) {
         const st_fsdp_unit *x = &f->units[u];
-        const float *arr[3] = {x->params, x->adam_m, x->adam_v};
         for (int k = 0; k < 3 && !bad; k++) {
-            bad = hw_write(&w, arr[k], sizeof(float) * (size_t)x->shard);
+            for (int64_t a = 0; a < x->shard && !bad; a += ST_FSDP_STAGE) {
+                int64_t n = x->shard - a < ST_FSDP_STAGE ? x->shard - a : ST_FSDP_STAGE;
+                st_fsdp_shard_to_host(f, u, arr[k], a, n, stage);
+                bad = hw_write(&w, stage, sizeof(float) * (size_t)n);
+            }
             /* Testing aid: die between the writes of a checkpoint. */
             if (u == 0 && k == 0 && crash_step() == step)
                 _exit(ST_EXIT_FAILURE);
         }
     }
+    free(stage);
     if (!bad && w.in_block > 0)
         w.blocks[w.n_blocks++] = XXH64_digest(w.blk);
     hashes[0] = XXH64_digest(w.all);

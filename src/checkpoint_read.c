@@ -389,12 +389,25 @@ static int load_into(st_fsdp *f, const char *dir, char *err, size_t n, int64_t *
 {
     st_ckpt c;
     int rc = st_ckpt_open(&c, dir, f->model, err, n);
+    /* The shards are backend memory: each array crosses from the host in
+     * pieces through a bounded staging buffer (uncounted I/O space, like
+     * read_bytes' block buffer). */
+    static const st_fsdp_array arr[3] = {ST_FSDP_PARAMS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V};
+    float *stage = rc ? NULL : malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
+    if (!rc && !stage)
+        st_die(ST_EXIT_FAILURE, "out of memory allocating a host staging buffer");
     for (int u = 0; u < f->n_units && !rc; u++) {
-        st_fsdp_unit *x = &f->units[u];
-        float *dst[3] = {x->params, x->adam_m, x->adam_v};
-        for (int k = 0; k < 3 && !rc; k++)
-            rc = st_ckpt_read_range(&c, u, k, x->lo, x->lo + x->shard, dst[k], err, n);
+        const st_fsdp_unit *x = &f->units[u];
+        for (int k = 0; k < 3 && !rc; k++) {
+            for (int64_t a = 0; a < x->shard && !rc; a += ST_FSDP_STAGE) {
+                int64_t len = x->shard - a < ST_FSDP_STAGE ? x->shard - a : ST_FSDP_STAGE;
+                rc = st_ckpt_read_range(&c, u, k, x->lo + a, x->lo + a + len, stage, err, n);
+                if (!rc)
+                    st_fsdp_shard_from_host(f, u, arr[k], a, len, stage);
+            }
+        }
     }
+    free(stage);
     if (!rc) {
         f->opt_steps = c.opt_steps;
         *step = c.step;

@@ -210,12 +210,11 @@ void st_estimate_memory(const st_model *m, const st_config *cfg, int strategy, i
     int64_t padded[nu], shard[nu];
     int g[nu], f[nu], h[nu];
     s.padded = padded, s.shard = shard, s.gathered = g, s.in_flight = f, s.has_grad = h;
-    double shard_total = 0.0, padded_total = 0.0;
+    double shard_total = 0.0;
     for (int u = 0; u < nu; u++) {
         padded[u] = (m->units[u].numel + S - 1) / S * S;
         shard[u] = padded[u] / S;
         shard_total += (double)shard[u];
-        padded_total += (double)padded[u];
         g[u] = f[u] = h[u] = 0;
     }
     out->params = 4.0 * shard_total;
@@ -227,12 +226,13 @@ void st_estimate_memory(const st_model *m, const st_config *cfg, int strategy, i
     out->activations = 4.0 * ((double)((m->L + 1) * N * m->C) +
                               (double)(sets * st_block_acts_floats(m, B)) +
                               (double)st_model_scratch_floats(m, B) + 2.0 * (double)(N * m->C)) +
-                       2.0 * 4.0 * (double)N; /* input and target tokens */
+                       2.0 * 2.0 * 4.0 * (double)N; /* input and target tokens, on the
+                                                      * host and the engine's copy */
     /* Tables: the tensor table, units, rope tables, the engine's unit
-     * records, the window and the step list. */
+     * records, the window, the step list and the engine's two sums. */
     out->other = (double)((m->L * 12 + 8) * sizeof(st_tensor)) + (double)nu * 64.0 * 2 +
                  (m->arch == ST_ARCH_LLAMA ? 8.0 * (double)(m->T * (m->hd / 2)) : 0.0) +
-                 4.0 * (double)(m->T + 1) + 8.0 * (double)(2 * m->L + 4);
+                 4.0 * (double)(m->T + 1) + 8.0 * (double)(2 * m->L + 4) + 16.0;
 
     int64_t accum = cfg->train.global_batch / (B * world);
     if (accum < 1)
@@ -246,9 +246,10 @@ void st_estimate_memory(const st_model *m, const st_config *cfg, int strategy, i
     out->grad_buffers = s.peak_grad;
     double state = out->params + out->grads + out->optim;
     out->peak = state + out->activations + out->other + s.peak_comm;
-    /* Loading model.init reads every unit whole on each rank, once. */
+    /* Loading model.init stages this rank's slices of every unit on the
+     * host at once, before they cross into the engine's shards. */
     if (strcmp(cfg->model.init, "random") != 0) {
-        double load = state + out->activations + out->other + 4.0 * padded_total;
+        double load = state + out->activations + out->other + 4.0 * shard_total;
         if (load > out->peak)
             out->peak = load;
     }

@@ -64,7 +64,8 @@ static void emit_token(int tok)
 
 int st_sample(const st_config *cfg_in, const st_runtime *rt, const st_sample_options *opt)
 {
-    int rc = st_train_check_environment(cfg_in, rt);
+    const st_kernels *kernels = NULL;
+    int rc = st_train_check_environment(cfg_in, rt, &kernels);
     if (rc)
         return rc;
     if (rt->world > 1) {
@@ -90,7 +91,7 @@ int st_sample(const st_config *cfg_in, const st_runtime *rt, const st_sample_opt
     if ((rc = st_model_init(&model, &cfg.model)))
         return rc;
     st_fsdp eng;
-    if ((rc = st_fsdp_create(&eng, &model, &cfg, NULL))) {
+    if ((rc = st_fsdp_create(&eng, &model, &cfg, NULL, kernels))) {
         st_fsdp_destroy(&eng);
         st_model_free(&model);
         return rc;

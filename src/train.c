@@ -41,16 +41,11 @@ static void error_at_key(const st_config *cfg, const char *section, const char *
     st_error_at(file ? file : cfg->path, line, fmt, detail);
 }
 
-int st_train_check_environment(const st_config *cfg, const st_runtime *rt)
+int st_train_check_environment(const st_config *cfg, const st_runtime *rt,
+                               const st_kernels **k)
 {
     (void)rt;
-    if (cfg->train.device == ST_DEVICE_CUDA) {
-        error_at_key(cfg, "train", "device",
-                     "train.device = cuda, but this release has no CUDA backend kernels%s; "
-                     "hint: set train.device = cpu or auto", "");
-        return ST_EXIT_USAGE;
-    }
-    return 0;
+    return st_kernels_for_device(cfg, k);
 }
 
 void st_final_weights_path(const st_config *cfg, char *buf, size_t n)
@@ -255,7 +250,8 @@ static int open_data(const st_config *cfg, st_dataset *train_ds, st_dataset *val
 
 int st_train(const st_config *cfg, st_runtime *rt)
 {
-    int rc = st_train_check_environment(cfg, rt);
+    const st_kernels *kernels = NULL;
+    int rc = st_train_check_environment(cfg, rt, &kernels);
     if (rc)
         return rc;
     /* The CPU backend is the only one in this release. */
@@ -303,7 +299,7 @@ int st_train(const st_config *cfg, st_runtime *rt)
     rc = open_data(cfg, &train_ds, &val_ds);
     data_open = rc == 0;
     rc = rc ? rc : st_model_init(&model, &cfg->model);
-    rc = rc ? rc : st_fsdp_create(&fsdp, &model, cfg, &groups);
+    rc = rc ? rc : st_fsdp_create(&fsdp, &model, cfg, &groups, kernels);
     if (!rc && rank == 0) {
         if (!(rc = st_mkdir_p(cfg->log.dir))) {
             char path[4096];
@@ -359,8 +355,10 @@ int st_train(const st_config *cfg, st_runtime *rt)
                                           micro == accum - 1, &l);
             loss_sum += l;
         }
-        if (!rc && rank == dp - 1 && poisoned(poison, n_poison, step + 1))
-            fsdp.units[0].grads[0] = NAN;
+        if (!rc && rank == dp - 1 && poisoned(poison, n_poison, step + 1)) {
+            const float nan = NAN;
+            st_fsdp_shard_from_host(&fsdp, 0, ST_FSDP_GRADS, 0, 1, &nan);
+        }
         double gnorm = 0.0;
         rc = rc ? rc : st_fsdp_grad_norm(&fsdp, &gnorm);
         /* The loss sum and each rank's verdict travel in one all-reduce, so
