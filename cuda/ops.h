@@ -160,6 +160,17 @@ cudaError_t st_cuda_softmax_xent_bf16(uint16_t *logits, const int32_t *targets,
                                       int64_t N, int64_t V, float grad_scale,
                                       float *row_loss, double *loss_sum, cudaStream_t s);
 
+/* ---- reductions (cuda/reduce.cu) ------------------------------------------ */
+
+/* Blocks of the first pass of st_cuda_sumsq: its partials workspace holds
+ * this many doubles (device memory, reusable once the stream passed). */
+#define ST_CUDA_SUMSQ_PARTIALS 264
+
+/* *acc (device double) += sum of x[i]^2 over n floats, accumulated in
+ * double; deterministic (fixed grid and summation trees, no atomics). */
+cudaError_t st_cuda_sumsq(const float *x, int64_t n, double *acc, double *partials,
+                          cudaStream_t s);
+
 /* ---- optimiser (cuda/adamw.cu) ------------------------------------------- */
 
 /* One AdamW step over a flat fp32 shard, exactly st_adamw's update (same

@@ -64,6 +64,25 @@ void st_free(void *p)
     free(raw);
 }
 
+void st_mem_count_alloc(st_mem_cat cat, size_t bytes)
+{
+    if ((int)cat < 0 || cat >= ST_MEM_NCAT)
+        st_die(ST_EXIT_FAILURE, "internal: bad memory category %d", (int)cat);
+    mem_current[cat] += bytes;
+    mem_total += bytes;
+    if (mem_total > mem_peak)
+        mem_peak = mem_total;
+}
+
+void st_mem_count_free(st_mem_cat cat, size_t bytes)
+{
+    if ((int)cat < 0 || cat >= ST_MEM_NCAT || mem_current[cat] < bytes)
+        st_die(ST_EXIT_FAILURE, "internal: freeing %zu uncounted bytes of %s", bytes,
+               st_mem_cat_name(cat));
+    mem_current[cat] -= bytes;
+    mem_total -= bytes;
+}
+
 size_t st_mem_current(st_mem_cat cat) { return mem_current[cat]; }
 size_t st_mem_total(void) { return mem_total; }
 size_t st_mem_state(void)

@@ -1,8 +1,8 @@
 /* The tracking allocator.  Every allocation of model state, gradients,
  * optimizer state and activations goes through here, tagged with what it
  * holds, so that state_bytes and peak_bytes in the metrics are exact counts
- * of what this rank holds rather than estimates.  Later backends (CUDA)
- * add a device arena behind the same counters. */
+ * of what this rank holds rather than estimates.  A device backend
+ * (kernels_cuda.c) counts its device memory into the same counters. */
 #ifndef ST_ALLOC_H
 #define ST_ALLOC_H
 
@@ -22,6 +22,12 @@ typedef enum {
  * with ST_EXIT_FAILURE: there is no sensible recovery mid-step. */
 void *st_alloc(size_t bytes, st_mem_cat cat);
 void st_free(void *p);
+
+/* For memory another allocator hands out (a device backend's): counted in
+ * the same categories and peak as st_alloc's, so peak_bytes means the same
+ * on every backend.  The caller remembers each block's size and category. */
+void st_mem_count_alloc(st_mem_cat cat, size_t bytes);
+void st_mem_count_free(st_mem_cat cat, size_t bytes);
 
 size_t st_mem_current(st_mem_cat cat);
 size_t st_mem_total(void);       /* all categories */

@@ -458,7 +458,7 @@ int st_bench_comm_main(int argc, char **argv)
     /* The device decides the backend (auto), and ranks may disagree about
      * it; sharing a GPU is allowed, as a measurement of that setup. */
     if (rc == 0)
-        rc = st_runtime_agree(st_device_bind(&rt, cfg.train.device, 1));
+        rc = st_runtime_agree(st_device_bind(&rt, &cfg, 1));
     if (rc == 0)
         rc = st_groups_create(&g, &rt, &cfg);
     if (rc == 0)

@@ -12,6 +12,9 @@
 /* Host buffers, MPI non-blocking collectives.  NULL on failure (message
  * printed). */
 st_comm *st_comm_mpi_create(MPI_Comm group, const char *label);
+/* The same on GPU buffers (staged != 0): each collective copies through
+ * host memory (comm_mpi.c says how and why). */
+st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged);
 
 /* Device buffers, NCCL on a dedicated stream of the current CUDA device.
  * Group rank 0 calls ncclGetUniqueId and MPI_Bcasts it over `group`, then

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,8 +33,20 @@ static int visible_listed(void)
 }
 #endif
 
-int st_device_bind(st_runtime *rt, int requested, int allow_shared)
+int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared)
 {
+    const int requested = cfg->train.device;
+    /* Errors point at the train.device line (or the config file). */
+    char where[4200];
+    const char *file = NULL;
+    int line = 0;
+    st_config_origin_of(cfg, "train", "device", &file, &line);
+    if (!file)
+        file = cfg->path;
+    if (line > 0)
+        snprintf(where, sizeof where, "%s:%d", file ? file : "?", line);
+    else
+        snprintf(where, sizeof where, "%s", file ? file : "?");
     rt->device = -1;
     if (requested == ST_DEVICE_CPU)
         return 0;
@@ -43,7 +56,7 @@ int st_device_bind(st_runtime *rt, int requested, int allow_shared)
     if (e != cudaSuccess || count <= 0) {
         if (requested == ST_DEVICE_AUTO)
             return 0;
-        st_error(NULL, "train.device = cuda but no CUDA device is visible (%s); "
+        st_error(where, "train.device = cuda but no CUDA device is visible (%s); "
                  "hint: run on a GPU node or set train.device = cpu",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return ST_EXIT_USAGE;
@@ -53,8 +66,9 @@ int st_device_bind(st_runtime *rt, int requested, int allow_shared)
      * the same single device cannot be told apart from here. */
     if (visible_listed() != 1) {
         if (rt->local_size > count && !allow_shared) {
-            st_error(NULL, "%d ranks on host %s but %d CUDA device%s; hint: run one "
-                     "rank per GPU or set train.device = cpu", rt->local_size, rt->host,
+            st_error(where, "%d ranks on host %s but %d CUDA device%s; hint: run one "
+                     "rank per GPU, set parallel.backend = mpi to share it, or set "
+                     "train.device = cpu", rt->local_size, rt->host,
                      count, count == 1 ? "" : "s");
             return ST_EXIT_USAGE;
         }
@@ -64,7 +78,7 @@ int st_device_bind(st_runtime *rt, int requested, int allow_shared)
     if (e != cudaSuccess) {
         if (requested == ST_DEVICE_AUTO)
             return 0;
-        st_error(NULL, "cudaSetDevice(%d) failed: %s; hint: check the GPU with "
+        st_error(where, "cudaSetDevice(%d) failed: %s; hint: check the GPU with "
                  "nvidia-smi or set train.device = cpu", dev, cudaGetErrorString(e));
         return ST_EXIT_USAGE;
     }
@@ -74,8 +88,48 @@ int st_device_bind(st_runtime *rt, int requested, int allow_shared)
     (void)allow_shared;
     if (requested == ST_DEVICE_AUTO)
         return 0;
-    st_error(NULL, "train.device = cuda but this build has no CUDA backend; "
+    st_error(where, "train.device = cuda but this build has no CUDA backend; "
              "hint: set train.device = cpu or rebuild with the CUDA toolkit");
     return ST_EXIT_USAGE;
 #endif
+}
+
+/* Staging copies for host-staged collectives.  Both wait for the whole
+ * device around the copy: the buffers are written and read by work on
+ * other streams (the kernels backend's), and a pageable host-to-device
+ * copy may return before its DMA has landed. */
+static int stage_copy(void *dst, const void *src, size_t bytes, int to_host)
+{
+    if (!bytes)
+        return 0;
+#ifdef HAVE_CUDA
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        /* Default: by address (unified addressing), so a host buffer
+         * handed to a staged communicator (bench-comm's) also works. */
+        e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        st_error(NULL, "staging %zu bytes %s the GPU for an MPI collective failed: %s; "
+                 "hint: check the GPU with nvidia-smi", bytes, to_host ? "from" : "to",
+                 cudaGetErrorString(e));
+        return ST_EXIT_FAILURE;
+    }
+    return 0;
+#else
+    (void)dst, (void)src, (void)to_host;
+    st_error(NULL, "internal: device staging in a build without CUDA");
+    return ST_EXIT_FAILURE;
+#endif
+}
+
+int st_device_copy_to_host(void *dst, const void *src, size_t bytes)
+{
+    return stage_copy(dst, src, bytes, 1);
+}
+
+int st_device_copy_from_host(void *dst, const void *src, size_t bytes)
+{
+    return stage_copy(dst, (void *)src, bytes, 0);
 }

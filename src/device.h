@@ -2,15 +2,16 @@
  * from the configured train.device, the devices this rank can see and its
  * rank on the node.  The decision lands in rt->device (-1 = CPU) so the
  * identity line and the backend choice (nccl needs a device) read one
- * place.  This release computes on the CPU only; binding a visible GPU
- * still happens so the log shows what a CUDA run would use, and the train
- * layer decides whether it may use it. */
+ * place. */
 #ifndef ST_DEVICE_H
 #define ST_DEVICE_H
 
+#include <stddef.h>
+
+#include "config.h"
 #include "runtime.h"
 
-/* requested is an enum st_device.  cpu: rt->device = -1.  auto: the GPU
+/* requested is cfg->train.device (errors name its line).  cpu: rt->device = -1.  auto: the GPU
  * local_rank % count when a CUDA device is visible (device 0 when
  * CUDA_VISIBLE_DEVICES names exactly one, as a launcher binding one GPU per
  * task does), else the CPU.  cuda: the same, but no device or a build
@@ -18,6 +19,12 @@
  * error unless allow_shared.  Returns an exit status (ST_EXIT_USAGE for a
  * request this machine cannot meet); local to the rank: callers that go on
  * to collectives must agree on the result first. */
-int st_device_bind(st_runtime *rt, int requested, int allow_shared);
+int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared);
+
+/* Copies between device and host memory for collectives that stage
+ * through the host (the mpi backend on GPU buffers), synchronising the
+ * device before and after.  Return an exit status. */
+int st_device_copy_to_host(void *dst, const void *src, size_t bytes);
+int st_device_copy_from_host(void *dst, const void *src, size_t bytes);
 
 #endif

@@ -183,10 +183,12 @@ int st_layout_compute(int world, int rank, const int *node_of_rank, int strategy
     return 0;
 }
 
-static st_comm *make_comm(int backend, MPI_Comm c, const char *label)
+/* With a GPU bound, the engine's buffers are device memory: the mpi
+ * backend then stages them through the host. */
+static st_comm *make_comm(int backend, int device, MPI_Comm c, const char *label)
 {
     return backend == ST_BACKEND_NCCL ? st_comm_nccl_create(c, label)
-                                      : st_comm_mpi_create(c, label);
+                                      : st_comm_mpi_create_staged(c, label, device >= 0);
 }
 
 int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
@@ -254,9 +256,9 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
     /* Same order on every rank: NCCL initialisation blocks per group. */
     if (!rc) {
         g->host_world = st_comm_mpi_create(MPI_COMM_WORLD, "world");
-        g->world = make_comm(g->backend, MPI_COMM_WORLD, "world");
-        g->shard = make_comm(g->backend, shard, "shard");
-        g->replicate = make_comm(g->backend, rep, "replicate");
+        g->world = make_comm(g->backend, rt->device, MPI_COMM_WORLD, "world");
+        g->shard = make_comm(g->backend, rt->device, shard, "shard");
+        g->replicate = make_comm(g->backend, rt->device, rep, "replicate");
         if (!g->host_world || !g->world || !g->shard || !g->replicate)
             rc = ST_EXIT_FAILURE; /* the constructor printed why */
     }
@@ -333,7 +335,7 @@ int st_runtime_info_main(const char *config_path_or_null, const st_override *ov,
      * not, so agree before the collectives of st_groups_create.  Sharing a
      * GPU is allowed here: the command reports, it does not train. */
     if (rc == 0)
-        rc = st_runtime_agree(st_device_bind(&rt, cfg.train.device, 1));
+        rc = st_runtime_agree(st_device_bind(&rt, &cfg, 1));
     if (rc == 0)
         rc = st_groups_create(&g, &rt, &cfg);
     if (rc == 0) {

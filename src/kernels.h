@@ -3,7 +3,8 @@
  * backend per kind of memory:
  *   cpu  - host memory; the model.h ops, cpu_ops.h's helpers and st_adamw
  *          (kernels_cpu.c), the numerical reference;
- *   cuda - device memory (not in this release).
+ *   cuda - device memory; cuda/model_cuda.h's units and cuda/ops.h
+ *          (kernels_cuda.c), never yet run on a GPU.
  * The engine (fsdp.c) touches that memory only through this table, so a
  * backend whose memory the host cannot address drops in without the engine
  * knowing which one runs.  Host code elsewhere (checkpoints, final weights,
@@ -97,12 +98,19 @@ struct st_kernels {
 
 const st_kernels *st_kernels_cpu(void);
 
-/* The backend for cfg->train.device: cpu and auto give the CPU backend;
- * cuda has none in this release (an error naming the config key).
- * SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid (shardtrain(1),
- * ENVIRONMENT), swaps in a CPU backend that takes bf16 parameters, to
- * exercise the engine's params_bf16 path without a GPU; any other value is
- * an error.  Returns an exit status; *out is set on success. */
-int st_kernels_for_device(const st_config *cfg, const st_kernels **out);
+/* The backend for this rank: cuda when st_device_bind gave it a GPU
+ * (device >= 0, from train.device = cuda, or auto with a GPU visible), else
+ * cpu.  SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid
+ * (shardtrain(1), ENVIRONMENT), swaps in a CPU backend that takes bf16
+ * parameters, to exercise the engine's params_bf16 path without a GPU; any
+ * other value is an error.  Returns an exit status; *out is set on
+ * success. */
+int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out);
+
+/* The cuda backend (kernels_cuda.c) on the current CUDA device, in bf16
+ * storage mode when bf16 (train.precision = bf16) or fp32: creates its
+ * compute stream and hands it to the nccl backend.  Returns an exit
+ * status; in a build without CUDA always an error. */
+int st_kernels_cuda_open(int bf16, const st_kernels **out);
 
 #endif

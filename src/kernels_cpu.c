@@ -205,18 +205,11 @@ static const st_kernels cpu_bf16params_kernels = {
 
 /* ---- selection ------------------------------------------------------------ */
 
-int st_kernels_for_device(const st_config *cfg, const st_kernels **out)
+int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out)
 {
     static const char var[] = "SHARDTRAIN_TEST_KERNELS";
-    if (cfg->train.device == ST_DEVICE_CUDA) {
-        const char *file = NULL;
-        int line = 0;
-        st_config_origin_of(cfg, "train", "device", &file, &line);
-        st_error_at(file ? file : cfg->path, line,
-                    "train.device = cuda, but this release has no CUDA backend kernels%s; "
-                    "hint: set train.device = cpu or auto", "");
-        return ST_EXIT_USAGE;
-    }
+    if (device >= 0)
+        return st_kernels_cuda_open(cfg->train.precision == ST_PREC_BF16, out);
     const char *s = getenv(var);
     if (!s || !*s || !strcmp(s, "cpu")) {
         *out = &cpu_kernels;

@@ -62,7 +62,7 @@ static void emit_token(int tok)
         printf("<%d>", tok);
 }
 
-int st_sample(const st_config *cfg_in, const st_runtime *rt, const st_sample_options *opt)
+int st_sample(const st_config *cfg_in, st_runtime *rt, const st_sample_options *opt)
 {
     const st_kernels *kernels = NULL;
     int rc = st_train_check_environment(cfg_in, rt, &kernels);

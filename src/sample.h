@@ -17,6 +17,6 @@ typedef struct {
 } st_sample_options;
 
 /* Returns an exit status. */
-int st_sample(const st_config *cfg, const st_runtime *rt, const st_sample_options *opt);
+int st_sample(const st_config *cfg, st_runtime *rt, const st_sample_options *opt);
 
 #endif

@@ -41,11 +41,11 @@ static void error_at_key(const st_config *cfg, const char *section, const char *
     st_error_at(file ? file : cfg->path, line, fmt, detail);
 }
 
-int st_train_check_environment(const st_config *cfg, const st_runtime *rt,
-                               const st_kernels **k)
+int st_train_check_environment(const st_config *cfg, st_runtime *rt, const st_kernels **k)
 {
-    (void)rt;
-    return st_kernels_for_device(cfg, k);
+    const int shared_ok = cfg->parallel.backend == ST_BACKEND_MPI;
+    int rc = st_runtime_agree(st_device_bind(rt, cfg, shared_ok));
+    return rc ? rc : st_runtime_agree(st_kernels_for_device(cfg, rt->device, k));
 }
 
 void st_final_weights_path(const st_config *cfg, char *buf, size_t n)
@@ -253,9 +253,6 @@ int st_train(const st_config *cfg, st_runtime *rt)
     const st_kernels *kernels = NULL;
     int rc = st_train_check_environment(cfg, rt, &kernels);
     if (rc)
-        return rc;
-    /* The CPU backend is the only one in this release. */
-    if ((rc = st_device_bind(rt, ST_DEVICE_CPU, 0)))
         return rc;
     const int dp = rt->world, rank = rt->rank;
     const int64_t B = cfg->train.micro_batch, T = cfg->model.seq_len;

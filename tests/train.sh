@@ -151,7 +151,7 @@ printf 'garbage that is not a token file at all, long enough to have a header? n
 expect_error "bad data file: exit 2 naming it" "bad.bin" "$SHARDTRAIN" train -s data.train="$TMP/bad.bin" -s data.val= "$TMP/gpt2.ini"
 expect_error "no file matches data.train" "no file matches" "$SHARDTRAIN" train -s data.train="$TMP/none_*.bin" "$TMP/gpt2.ini"
 expect_error "vocab too small for the data" "vocab" "$SHARDTRAIN" train -s model.vocab_size=64 "$TMP/gpt2.ini"
-expect_error "device = cuda without a CUDA backend" "no CUDA backend" "$SHARDTRAIN" train -s train.device=cuda "$TMP/gpt2.ini"
+expect_error "device = cuda without a usable GPU (none visible, or a build without CUDA)" "train.device = cuda but \(no CUDA device is visible\|this build has no CUDA backend\)" "$SHARDTRAIN" train -s train.device=cuda "$TMP/gpt2.ini"
 expect_error "sample with missing weights" "cannot open weights" "$SHARDTRAIN" sample -s checkpoint.dir="$TMP/nowhere" "$TMP/gpt2.ini"
 printf 'not safetensors' >"$TMP/bad.safetensors"
 expect_error "model.init not safetensors" "bad.safetensors" "$SHARDTRAIN" train -s model.init="$TMP/bad.safetensors" "$TMP/gpt2.ini"
