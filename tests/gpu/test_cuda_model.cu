@@ -40,6 +40,7 @@ extern "C" {
 }
 #include "model_cuda.h"
 #include "tap.h"
+#include "rel_err.h"
 
 static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
 
@@ -133,21 +134,6 @@ static void round_if(std::vector<float> &v, bool bf)
         st_round_bf16(v.data(), v.data(), (int64_t)v.size());
 }
 
-/* max |got - ref| / max |ref|; a NaN or a non-finite mismatch is inf. */
-static double rel_err(const float *got, const float *ref, size_t n)
-{
-    double maxref = 0.0, maxdiff = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]) || !isfinite(ref[i])) {
-            if (isnan(got[i]) || isnan(ref[i]) || got[i] != ref[i])
-                return INFINITY;
-            continue;
-        }
-        maxref = fmax(maxref, fabs((double)ref[i]));
-        maxdiff = fmax(maxdiff, fabs((double)got[i] - (double)ref[i]));
-    }
-    return maxref > 0.0 ? maxdiff / maxref : maxdiff;
-}
 
 static const char *g_case; /* "gpt2 f32", ... */
 static bool g_bf;

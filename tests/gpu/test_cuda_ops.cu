@@ -39,6 +39,7 @@ extern "C" {
 #include "cpu_ref.h"
 #include "ops.h"
 #include "tap.h"
+#include "rel_err.h"
 
 static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
 static cudaStream_t g_stream;
@@ -125,21 +126,6 @@ struct Buf {
     uint16_t *u() { return (uint16_t *)d; }
 };
 
-/* max |got - ref| / max |ref| over n elements; non-finite mismatch = inf. */
-static double rel_err(const float *got, const float *ref, size_t n)
-{
-    double maxref = 0.0, maxdiff = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        if (!isfinite(got[i]) || !isfinite(ref[i])) {
-            if (isnan(got[i]) || isnan(ref[i]) || got[i] != ref[i])
-                return INFINITY;
-            continue;
-        }
-        maxref = fmax(maxref, fabs((double)ref[i]));
-        maxdiff = fmax(maxdiff, fabs((double)got[i] - (double)ref[i]));
-    }
-    return maxref > 0.0 ? maxdiff / maxref : maxdiff;
-}
 static double rel_err(const std::vector<float> &got, const std::vector<float> &ref)
 {
     return rel_err(got.data(), ref.data(), ref.size());

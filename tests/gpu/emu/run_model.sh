@@ -21,7 +21,7 @@ cp "$top/tests/gpu/test_cuda_model.cu" "$tmp/test_emu.cpp"
 objs=
 for f in elementwise norms xent attention model_cuda test; do
     nice -n 10 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
-        -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -fopenmp \
+        -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" -fopenmp \
         -c "$tmp/${f}_emu.cpp" -o "$tmp/$f.o"
     objs="$objs $tmp/$f.o"
 done
