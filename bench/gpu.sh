@@ -3,7 +3,8 @@
 #
 #   sh bench/gpu.sh            # from the repository root
 #
-# Prints the environment, builds shardtrain with CUDA, runs `make check-gpu`,
+# Prints the environment, builds shardtrain with CUDA, runs the GPU kernel
+# tests (make check-gpu-kernels) and tests/gpu/train_gpu.sh,
 # times `shardtrain train` (train.device = cuda, bf16) for gpt2-124m and
 # llama-1b at the largest micro-batch that fits, runs bench/torch_train.py
 # for the same models, and writes results.md (the table), results.json (all
@@ -29,6 +30,8 @@
 #   TORCH_PYTHON           Python for torch_train.py (python3)
 #   CONFIGURE_FLAGS        extra ./configure arguments
 #   GPU_BENCH_COMMIT       the commit to report when the copy has no .git
+#   GPU_BENCH_TRAIN_CHECK=0  skip tests/gpu/train_gpu.sh (training on the GPU
+#                          against the CPU backend; 240 s at most)
 #   GPU_BENCH_NO_BUILD=1   use the shardtrain already built here, or the
 #                          binary SHARDTRAIN names
 #   GPU_BENCH_DEVICE=cpu   run both trainers on the CPU (checks this script
@@ -115,7 +118,7 @@ if [ -n "$BUNDLE" ]; then
     # shellcheck disable=SC2016 # expanded by the wrapper, not here
     printf '#!/bin/sh\nST_BUNDLE=%s; export ST_BUNDLE\n. "$ST_BUNDLE/env.sh"\nexec "$ST_BUNDLE/usr/bin/${0##*/}" "$@"\n' \
         "$BUNDLE" >"$WORK/bundled"
-    for p in shardtrain test_cuda_ops test_cuda_attention test_cuda_model; do
+    for p in shardtrain mpirun test_cuda_ops test_cuda_attention test_cuda_model; do
         ln -sf bundled "$WORK/$p"
     done
     chmod +x "$WORK/bundled"
@@ -228,15 +231,36 @@ if [ "$BUILD_STATUS" = ok ]; then
                 CHECK_GPU_STATUS="failed: $p: $(first_error "$OUTDIR/check-gpu.log")"
         done
         [ "$n" -gt 0 ] || CHECK_GPU_STATUS="failed: the bundle has no GPU test programs (build them with make check before bench/bundle.sh)"
-    elif ! make -n check-gpu >/dev/null 2>&1; then
-        CHECK_GPU_STATUS="failed: no check-gpu target in this release (no CUDA kernels yet)"
-    elif timeout -k 10 "$t" make check-gpu >"$OUTDIR/check-gpu.log" 2>&1; then
+    elif ! make -n check-gpu-kernels >/dev/null 2>&1; then
+        CHECK_GPU_STATUS="failed: no check-gpu-kernels target in this build"
+    elif timeout -k 10 "$t" make check-gpu-kernels >"$OUTDIR/check-gpu.log" 2>&1; then
         CHECK_GPU_STATUS=ok
     else
-        CHECK_GPU_STATUS="failed: make check-gpu: $(first_error "$OUTDIR/check-gpu.log")"
+        CHECK_GPU_STATUS="failed: make check-gpu-kernels: $(first_error "$OUTDIR/check-gpu.log")"
     fi
 fi
 say "check-gpu: $CHECK_GPU_STATUS"
+
+# Training on the GPU against the CPU backend (tests/gpu/train_gpu.sh): its
+# TAP lines go to train-gpu.log; the status says how many failed.
+TRAIN_GPU_STATUS="failed: not run (build $BUILD_STATUS)"
+if [ "$BUILD_STATUS" = ok ] && [ "${GPU_BENCH_TRAIN_CHECK:-1}" = 1 ]; then
+    t=$(limit 240 "$TORCH_RESERVE")
+    if [ "$t" -eq 0 ]; then
+        TRAIN_GPU_STATUS="failed: no time left"
+    else
+        PATH=${BUNDLE:+$WORK:}$PATH top_srcdir=$ROOT SHARDTRAIN=$ST timeout -k 10 "$t" \
+            sh tests/gpu/train_gpu.sh >"$OUTDIR/train-gpu.log" 2>&1
+        nok=$(grep -c '^ok' "$OUTDIR/train-gpu.log")
+        nbad=$(grep -c '^not ok' "$OUTDIR/train-gpu.log")
+        if [ "$nbad" -eq 0 ] && grep -q "^1\.\.$nok\$" "$OUTDIR/train-gpu.log"; then
+            TRAIN_GPU_STATUS="ok ($nok checks)"
+        else
+            TRAIN_GPU_STATUS="failed: $nbad of $((nok + nbad)) checks failed or it stopped early (train-gpu.log)"
+        fi
+    fi
+fi
+say "train on GPU vs CPU: $TRAIN_GPU_STATUS"
 
 # ---- shardtrain -----------------------------------------------------------
 # st_train MODEL: micro-batch from a start value (estimate's largest for
