@@ -1,11 +1,12 @@
 /* Host emulation of the CUDA features the kernels of cuda/ use, so they
  * and the GPU tests can execute on a machine with no GPU (a development
- * aid, not part of the build; run.sh and run_model.sh drive it).  Each
- * block runs as one std::thread per CUDA thread (1-, 2- or 3-D blocks,
- * warps formed from the linear thread index as on the hardware), one block
- * at a time, so __shared__ can simply be `static`; __syncthreads is a block
- * barrier and a warp shuffle is a write to a per-warp slot between two warp
- * barriers (valid because every shuffle in the kernels is reached by all 32
+ * aid, not part of the build; run.sh, run_model.sh and build_shardtrain.sh
+ * drive it).  Each block runs as one cooperative fiber (ucontext, 64 KiB
+ * stack) per CUDA thread on the launching host thread (1-, 2- or 3-D
+ * blocks, warps formed from the linear thread index as on the hardware),
+ * one block at a time, so __shared__ can simply be `static`; __syncthreads
+ * is a block barrier (waiting fibers yield until the last one arrives) and
+ * a warp shuffle is a write to a per-warp slot between two warp barriers (valid because every shuffle in the kernels is reached by all 32
  * lanes of a warp).  The runtime API calls the tests and cuda/model_cuda.cu
  * make are mapped onto host memory, in order (streams are ignored).  This
  * checks tiling, masking and indexing; it says nothing about the real
@@ -13,8 +14,7 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#include <barrier>
-#include <thread>
+#include <ucontext.h>
 #include <vector>
 #include <memory>
 #include <cstring>
@@ -34,22 +34,39 @@
 #undef __forceinline__
 #define __forceinline__ inline
 struct emu_idx { unsigned x, y, z; };
-inline thread_local emu_idx emu_threadIdx;
-inline thread_local unsigned emu_linear;
+inline emu_idx emu_threadIdx;  // set by the scheduler before each fiber resumes
+inline unsigned emu_linear;
 inline emu_idx emu_blockIdx, emu_blockDim, emu_gridDim;
 #define threadIdx emu_threadIdx
 #define blockIdx emu_blockIdx
 #define blockDim emu_blockDim
 #define gridDim emu_gridDim
-inline std::unique_ptr<std::barrier<>> emu_block_bar;
-inline std::unique_ptr<std::barrier<>> emu_warp_bar[32];
+// Cooperative fibers (ucontext), one per CUDA thread of the running block,
+// all on the launching host thread: a barrier is a counter the waiting
+// fibers yield on, so no OS thread is created per CUDA thread.
+struct emu_fbar { unsigned count, need, gen; };
+inline emu_fbar emu_block_bar, emu_warp_bar[32];
+inline ucontext_t emu_sched_ctx;
+inline std::vector<ucontext_t> emu_fib;
+inline std::vector<std::unique_ptr<char[]>> emu_stacks;
+inline std::vector<unsigned char> emu_done;
+inline unsigned emu_cur, emu_ndone;
+inline void (*emu_entry)(void *);
+inline void *emu_entry_arg;
+constexpr size_t emu_stack_bytes = 64 * 1024;
+inline void emu_yield() { swapcontext(&emu_fib[emu_cur], &emu_sched_ctx); }
+inline void emu_bar_wait(emu_fbar &b) {
+  const unsigned g = b.gen;
+  if (++b.count == b.need) { b.count = 0; b.gen++; return; }
+  while (b.gen == g) emu_yield();
+}
 inline float emu_slots[32][32];
-inline void emu_syncthreads() { emu_block_bar->arrive_and_wait(); }
+inline void emu_syncthreads() { emu_bar_wait(emu_block_bar); }
 #define __syncthreads() emu_syncthreads()
 inline float emu_shfl(float v, unsigned src) {
   unsigned w = emu_linear / 32, l = emu_linear % 32;
-  emu_slots[w][l] = v; emu_warp_bar[w]->arrive_and_wait();
-  float r = emu_slots[w][src & 31]; emu_warp_bar[w]->arrive_and_wait();
+  emu_slots[w][l] = v; emu_bar_wait(emu_warp_bar[w]);
+  float r = emu_slots[w][src & 31]; emu_bar_wait(emu_warp_bar[w]);
   return r;
 }
 #define __shfl_sync(m, v, s) emu_shfl((v), (unsigned)(s))
@@ -58,24 +75,57 @@ inline unsigned emu_float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); retu
 inline float emu_uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 #define __float_as_uint emu_float_as_uint
 #define __uint_as_float emu_uint_as_float
+// IEEE round-to-nearest arithmetic (the host's, without contraction)
+inline float emu_fadd_rn(float a, float b) { return a + b; }
+inline float emu_fmul_rn(float a, float b) { return a * b; }
+inline double emu_dadd_rn(double a, double b) { return a + b; }
+inline double emu_dmul_rn(double a, double b) { return a * b; }
+#define __fadd_rn emu_fadd_rn
+#define __fmul_rn emu_fmul_rn
+#define __dadd_rn emu_dadd_rn
+#define __dmul_rn emu_dmul_rn
 inline int emu_min(int a, int b) { return a < b ? a : b; }
 #define min emu_min
+inline void emu_fiber_main() {
+  emu_entry(emu_entry_arg);
+  emu_done[emu_cur] = 1;
+  emu_ndone++;
+}  // returns to emu_sched_ctx through uc_link
+template <class F> void emu_call(void *f) { (*(F *)f)(); }
 template <class F> void emu_launch(dim3 grid, dim3 block, F f) {
   const unsigned threads = block.x * block.y * block.z;
   emu_blockDim = {block.x, block.y, block.z};
   emu_gridDim = {grid.x, grid.y, grid.z};
+  emu_entry = emu_call<F>;
+  emu_entry_arg = &f;
+  if (emu_fib.size() < threads) {
+    emu_fib.resize(threads);
+    emu_done.resize(threads);
+    while (emu_stacks.size() < threads) emu_stacks.emplace_back(new char[emu_stack_bytes]);
+  }
+  ucontext_t tmpl;
+  getcontext(&tmpl);
   for (unsigned z = 0; z < grid.z; z++) for (unsigned y = 0; y < grid.y; y++) for (unsigned x = 0; x < grid.x; x++) {
     emu_blockIdx = {x, y, z};
-    emu_block_bar = std::make_unique<std::barrier<>>(threads);
-    for (unsigned w = 0; w < threads / 32; w++) emu_warp_bar[w] = std::make_unique<std::barrier<>>(32);
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < threads; t++)
-      ts.emplace_back([=] {
+    emu_block_bar = {0, threads, 0};
+    for (unsigned w = 0; w < (threads + 31) / 32; w++) emu_warp_bar[w] = {0, 32, 0};
+    for (unsigned t = 0; t < threads; t++) {
+      emu_fib[t] = tmpl;
+      emu_fib[t].uc_stack.ss_sp = emu_stacks[t].get();
+      emu_fib[t].uc_stack.ss_size = emu_stack_bytes;
+      emu_fib[t].uc_link = &emu_sched_ctx;
+      makecontext(&emu_fib[t], emu_fiber_main, 0);
+      emu_done[t] = 0;
+    }
+    emu_ndone = 0;
+    while (emu_ndone < threads)
+      for (unsigned t = 0; t < threads; t++) {
+        if (emu_done[t]) continue;
+        emu_cur = t;
         emu_linear = t;
         emu_threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-        f();
-      });
-    for (auto &t : ts) t.join();
+        swapcontext(&emu_sched_ctx, &emu_fib[t]);
+      }
   }
 }
 // runtime API on host memory

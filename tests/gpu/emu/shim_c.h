@@ -1,0 +1,228 @@
+/* Host emulation of the CUDA runtime calls of the C files of src/ that talk
+ * to the device (kernels_cuda.c, device.c, comm_nccl.c), for the emulated
+ * shardtrain of build_shardtrain.sh: force-included (cc -include) ahead of
+ * the file, it includes the real runtime headers (types, enums) and then
+ * maps every runtime call those files make onto host memory, in order
+ * (streams are ignored: the host runs each call to completion).  Only
+ * cudaGetErrorString stays the real libcudart's, which needs no device;
+ * build_shardtrain.sh checks that the binary imports no other cuda*
+ * symbol, so a call this header does not map is a link-time failure there.
+ *
+ * Device memory is host memory here, so the emulation also checks what a
+ * GPU would fault on or silently get wrong, and dies naming the call:
+ *   - every block from cudaMalloc / cudaMallocAsync is recorded, filled
+ *     with 0xff bytes (a NaN pattern: cudaMallocAsync does not zero), and
+ *     poisoned the same way when freed;
+ *   - cudaMemcpy(Async) with an explicit direction must have its device
+ *     side inside one recorded block and its host side outside all of them;
+ *     cudaMemsetAsync must stay inside a recorded block; cudaFreeAsync must
+ *     free a recorded block.
+ * cudaMemcpyDefault (by address) and the kernels (compiled with shim.h)
+ * are not checked.  The table is per translation unit (static), which is
+ * enough: kernels_cuda.c allocates, copies and frees its own memory.
+ *
+ * Event and stream-wait calls (the nccl backend's) abort: the emulated
+ * binary runs only parallel.backend = mpi. */
+#ifndef ST_EMU_SHIM_C_H
+#define ST_EMU_SHIM_C_H
+
+#include <cuda_runtime.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct emu_block { char *p; size_t n; };
+static struct emu_block *emu_blocks;
+static size_t emu_nblocks, emu_capblocks;
+static int emu_device;
+
+static inline void emu_die(const char *call, const char *what)
+{
+    fprintf(stderr, "cuda emulation: %s: %s\n", call, what);
+    abort();
+}
+
+static inline void *emu_dev_alloc(size_t n, const char *call)
+{
+    char *p = malloc(n ? n : 1);
+    if (!p)
+        return NULL;
+    memset(p, 0xff, n ? n : 1);
+    if (emu_nblocks == emu_capblocks) {
+        emu_capblocks = emu_capblocks ? 2 * emu_capblocks : 256;
+        emu_blocks = realloc(emu_blocks, emu_capblocks * sizeof *emu_blocks);
+        if (!emu_blocks)
+            emu_die(call, "out of host memory for the block table");
+    }
+    emu_blocks[emu_nblocks++] = (struct emu_block){p, n ? n : 1};
+    return p;
+}
+
+/* Index of the block holding [p, p + n), or -1. */
+static inline long emu_find(const void *p, size_t n)
+{
+    const char *c = p;
+    for (size_t i = emu_nblocks; i-- > 0;)
+        if (c >= emu_blocks[i].p && c < emu_blocks[i].p + emu_blocks[i].n)
+            return c + n <= emu_blocks[i].p + emu_blocks[i].n ? (long)i : -2;
+    return -1;
+}
+
+static inline void emu_dev_range(const void *p, size_t n, const char *call, const char *which)
+{
+    long i = emu_find(p, n);
+    if (i >= 0)
+        return;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s %p (+%zu bytes) is %s", which, p, n,
+             i == -2 ? "past the end of its device block" : "not device memory");
+    emu_die(call, msg);
+}
+
+static inline void emu_host_range(const void *p, size_t n, const char *call, const char *which)
+{
+    if (n && emu_find(p, 1) == -1 && emu_find((const char *)p + n - 1, 1) == -1)
+        return;
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s %p (+%zu bytes) is device memory", which, p, n);
+    emu_die(call, msg);
+}
+
+static inline void emu_dev_free(void *p, const char *call)
+{
+    long i = emu_find(p, 1);
+    if (i < 0 || emu_blocks[i].p != (char *)p)
+        emu_die(call, "not the start of a device block");
+    memset(p, 0xff, emu_blocks[i].n);
+    free(p);
+    emu_blocks[i] = emu_blocks[--emu_nblocks];
+}
+
+static inline cudaError_t emu_c_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+static inline cudaError_t emu_c_cudaSetDevice(int d)
+{
+    if (d != 0)
+        return cudaErrorInvalidDevice;
+    emu_device = d;
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaGetDevice(int *d) { *d = emu_device; return cudaSuccess; }
+static inline cudaError_t emu_c_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
+{
+    (void)f;
+    *s = (cudaStream_t)(uintptr_t)0x5eed; /* any non-null handle: never dereferenced */
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
+static inline cudaError_t emu_c_cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
+static inline cudaError_t emu_c_cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t emu_c_cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int dev)
+{
+    if (dev != 0)
+        return cudaErrorInvalidDevice;
+    *pool = (cudaMemPool_t)(uintptr_t)0x9001;
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaMemPoolSetAttribute(cudaMemPool_t pool,
+                                                       enum cudaMemPoolAttr a, void *v)
+{
+    (void)pool, (void)a, (void)v;
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaMalloc(void **p, size_t n)
+{
+    *p = emu_dev_alloc(n, "cudaMalloc");
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t emu_c_cudaMallocAsync(void **p, size_t n, cudaStream_t s)
+{
+    (void)s;
+    *p = emu_dev_alloc(n, "cudaMallocAsync");
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+static inline cudaError_t emu_c_cudaFree(void *p)
+{
+    if (p)
+        emu_dev_free(p, "cudaFree");
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaFreeAsync(void *p, cudaStream_t s)
+{
+    (void)s;
+    emu_dev_free(p, "cudaFreeAsync");
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
+{
+    (void)s;
+    emu_dev_range(p, n, "cudaMemsetAsync", "destination");
+    memset(p, v, n);
+    return cudaSuccess;
+}
+static inline void emu_c_copy(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
+                              const char *call)
+{
+    switch (k) {
+    case cudaMemcpyHostToDevice:
+        emu_host_range(s, n, call, "host source");
+        emu_dev_range(d, n, call, "device destination");
+        break;
+    case cudaMemcpyDeviceToHost:
+        emu_dev_range(s, n, call, "device source");
+        emu_host_range(d, n, call, "host destination");
+        break;
+    case cudaMemcpyDeviceToDevice:
+        emu_dev_range(s, n, call, "device source");
+        emu_dev_range(d, n, call, "device destination");
+        break;
+    case cudaMemcpyDefault:
+        break;
+    default:
+        emu_die(call, "host-to-host copy");
+    }
+    memmove(d, s, n);
+}
+static inline cudaError_t emu_c_cudaMemcpyAsync(void *d, const void *s, size_t n,
+                                               enum cudaMemcpyKind k, cudaStream_t st)
+{
+    (void)st;
+    emu_c_copy(d, s, n, k, "cudaMemcpyAsync");
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaMemcpy(void *d, const void *s, size_t n,
+                                          enum cudaMemcpyKind k)
+{
+    emu_c_copy(d, s, n, k, "cudaMemcpy");
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_unsupported(const char *call)
+{
+    emu_die(call, "not emulated (the emulated shardtrain runs backend = mpi)");
+    return cudaErrorNotSupported;
+}
+#define EMU_C_UNSUPPORTED(name) emu_c_unsupported(#name)
+
+#define cudaGetDeviceCount emu_c_cudaGetDeviceCount
+#define cudaSetDevice emu_c_cudaSetDevice
+#define cudaGetDevice emu_c_cudaGetDevice
+#define cudaStreamCreateWithFlags emu_c_cudaStreamCreateWithFlags
+#define cudaStreamDestroy emu_c_cudaStreamDestroy
+#define cudaStreamSynchronize emu_c_cudaStreamSynchronize
+#define cudaDeviceSynchronize emu_c_cudaDeviceSynchronize
+#define cudaDeviceGetDefaultMemPool emu_c_cudaDeviceGetDefaultMemPool
+#define cudaMemPoolSetAttribute emu_c_cudaMemPoolSetAttribute
+#define cudaMalloc emu_c_cudaMalloc
+#define cudaMallocAsync emu_c_cudaMallocAsync
+#define cudaFree emu_c_cudaFree
+#define cudaFreeAsync emu_c_cudaFreeAsync
+#define cudaMemsetAsync emu_c_cudaMemsetAsync
+#define cudaMemcpyAsync emu_c_cudaMemcpyAsync
+#define cudaMemcpy emu_c_cudaMemcpy
+#define cudaEventCreateWithFlags(...) EMU_C_UNSUPPORTED(cudaEventCreateWithFlags)
+#define cudaEventRecord(...) EMU_C_UNSUPPORTED(cudaEventRecord)
+#define cudaEventDestroy(...) EMU_C_UNSUPPORTED(cudaEventDestroy)
+#define cudaStreamWaitEvent(...) EMU_C_UNSUPPORTED(cudaStreamWaitEvent)
+
+#endif
