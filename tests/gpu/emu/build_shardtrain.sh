@@ -42,6 +42,9 @@ for f in kernels_cuda device comm_nccl bench_comm; do
     objs="$objs $tmp/$f.o"
 done
 
+nice -n 10 $CC -std=c11 -O2 -Wall -Wextra -c "$emu/devmem.c" -o "$tmp/devmem.o"
+objs="$objs $tmp/devmem.o"
+
 for f in elementwise norms xent attention model_cuda adamw reduce; do
     python3 "$emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
     nice -n 10 g++ -std=c++20 -O2 -w -include "$emu/shim.h" -I"$cuda/include" \

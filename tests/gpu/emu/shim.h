@@ -21,6 +21,8 @@
 #include <cstdlib>
 #include <cmath>
 #include <algorithm>
+#include <cstdio>
+#include <type_traits>
 #undef __global__
 #define __global__
 #undef __shared__
@@ -128,9 +130,41 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f) {
       }
   }
 }
+// The emulated shardtrain's device block table (devmem.c, linked only by
+// build_shardtrain.sh; null here otherwise): blocks are registered, and
+// every non-null pointer argument of a launch must point into one, as
+// only device memory is addressable by a real kernel.
+extern "C" __attribute__((weak)) void emu_dev_register(void *p, size_t n);
+extern "C" __attribute__((weak)) size_t emu_dev_unregister(void *p);
+extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
+template <class T> inline void emu_check_arg(const char *kernel, int i, const T &a) {
+  if constexpr (std::is_pointer_v<T>) {
+    if (a && emu_dev_contains && !emu_dev_contains((const void *)a)) {
+      fprintf(stderr, "cuda emulation: kernel %s: pointer argument %d (%p) is not device memory\n",
+              kernel, i, (const void *)a);
+      abort();
+    }
+  }
+}
+template <class... A> inline int emu_check_args(const char *kernel, const A &...a) {
+  int i = 0;
+  (emu_check_arg(kernel, i++, a), ...);
+  return 0;
+}
 // runtime API on host memory
-template <class T> cudaError_t emu_cudaMalloc(T **p, size_t n) { *p = (T *)malloc(n ? n : 1); return cudaSuccess; }
-inline cudaError_t emu_cudaFree(void *p) { free(p); return cudaSuccess; }
+template <class T> cudaError_t emu_cudaMalloc(T **p, size_t n) {
+  *p = (T *)malloc(n ? n : 1);
+  if (emu_dev_register) emu_dev_register((void *)*p, n ? n : 1);
+  return cudaSuccess;
+}
+inline cudaError_t emu_cudaFree(void *p) {
+  if (p && emu_dev_unregister && !emu_dev_unregister(p)) {
+    fprintf(stderr, "cuda emulation: cudaFree(%p): not a device block\n", p);
+    abort();
+  }
+  free(p);
+  return cudaSuccess;
+}
 inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
 inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t emu_cudaDeviceSynchronize() { return cudaSuccess; }

@@ -17,9 +17,12 @@
  *     side inside one recorded block and its host side outside all of them;
  *     cudaMemsetAsync must stay inside a recorded block; cudaFreeAsync must
  *     free a recorded block.
- * cudaMemcpyDefault (by address) and the kernels (compiled with shim.h)
- * are not checked.  The table is per translation unit (static), which is
- * enough: kernels_cuda.c allocates, copies and frees its own memory.
+ * The table lives in devmem.c, shared by every translation unit and by
+ * the kernels' side: shim.h registers the cudaMalloc blocks of the .cu
+ * files and checks that every non-null pointer argument of a kernel launch
+ * (and gemm_host.cpp every matrix) points into a device block, so a host
+ * pointer handed to a kernel fails there.  cudaMemcpyDefault (by address)
+ * is not checked.
  *
  * Event and stream-wait calls (the nccl backend's) abort: the emulated
  * binary runs only parallel.backend = mpi. */
@@ -33,9 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct emu_block { char *p; size_t n; };
-static struct emu_block *emu_blocks;
-static size_t emu_nblocks, emu_capblocks;
+/* The device block table (devmem.c), shared with the kernels' side
+ * (shim.h checks every pointer argument of a launch against it). */
+void emu_dev_register(void *p, size_t n);
+size_t emu_dev_unregister(void *p);
+long emu_dev_find(const void *p, size_t n);
 static int emu_device;
 
 static inline void emu_die(const char *call, const char *what)
@@ -46,30 +51,16 @@ static inline void emu_die(const char *call, const char *what)
 
 static inline void *emu_dev_alloc(size_t n, const char *call)
 {
+    (void)call;
     char *p = malloc(n ? n : 1);
     if (!p)
         return NULL;
     memset(p, 0xff, n ? n : 1);
-    if (emu_nblocks == emu_capblocks) {
-        emu_capblocks = emu_capblocks ? 2 * emu_capblocks : 256;
-        emu_blocks = realloc(emu_blocks, emu_capblocks * sizeof *emu_blocks);
-        if (!emu_blocks)
-            emu_die(call, "out of host memory for the block table");
-    }
-    emu_blocks[emu_nblocks++] = (struct emu_block){p, n ? n : 1};
+    emu_dev_register(p, n ? n : 1);
     return p;
 }
 
-/* Index of the block holding [p, p + n), or -1. */
-static inline long emu_find(const void *p, size_t n)
-{
-    const char *c = p;
-    for (size_t i = emu_nblocks; i-- > 0;)
-        if (c >= emu_blocks[i].p && c < emu_blocks[i].p + emu_blocks[i].n)
-            return c + n <= emu_blocks[i].p + emu_blocks[i].n ? (long)i : -2;
-    return -1;
-}
-
+#define emu_find emu_dev_find
 static inline void emu_dev_range(const void *p, size_t n, const char *call, const char *which)
 {
     long i = emu_find(p, n);
@@ -92,12 +83,11 @@ static inline void emu_host_range(const void *p, size_t n, const char *call, con
 
 static inline void emu_dev_free(void *p, const char *call)
 {
-    long i = emu_find(p, 1);
-    if (i < 0 || emu_blocks[i].p != (char *)p)
+    size_t n = emu_dev_unregister(p);
+    if (!n)
         emu_die(call, "not the start of a device block");
-    memset(p, 0xff, emu_blocks[i].n);
+    memset(p, 0xff, n);
     free(p);
-    emu_blocks[i] = emu_blocks[--emu_nblocks];
 }
 
 static inline cudaError_t emu_c_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
