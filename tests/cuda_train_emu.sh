@@ -10,8 +10,10 @@
 # losses within 1e-4 relative at every step and final weights within 1e-4
 # (norm-wise); bf16 within 2e-2; 2 ranks (full_shard) give the 1-rank
 # emulated result within fsdp.sh's tolerances (1e-5 fp32, 1e-3 bf16).
-# Tiny models the attention kernels accept (head dim 64): gpt2 and llama
-# with grouped-query attention (n_kv_head < n_head).  Not covered:
+# A block's CUDA threads resumed in reverse order give the same bits (no
+# kernel depends on thread order).  Tiny models the attention kernels
+# accept (head dim 64): gpt2 and llama with grouped-query attention
+# (n_kv_head < n_head).  A few minutes on two cores.  Not covered:
 # cuBLASLt (the CPU st_gemm stands in), real streams and concurrency,
 # NCCL.  Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
@@ -134,8 +136,14 @@ done
 run cpu_gpt2_seed "$SHARDTRAIN" 1 "$TMP/gpt2.ini" -s train.device=cpu -s train.seed=8
 check "cpu reference reports device cpu" on_device cpu_gpt2 1 cpu
 
+# ST_EMU_REVERSE=1 resumes each block's CUDA threads last to first: a
+# race-free kernel gives the same bits in both orders (no atomics anywhere).
 for arch in gpt2 llama; do
     run emu_$arch "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda &
+    if [ $arch = llama ]; then
+        (export ST_EMU_REVERSE=1; run emu_llama_bf16_rev "$EMU" 1 "$TMP/llama.ini" \
+            -s train.device=cuda -s train.precision=bf16) &
+    fi
     run emu_${arch}_bf16 "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda \
         -s train.precision=bf16
     wait
@@ -147,6 +155,14 @@ for arch in gpt2 llama; do
     same emu_${arch}_bf16 cpu_${arch}_bf16 2e-2 \
         "$arch bf16: cuda backend matches the cpu backend within 2e-2"
 done
+
+if [ -s "$TMP/emu_llama_bf16_rev/ckpt/final/model.safetensors" ] &&
+   same_tensors "$TMP/emu_llama_bf16_rev/ckpt/final/model.safetensors" \
+                "$TMP/emu_llama_bf16/ckpt/final/model.safetensors"; then
+    ok "llama bf16: threads resumed in reverse order give the same weights bit for bit"
+else
+    not_ok "llama bf16: threads resumed in reverse order give the same weights bit for bit"
+fi
 
 # Two ranks sharing the one device, host-staged mpi collectives.
 fs="-s parallel.strategy=full_shard -s train.device=cuda"
