@@ -19,6 +19,12 @@ extern "C" {
 /* The emulated shardtrain's device block table (devmem.c), when linked:
  * the operands must be device memory, as for cuBLASLt. */
 extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
+extern "C" __attribute__((weak)) void emu_dev_open(void);
+extern "C" __attribute__((weak)) void emu_dev_close(void);
+struct device_scope { /* the device arena is addressable inside one */
+    device_scope() { if (emu_dev_open) emu_dev_open(); }
+    ~device_scope() { if (emu_dev_close) emu_dev_close(); }
+};
 static void device_operand(const void *p, const char *which)
 {
     if (p && emu_dev_contains && !emu_dev_contains(p)) {
@@ -67,6 +73,7 @@ cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *, int ab_type, int c_type, int trans_
     device_operand(A, "A");
     device_operand(B, "B");
     device_operand(C, "C");
+    device_scope open_device;
     std::vector<float> a = widen(ab_type, A, trans_a ? K : M, trans_a ? M : K, lda);
     std::vector<float> b = widen(ab_type, B, trans_b ? N : K, trans_b ? K : N, ldb);
     if (c_type == ST_CUDA_F32) {

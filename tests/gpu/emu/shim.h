@@ -88,6 +88,34 @@ inline double emu_dmul_rn(double a, double b) { return a * b; }
 #define __dmul_rn emu_dmul_rn
 inline int emu_min(int a, int b) { return a < b ? a : b; }
 #define min emu_min
+// The emulated shardtrain's device block table (devmem.c, linked only by
+// build_shardtrain.sh; null here otherwise): blocks are registered, and
+// every non-null pointer argument of a launch must point into one, as
+// only device memory is addressable by a real kernel.
+extern "C" __attribute__((weak)) void *emu_dev_alloc_raw(size_t n);
+extern "C" __attribute__((weak)) void emu_dev_open(void);
+extern "C" __attribute__((weak)) void emu_dev_close(void);
+struct emu_dev_scope {  // the device arena is addressable inside one
+  emu_dev_scope() { if (emu_dev_open) emu_dev_open(); }
+  ~emu_dev_scope() { if (emu_dev_close) emu_dev_close(); }
+};
+extern "C" __attribute__((weak)) void emu_dev_register(void *p, size_t n);
+extern "C" __attribute__((weak)) size_t emu_dev_unregister(void *p);
+extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
+template <class T> inline void emu_check_arg(const char *kernel, int i, const T &a) {
+  if constexpr (std::is_pointer_v<T>) {
+    if (a && emu_dev_contains && !emu_dev_contains((const void *)a)) {
+      fprintf(stderr, "cuda emulation: kernel %s: pointer argument %d (%p) is not device memory\n",
+              kernel, i, (const void *)a);
+      abort();
+    }
+  }
+}
+template <class... A> inline int emu_check_args(const char *kernel, const A &...a) {
+  int i = 0;
+  (emu_check_arg(kernel, i++, a), ...);
+  return 0;
+}
 inline void emu_fiber_main() {
   emu_entry(emu_entry_arg);
   emu_done[emu_cur] = 1;
@@ -104,6 +132,7 @@ inline bool emu_reverse() {
 template <class F> void emu_call(void *f) { (*(F *)f)(); }
 template <class F> void emu_launch(dim3 grid, dim3 block, F f) {
   const unsigned threads = block.x * block.y * block.z;
+  emu_dev_scope device_memory;
   emu_blockDim = {block.x, block.y, block.z};
   emu_gridDim = {grid.x, grid.y, grid.z};
   emu_entry = emu_call<F>;
@@ -139,49 +168,27 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f) {
       }
   }
 }
-// The emulated shardtrain's device block table (devmem.c, linked only by
-// build_shardtrain.sh; null here otherwise): blocks are registered, and
-// every non-null pointer argument of a launch must point into one, as
-// only device memory is addressable by a real kernel.
-extern "C" __attribute__((weak)) void emu_dev_register(void *p, size_t n);
-extern "C" __attribute__((weak)) size_t emu_dev_unregister(void *p);
-extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
-template <class T> inline void emu_check_arg(const char *kernel, int i, const T &a) {
-  if constexpr (std::is_pointer_v<T>) {
-    if (a && emu_dev_contains && !emu_dev_contains((const void *)a)) {
-      fprintf(stderr, "cuda emulation: kernel %s: pointer argument %d (%p) is not device memory\n",
-              kernel, i, (const void *)a);
-      abort();
-    }
-  }
-}
-template <class... A> inline int emu_check_args(const char *kernel, const A &...a) {
-  int i = 0;
-  (emu_check_arg(kernel, i++, a), ...);
-  return 0;
-}
 // runtime API on host memory
 template <class T> cudaError_t emu_cudaMalloc(T **p, size_t n) {
-  *p = (T *)malloc(n ? n : 1);
-  if (emu_dev_register) emu_dev_register((void *)*p, n ? n : 1);
-  return cudaSuccess;
+  *p = (T *)(emu_dev_alloc_raw ? emu_dev_alloc_raw(n) : malloc(n ? n : 1));
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t emu_cudaFree(void *p) {
-  if (p && emu_dev_unregister && !emu_dev_unregister(p)) {
+  if (!emu_dev_unregister) { free(p); return cudaSuccess; }
+  if (p && !emu_dev_unregister(p)) {
     fprintf(stderr, "cuda emulation: cudaFree(%p): not a device block\n", p);
     abort();
   }
-  free(p);
-  return cudaSuccess;
+  return cudaSuccess;  // the arena's blocks are never reused
 }
-inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t emu_cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceProperties(cudaDeviceProp *p, int) { memset(p, 0, sizeof *p); strcpy(p->name, "host emulation"); return cudaSuccess; }
 inline cudaError_t emu_cudaGetLastError() { return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memcpy(d, s, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
 inline cudaError_t emu_cudaStreamCreate(cudaStream_t *s) { *s = nullptr; return cudaSuccess; }
 inline cudaError_t emu_cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t emu_cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }

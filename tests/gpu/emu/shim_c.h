@@ -10,9 +10,11 @@
  *
  * Device memory is host memory here, so the emulation also checks what a
  * GPU would fault on or silently get wrong, and dies naming the call:
- *   - every block from cudaMalloc / cudaMallocAsync is recorded, filled
- *     with 0xff bytes (a NaN pattern: cudaMallocAsync does not zero), and
- *     poisoned the same way when freed;
+ *   - every block from cudaMalloc / cudaMallocAsync comes from devmem.c's
+ *     arena, which host code cannot touch outside the emulated runtime
+ *     calls and kernels (PROT_NONE: a direct host access faults), is
+ *     recorded, filled with 0xff bytes (a NaN pattern: cudaMallocAsync does
+ *     not zero), and poisoned the same way when freed (never reused);
  *   - cudaMemcpy(Async) with an explicit direction must have its device
  *     side inside one recorded block and its host side outside all of them;
  *     cudaMemsetAsync must stay inside a recorded block; cudaFreeAsync must
@@ -36,8 +38,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The device block table (devmem.c), shared with the kernels' side
- * (shim.h checks every pointer argument of a launch against it). */
+/* The device memory and its block table (devmem.c), shared with the
+ * kernels' side: shim.h checks every pointer argument of a launch against
+ * it, and opens the arena around each launch. */
+void *emu_dev_alloc_raw(size_t n);
+void emu_dev_open(void);
+void emu_dev_close(void);
 void emu_dev_register(void *p, size_t n);
 size_t emu_dev_unregister(void *p);
 long emu_dev_find(const void *p, size_t n);
@@ -52,12 +58,7 @@ static inline void emu_die(const char *call, const char *what)
 static inline void *emu_dev_alloc(size_t n, const char *call)
 {
     (void)call;
-    char *p = malloc(n ? n : 1);
-    if (!p)
-        return NULL;
-    memset(p, 0xff, n ? n : 1);
-    emu_dev_register(p, n ? n : 1);
-    return p;
+    return emu_dev_alloc_raw(n);
 }
 
 #define emu_find emu_dev_find
@@ -86,8 +87,9 @@ static inline void emu_dev_free(void *p, const char *call)
     size_t n = emu_dev_unregister(p);
     if (!n)
         emu_die(call, "not the start of a device block");
-    memset(p, 0xff, n);
-    free(p);
+    emu_dev_open();
+    memset(p, 0xff, n); /* poisoned; the arena never hands it out again */
+    emu_dev_close();
 }
 
 static inline cudaError_t emu_c_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
@@ -148,7 +150,9 @@ static inline cudaError_t emu_c_cudaMemsetAsync(void *p, int v, size_t n, cudaSt
 {
     (void)s;
     emu_dev_range(p, n, "cudaMemsetAsync", "destination");
+    emu_dev_open();
     memset(p, v, n);
+    emu_dev_close();
     return cudaSuccess;
 }
 static inline void emu_c_copy(void *d, const void *s, size_t n, enum cudaMemcpyKind k,
@@ -172,7 +176,9 @@ static inline void emu_c_copy(void *d, const void *s, size_t n, enum cudaMemcpyK
     default:
         emu_die(call, "host-to-host copy");
     }
+    emu_dev_open();
     memmove(d, s, n);
+    emu_dev_close();
 }
 static inline cudaError_t emu_c_cudaMemcpyAsync(void *d, const void *s, size_t n,
                                                enum cudaMemcpyKind k, cudaStream_t st)
