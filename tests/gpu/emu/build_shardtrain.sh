@@ -2,15 +2,15 @@
 # Builds an emulated shardtrain: the real binary (src/main.o and the objects
 # of libshardtrain.a), except that the C files calling the CUDA runtime
 # (src/kernels_cuda.c, src/device.c, src/comm_nccl.c, src/bench_comm.c) are
-# compiled with
-# shim_c.h force-included (every runtime call they make mapped onto host
-# memory), and the kernels of cuda/ are rewritten by transform.py and
-# compiled by g++ against shim.h (one std::thread per CUDA thread), with
-# gemm_host.cpp (the CPU st_gemm) standing in for cuBLASLt.  So
-# train.device = cuda binds the one emulated device and the training runs
-# the CUDA backend end to end on the CPU.  The binary must import no CUDA
-# runtime symbol but cudaGetErrorString (which needs no device): checked
-# here with nm, so a runtime call the shim misses fails the build.
+# compiled with shim_c.h force-included (every runtime call they make
+# mapped onto devmem.c's checked host arena), and the kernels of cuda/ are
+# rewritten by transform.py and compiled by g++ against shim.h (one host
+# fiber per CUDA thread), with gemm_host.cpp (the CPU st_gemm) standing in
+# for cuBLASLt.  So train.device = cuda binds the one emulated device and
+# the training runs the CUDA backend end to end on the CPU.  The binary
+# must import no CUDA runtime symbol but cudaGetErrorString (which needs no
+# device): checked here with nm, so a runtime call the shim misses fails
+# the build.
 # Needs a configured and built tree (libshardtrain.a, src/main.o), g++ with
 # C++20 and the CUDA headers.
 # Usage: tests/gpu/emu/build_shardtrain.sh OUT [top_srcdir [top_builddir]]
