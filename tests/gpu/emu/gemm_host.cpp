@@ -6,6 +6,7 @@
  * therefore exercises the callers' shapes, transposes and strides, not
  * cuBLASLt: under the emulation fp32 products agree with the CPU exactly. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <vector>
@@ -14,6 +15,24 @@ extern "C" {
 #include "cpu_ops.h"
 }
 #include "ops.h"
+
+/* The emulated shardtrain's device block table (devmem.c), when linked:
+ * the operands must be device memory, as for cuBLASLt. */
+extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
+extern "C" __attribute__((weak)) void emu_dev_open(void);
+extern "C" __attribute__((weak)) void emu_dev_close(void);
+struct device_scope { /* the device arena is addressable inside one */
+    device_scope() { if (emu_dev_open) emu_dev_open(); }
+    ~device_scope() { if (emu_dev_close) emu_dev_close(); }
+};
+static void device_operand(const void *p, const char *which)
+{
+    if (p && emu_dev_contains && !emu_dev_contains(p)) {
+        fprintf(stderr, "cuda emulation: st_cuda_gemm: %s (%p) is not device memory\n", which,
+                p);
+        abort();
+    }
+}
 
 struct st_cuda_gemm_ctx {
     int unused;
@@ -51,6 +70,10 @@ cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *, int ab_type, int c_type, int trans_
                          int64_t lda, const void *B, int64_t ldb, float beta, void *C,
                          int64_t ldc, cudaStream_t)
 {
+    device_operand(A, "A");
+    device_operand(B, "B");
+    device_operand(C, "C");
+    device_scope open_device;
     std::vector<float> a = widen(ab_type, A, trans_a ? K : M, trans_a ? M : K, lda);
     std::vector<float> b = widen(ab_type, B, trans_b ? N : K, trans_b ? K : N, ldb);
     if (c_type == ST_CUDA_F32) {

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs tests/gpu/test_cuda_attention.cu on the CPU through the host
 # emulation in shim.h (no GPU needed): the kernels of cuda/attention.cu
-# execute with one std::thread per CUDA thread.  Needs libshardtrain.a built
+# execute with one host fiber per CUDA thread.  Needs libshardtrain.a built
 # in the top directory (make libshardtrain.a), g++ with C++20 and the CUDA
 # headers.  Slow: about 15 minutes for the whole test on two cores.
 # Usage: tests/gpu/emu/run.sh [top_srcdir]   (default: the current directory)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs tests/gpu/test_cuda_model.cu on the CPU through the host emulation in
 # shim.h (no GPU needed): the kernels of cuda/elementwise.cu, norms.cu,
-# xent.cu, attention.cu and model_cuda.cu execute with one std::thread per
+# xent.cu, attention.cu and model_cuda.cu execute with one host fiber per
 # CUDA thread; st_cuda_gemm is gemm_host.cpp (the CPU st_gemm behind ops.h's
 # interface), since cuBLASLt needs a GPU.  Needs libshardtrain.a built in
 # the top directory (make libshardtrain.a), g++ with C++20 and the CUDA

@@ -1,11 +1,12 @@
 /* Host emulation of the CUDA features the kernels of cuda/ use, so they
  * and the GPU tests can execute on a machine with no GPU (a development
- * aid, not part of the build; run.sh and run_model.sh drive it).  Each
- * block runs as one std::thread per CUDA thread (1-, 2- or 3-D blocks,
- * warps formed from the linear thread index as on the hardware), one block
- * at a time, so __shared__ can simply be `static`; __syncthreads is a block
- * barrier and a warp shuffle is a write to a per-warp slot between two warp
- * barriers (valid because every shuffle in the kernels is reached by all 32
+ * aid, not part of the build; run.sh, run_model.sh and build_shardtrain.sh
+ * drive it).  Each block runs as one cooperative fiber (ucontext, 64 KiB
+ * stack) per CUDA thread on the launching host thread (1-, 2- or 3-D
+ * blocks, warps formed from the linear thread index as on the hardware),
+ * one block at a time, so __shared__ can simply be `static`; __syncthreads
+ * is a block barrier (waiting fibers yield until the last one arrives) and
+ * a warp shuffle is a write to a per-warp slot between two warp barriers (valid because every shuffle in the kernels is reached by all 32
  * lanes of a warp).  The runtime API calls the tests and cuda/model_cuda.cu
  * make are mapped onto host memory, in order (streams are ignored).  This
  * checks tiling, masking and indexing; it says nothing about the real
@@ -13,14 +14,15 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#include <barrier>
-#include <thread>
+#include <ucontext.h>
 #include <vector>
 #include <memory>
 #include <cstring>
 #include <cstdlib>
 #include <cmath>
 #include <algorithm>
+#include <cstdio>
+#include <type_traits>
 #undef __global__
 #define __global__
 #undef __shared__
@@ -34,22 +36,39 @@
 #undef __forceinline__
 #define __forceinline__ inline
 struct emu_idx { unsigned x, y, z; };
-inline thread_local emu_idx emu_threadIdx;
-inline thread_local unsigned emu_linear;
+inline emu_idx emu_threadIdx;  // set by the scheduler before each fiber resumes
+inline unsigned emu_linear;
 inline emu_idx emu_blockIdx, emu_blockDim, emu_gridDim;
 #define threadIdx emu_threadIdx
 #define blockIdx emu_blockIdx
 #define blockDim emu_blockDim
 #define gridDim emu_gridDim
-inline std::unique_ptr<std::barrier<>> emu_block_bar;
-inline std::unique_ptr<std::barrier<>> emu_warp_bar[32];
+// Cooperative fibers (ucontext), one per CUDA thread of the running block,
+// all on the launching host thread: a barrier is a counter the waiting
+// fibers yield on, so no OS thread is created per CUDA thread.
+struct emu_fbar { unsigned count, need, gen; };
+inline emu_fbar emu_block_bar, emu_warp_bar[32];
+inline ucontext_t emu_sched_ctx;
+inline std::vector<ucontext_t> emu_fib;
+inline std::vector<std::unique_ptr<char[]>> emu_stacks;
+inline std::vector<unsigned char> emu_done;
+inline unsigned emu_cur, emu_ndone;
+inline void (*emu_entry)(void *);
+inline void *emu_entry_arg;
+constexpr size_t emu_stack_bytes = 64 * 1024;
+inline void emu_yield() { swapcontext(&emu_fib[emu_cur], &emu_sched_ctx); }
+inline void emu_bar_wait(emu_fbar &b) {
+  const unsigned g = b.gen;
+  if (++b.count == b.need) { b.count = 0; b.gen++; return; }
+  while (b.gen == g) emu_yield();
+}
 inline float emu_slots[32][32];
-inline void emu_syncthreads() { emu_block_bar->arrive_and_wait(); }
+inline void emu_syncthreads() { emu_bar_wait(emu_block_bar); }
 #define __syncthreads() emu_syncthreads()
 inline float emu_shfl(float v, unsigned src) {
   unsigned w = emu_linear / 32, l = emu_linear % 32;
-  emu_slots[w][l] = v; emu_warp_bar[w]->arrive_and_wait();
-  float r = emu_slots[w][src & 31]; emu_warp_bar[w]->arrive_and_wait();
+  emu_slots[w][l] = v; emu_bar_wait(emu_warp_bar[w]);
+  float r = emu_slots[w][src & 31]; emu_bar_wait(emu_warp_bar[w]);
   return r;
 }
 #define __shfl_sync(m, v, s) emu_shfl((v), (unsigned)(s))
@@ -58,37 +77,118 @@ inline unsigned emu_float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); retu
 inline float emu_uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 #define __float_as_uint emu_float_as_uint
 #define __uint_as_float emu_uint_as_float
+// IEEE round-to-nearest arithmetic (the host's, without contraction)
+inline float emu_fadd_rn(float a, float b) { return a + b; }
+inline float emu_fmul_rn(float a, float b) { return a * b; }
+inline double emu_dadd_rn(double a, double b) { return a + b; }
+inline double emu_dmul_rn(double a, double b) { return a * b; }
+#define __fadd_rn emu_fadd_rn
+#define __fmul_rn emu_fmul_rn
+#define __dadd_rn emu_dadd_rn
+#define __dmul_rn emu_dmul_rn
 inline int emu_min(int a, int b) { return a < b ? a : b; }
 #define min emu_min
+// The emulated shardtrain's device block table (devmem.c, linked only by
+// build_shardtrain.sh; null here otherwise): blocks are registered, and
+// every non-null pointer argument of a launch must point into one, as
+// only device memory is addressable by a real kernel.
+extern "C" __attribute__((weak)) void *emu_dev_alloc_raw(size_t n);
+extern "C" __attribute__((weak)) void emu_dev_open(void);
+extern "C" __attribute__((weak)) void emu_dev_close(void);
+struct emu_dev_scope {  // the device arena is addressable inside one
+  emu_dev_scope() { if (emu_dev_open) emu_dev_open(); }
+  ~emu_dev_scope() { if (emu_dev_close) emu_dev_close(); }
+};
+extern "C" __attribute__((weak)) void emu_dev_register(void *p, size_t n);
+extern "C" __attribute__((weak)) size_t emu_dev_unregister(void *p);
+extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
+template <class T> inline void emu_check_arg(const char *kernel, int i, const T &a) {
+  if constexpr (std::is_pointer_v<T>) {
+    if (a && emu_dev_contains && !emu_dev_contains((const void *)a)) {
+      fprintf(stderr, "cuda emulation: kernel %s: pointer argument %d (%p) is not device memory\n",
+              kernel, i, (const void *)a);
+      abort();
+    }
+  }
+}
+template <class... A> inline int emu_check_args(const char *kernel, const A &...a) {
+  int i = 0;
+  (emu_check_arg(kernel, i++, a), ...);
+  return 0;
+}
+inline void emu_fiber_main() {
+  emu_entry(emu_entry_arg);
+  emu_done[emu_cur] = 1;
+  emu_ndone++;
+}  // returns to emu_sched_ctx through uc_link
+// ST_EMU_REVERSE=1 resumes the fibers from the last thread down: a kernel
+// free of races (and without atomics) gives bit-identical results in both
+// orders, so comparing them finds a missing __syncthreads or a read of
+// another lane's shared memory without a barrier.
+inline bool emu_reverse() {
+  static const bool r = [] { const char *e = getenv("ST_EMU_REVERSE"); return e && *e == '1'; }();
+  return r;
+}
+template <class F> void emu_call(void *f) { (*(F *)f)(); }
 template <class F> void emu_launch(dim3 grid, dim3 block, F f) {
   const unsigned threads = block.x * block.y * block.z;
+  emu_dev_scope device_memory;
   emu_blockDim = {block.x, block.y, block.z};
   emu_gridDim = {grid.x, grid.y, grid.z};
+  emu_entry = emu_call<F>;
+  emu_entry_arg = &f;
+  if (emu_fib.size() < threads) {
+    emu_fib.resize(threads);
+    emu_done.resize(threads);
+    while (emu_stacks.size() < threads) emu_stacks.emplace_back(new char[emu_stack_bytes]);
+  }
+  ucontext_t tmpl;
+  getcontext(&tmpl);
   for (unsigned z = 0; z < grid.z; z++) for (unsigned y = 0; y < grid.y; y++) for (unsigned x = 0; x < grid.x; x++) {
     emu_blockIdx = {x, y, z};
-    emu_block_bar = std::make_unique<std::barrier<>>(threads);
-    for (unsigned w = 0; w < threads / 32; w++) emu_warp_bar[w] = std::make_unique<std::barrier<>>(32);
-    std::vector<std::thread> ts;
-    for (unsigned t = 0; t < threads; t++)
-      ts.emplace_back([=] {
+    emu_block_bar = {0, threads, 0};
+    for (unsigned w = 0; w < (threads + 31) / 32; w++) emu_warp_bar[w] = {0, 32, 0};
+    for (unsigned t = 0; t < threads; t++) {
+      emu_fib[t] = tmpl;
+      emu_fib[t].uc_stack.ss_sp = emu_stacks[t].get();
+      emu_fib[t].uc_stack.ss_size = emu_stack_bytes;
+      emu_fib[t].uc_link = &emu_sched_ctx;
+      makecontext(&emu_fib[t], emu_fiber_main, 0);
+      emu_done[t] = 0;
+    }
+    emu_ndone = 0;
+    while (emu_ndone < threads)
+      for (unsigned i = 0; i < threads; i++) {
+        const unsigned t = emu_reverse() ? threads - 1 - i : i;
+        if (emu_done[t]) continue;
+        emu_cur = t;
         emu_linear = t;
         emu_threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-        f();
-      });
-    for (auto &t : ts) t.join();
+        swapcontext(&emu_sched_ctx, &emu_fib[t]);
+      }
   }
 }
 // runtime API on host memory
-template <class T> cudaError_t emu_cudaMalloc(T **p, size_t n) { *p = (T *)malloc(n ? n : 1); return cudaSuccess; }
-inline cudaError_t emu_cudaFree(void *p) { free(p); return cudaSuccess; }
-inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memcpy(d, s, n); return cudaSuccess; }
+template <class T> cudaError_t emu_cudaMalloc(T **p, size_t n) {
+  *p = (T *)(emu_dev_alloc_raw ? emu_dev_alloc_raw(n) : malloc(n ? n : 1));
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t emu_cudaFree(void *p) {
+  if (!emu_dev_unregister) { free(p); return cudaSuccess; }
+  if (p && !emu_dev_unregister(p)) {
+    fprintf(stderr, "cuda emulation: cudaFree(%p): not a device block\n", p);
+    abort();
+  }
+  return cudaSuccess;  // the arena's blocks are never reused
+}
+inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t emu_cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceProperties(cudaDeviceProp *p, int) { memset(p, 0, sizeof *p); strcpy(p->name, "host emulation"); return cudaSuccess; }
 inline cudaError_t emu_cudaGetLastError() { return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { memcpy(d, s, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
 inline cudaError_t emu_cudaStreamCreate(cudaStream_t *s) { *s = nullptr; return cudaSuccess; }
 inline cudaError_t emu_cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t emu_cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }

@@ -1,11 +1,14 @@
 """Rewrite each CUDA launch `kernel<...><<<grid, block[, smem, stream]>>>(args)`
-of a .cu file into `emu_launch(dim3(grid), dim3(block), [=]() { kernel<...>(args); })`
+of a .cu file into `(emu_check_args("kernel", args), emu_launch(dim3(grid), dim3(block),
+[=]() { kernel<...>(args); }))`
 so g++ can compile it against shim.h (the host emulation of the CUDA
 features the kernels use).  The kernel expression is the identifier (with
 optional template arguments) right before `<<<`, which may sit on the
 previous line; grid and block are the first two top-level fields of the
 launch configuration (the shared-memory size and stream are dropped: the
-emulation runs everything in order on the host)."""
+emulation runs everything in order on the host).  emu_check_args checks
+that every pointer argument is device memory, where a block table is
+linked (the emulated shardtrain)."""
 import re
 import sys
 
@@ -56,6 +59,8 @@ while True:
         p += 1
     args = s[a + 1:p]
     out.append(s[i:m.start()])
-    out.append('emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); })' % (cfg[0], cfg[1], name, args))
+    out.append('(emu_check_args("%s"%s), emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }))'
+               % (name.replace('"', "'"), (', ' + args) if args.strip() else '',
+                  cfg[0], cfg[1], name, args))
     i = p + 1
 print(''.join(out))

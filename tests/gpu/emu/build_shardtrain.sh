@@ -1,0 +1,71 @@
+#!/bin/sh
+# Builds an emulated shardtrain: the real binary (src/main.o and the objects
+# of libshardtrain.a), except that the C files calling the CUDA runtime
+# (src/kernels_cuda.c, src/device.c, src/comm_nccl.c, src/bench_comm.c) are
+# compiled with shim_c.h force-included (every runtime call they make
+# mapped onto devmem.c's checked host arena), and the kernels of cuda/ are
+# rewritten by transform.py and compiled by g++ against shim.h (one host
+# fiber per CUDA thread), with gemm_host.cpp (the CPU st_gemm) standing in
+# for cuBLASLt.  So train.device = cuda binds the one emulated device and
+# the training runs the CUDA backend end to end on the CPU.  The binary
+# must import no CUDA runtime symbol but cudaGetErrorString (which needs no
+# device): checked here with nm, so a runtime call the shim misses fails
+# the build.
+# Needs a configured and built tree (libshardtrain.a, src/main.o), g++ with
+# C++20 and the CUDA headers.
+# Usage: tests/gpu/emu/build_shardtrain.sh OUT [top_srcdir [top_builddir]]
+set -eu
+out=$1
+top=${2:-.}
+build=${3:-$top}
+cuda=${CUDA_PREFIX:-/usr/local/cuda}
+emu="$top/tests/gpu/emu"
+mk() { sed -n "s/^$1 = //p" "$build/Makefile"; }
+for f in "$build/libshardtrain.a" "$build/src/main.o" "$build/Makefile"; do
+    [ -f "$f" ] || { echo "build_shardtrain.sh: $f is missing (make builds it)" >&2; exit 1; }
+done
+CC=$(mk CC)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The library without the objects rebuilt against the shim.
+cp "$build/libshardtrain.a" "$tmp/lib.a"
+ar d "$tmp/lib.a" kernels_cuda.o device.o comm_nccl.o bench_comm.o
+
+cflags="-std=c11 -O2 -g -Wall -Wextra $(mk OPENMP_CFLAGS) -D_GNU_SOURCE -I$build -I$top/src \
+-I$top/cuda $(mk INIH_CFLAGS) $(mk JANSSON_CFLAGS) $(mk XXHASH_CFLAGS) $(mk PMIX_CFLAGS) \
+$(mk CUDA_CFLAGS) $(mk NCCL_CFLAGS) -include $emu/shim_c.h"
+objs=
+for f in kernels_cuda device comm_nccl bench_comm; do
+    # shellcheck disable=SC2086
+    nice -n 10 $CC $cflags -c "$top/src/$f.c" -o "$tmp/$f.o"
+    objs="$objs $tmp/$f.o"
+done
+
+nice -n 10 $CC -std=c11 -O2 -Wall -Wextra -c "$emu/devmem.c" -o "$tmp/devmem.o"
+objs="$objs $tmp/devmem.o"
+
+for f in elementwise norms xent attention model_cuda adamw reduce; do
+    python3 "$emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
+    nice -n 10 g++ -std=c++20 -O2 -w -include "$emu/shim.h" -I"$cuda/include" \
+        -I"$build" -I"$top" -I"$top/cuda" -I"$top/src" -c "$tmp/${f}_emu.cpp" -o "$tmp/$f.o"
+    objs="$objs $tmp/$f.o"
+done
+nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
+    -c "$emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
+objs="$objs $tmp/gemm_host.o"
+
+# shellcheck disable=SC2086
+$CC $(mk OPENMP_CFLAGS) -o "$out" "$build/src/main.o" $objs "$tmp/lib.a" \
+    $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PMIX_LIBS) $(mk NCCL_LIBS) \
+    $(mk CUDA_LIBS) -lstdc++ -lpthread -lm
+
+# No real runtime call may be left: the only cuda* import allowed is
+# cudaGetErrorString.
+left=$(nm -D --undefined-only "$out" | awk '{print $NF}' | sed 's/@.*//' |
+       grep '^cuda' | grep -v '^cudaGetErrorString$' || true)
+if [ -n "$left" ]; then
+    echo "build_shardtrain.sh: $out still calls the CUDA runtime:" $left >&2
+    rm -f "$out"
+    exit 1
+fi

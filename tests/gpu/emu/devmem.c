@@ -1,0 +1,148 @@
+/* The emulated device's memory (see shim_c.h), linked only into the
+ * emulated shardtrain (build_shardtrain.sh; shim.h and gemm_host.cpp refer
+ * to it weakly).
+ *
+ * Device blocks come from one arena of reserved address space that is
+ * PROT_NONE except while the emulated device works on it: a kernel launch,
+ * a runtime copy or memset, st_cuda_gemm (emu_dev_open / emu_dev_close
+ * around each).  So host code that reads or writes device memory directly
+ * (what a real GPU build would do to a device pointer) faults, and the
+ * SIGSEGV handler names the address as device memory.  Blocks are bumped
+ * out of the arena 256-byte aligned (cudaMalloc's alignment) and never
+ * reused, filled with 0xff (NaN) when allocated and again when freed, so a
+ * read of uninitialised or freed device memory shows up as NaN.
+ *
+ * The block table (every live block) lets copies, memsets, frees and
+ * kernel pointer arguments be checked against what a GPU could address;
+ * searched from the newest block (most lookups are of recent ones). */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct emu_block { char *p; size_t n; };
+static struct emu_block *blocks;
+static size_t nblocks, capblocks;
+
+void *emu_dev_alloc_raw(size_t n);
+void emu_dev_open(void);
+void emu_dev_close(void);
+void emu_dev_register(void *p, size_t n);
+size_t emu_dev_unregister(void *p);
+long emu_dev_find(const void *p, size_t n);
+int emu_dev_contains(const void *p);
+
+static const size_t arena_cap = (size_t)8 << 30;
+static char *arena;
+static size_t used;
+static int depth;
+
+static size_t pages(size_t n)
+{
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "cuda emulation: %s\n", what);
+    abort();
+}
+
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    const char *a = si->si_addr;
+    if (arena && a >= arena && a < arena + arena_cap) {
+        static const char msg[] = "cuda emulation: host code touched device memory "
+                                  "(SIGSEGV inside the emulated device's arena)\n";
+        if (write(2, msg, sizeof msg - 1) < 0) {
+        }
+    }
+    signal(sig, SIG_DFL); /* the access faults again, now fatally */
+}
+
+static void arena_protect(int prot)
+{
+    if (used && mprotect(arena, pages(used), prot) != 0)
+        die("mprotect of the device arena failed");
+}
+
+void emu_dev_open(void)
+{
+    if (depth++ == 0)
+        arena_protect(PROT_READ | PROT_WRITE);
+}
+
+void emu_dev_close(void)
+{
+    if (--depth == 0)
+        arena_protect(PROT_NONE);
+}
+
+void *emu_dev_alloc_raw(size_t n)
+{
+    if (!arena) {
+        arena = mmap(NULL, arena_cap, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+        if (arena == MAP_FAILED)
+            die("cannot reserve the device arena");
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigaction(SIGSEGV, &sa, NULL);
+    }
+    n = n ? (n + 255) / 256 * 256 : 256;
+    if (n > arena_cap - used)
+        return NULL;
+    char *p = arena + used;
+    used += n;
+    emu_dev_open();
+    memset(p, 0xff, n);
+    emu_dev_close();
+    emu_dev_register(p, n);
+    return p;
+}
+
+void emu_dev_register(void *p, size_t n)
+{
+    if (nblocks == capblocks) {
+        capblocks = capblocks ? 2 * capblocks : 256;
+        blocks = realloc(blocks, capblocks * sizeof *blocks);
+        if (!blocks) {
+            fprintf(stderr, "cuda emulation: out of host memory for the block table\n");
+            abort();
+        }
+    }
+    blocks[nblocks++] = (struct emu_block){p, n};
+}
+
+/* The block's size, or 0 when p does not start a block. */
+size_t emu_dev_unregister(void *p)
+{
+    for (size_t i = nblocks; i-- > 0;)
+        if (blocks[i].p == (char *)p) {
+            size_t n = blocks[i].n;
+            blocks[i] = blocks[--nblocks];
+            return n;
+        }
+    return 0;
+}
+
+/* Index of the block holding [p, p + n); -2 when p is in a block but the
+ * range runs past its end; -1 when p is in none. */
+long emu_dev_find(const void *p, size_t n)
+{
+    const char *c = p;
+    for (size_t i = nblocks; i-- > 0;)
+        if (c >= blocks[i].p && c < blocks[i].p + blocks[i].n)
+            return c + n <= blocks[i].p + blocks[i].n ? (long)i : -2;
+    return -1;
+}
+
+int emu_dev_contains(const void *p) { return emu_dev_find(p, 1) >= 0; }
