@@ -41,9 +41,7 @@ else
     ok "an off-by-one parameter count is told apart"
 fi
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>"$TMP/prep.err"
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 # Tiny preset, both architectures: shardtrain trains one step with a peak
 # set, so that its FLOPs per token are mfu x peak / tokens_per_s (each

@@ -68,9 +68,7 @@ if [ "$st" -ne 0 ] && [ "$st" -ne 124 ]; then ok "system mpirun cannot start the
 else not_ok "system mpirun cannot start there (exit $st)"; diag "$(cat "$TMP/sysmpi.err")"; fi
 
 # ---- training -------------------------------------------------------------
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 cat >"$TMP/gpt2.ini" <<EOF2
 [model]
 arch = gpt2

@@ -15,9 +15,7 @@ PY=/usr/bin/python3
 require "$PY" -c "import json, struct, numpy"
 export OMP_NUM_THREADS=1
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 # d_model 128, d_ff 512 make each of 4 shard files span two 1 MiB checksum blocks,
 # so ranged reads cross block and file boundaries.

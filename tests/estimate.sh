@@ -11,9 +11,7 @@ require command -v mpirun
 require command -v python3
 export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 # config FILE PRESET SEQ_LEN MICRO_BATCH STEPS
 config() {

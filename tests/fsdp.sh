@@ -8,9 +8,7 @@
 require command -v mpirun
 export OMP_NUM_THREADS=1   # 8 ranks on 2 cores: no thread oversubscription on top
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 write_cfg() { # FILE ARCH
     cat >"$1" <<EOF2

@@ -14,9 +14,7 @@ require command -v python3
 export OMP_NUM_THREADS=1   # 4 ranks on 2 cores
 unset SHARDTRAIN_TEST_KERNELS
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 # Evaluation on, so the forward-only schedule runs on the backend too.
 cat >"$TMP/cfg.ini" <<EOF2

@@ -25,6 +25,16 @@ shakespeare_text() {
     return 1
 }
 
+# prepare_test_data [DIR]: the Shakespeare text as byte-level token shards
+# DIR/data/sh_{train,val}_*.bin (DIR defaults to $TMP; prepare's messages in
+# DIR/prep.err), counted as one check; no text at all ends the test.
+prepare_test_data() {
+    _dir=${1:-$TMP}
+    _text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
+    "$SHARDTRAIN" prepare "$_text" "$_dir/data/sh" >/dev/null 2>"$_dir/prep.err"
+    check "prepare the test data" test -s "$_dir/data/sh_train_000000.bin"
+}
+
 # ranks NP SECONDS COMMAND...: COMMAND with a hang guard of SECONDS, alone
 # when NP is 1, else as NP ranks under mpirun (oversubscribed: the tests
 # run more ranks than this machine has cores).

@@ -13,9 +13,7 @@ require command -v python3
 export OMP_NUM_THREADS=1
 unset SHARDTRAIN_TEST_NONFINITE_STEPS
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 # Constant learning rate, no weight decay and a negligible AdamW epsilon, so
 # that the steps before a skip do not depend on train.steps and AdamW's

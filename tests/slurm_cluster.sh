@@ -317,9 +317,7 @@ slurm_test_begin() {
     CLUSTER=$sc_dir
     W=$CLUSTER/work
     mkdir -p "$W"
-    text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-    "$SHARDTRAIN" prepare "$text" "$W/data/sh" >/dev/null 2>&1
-    check "prepare the test data" test -s "$W/data/sh_train_000000.bin"
+    prepare_test_data "$W"
 }
 
 # slurm_test_cfg NAME STEPS [EXTRA]: a tiny config whose logs and weights

@@ -4,9 +4,7 @@
 # bytes, weights round trip, sampling, and the errors a user can hit.
 . "$top_srcdir/tests/lib.sh"
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>"$TMP/prep.err"
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 # base config: tiny gpt2, short sequences
 write_cfg() { # FILE ARCH

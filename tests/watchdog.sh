@@ -19,9 +19,7 @@ export OMP_NUM_THREADS=1
 
 T=5   # parallel.timeout_s of the fault runs
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 cat >"$TMP/cfg.ini" <<EOF2
 [model]

@@ -40,22 +40,9 @@ extern "C" {
 }
 #include "model_cuda.h"
 #include "tap.h"
-#include "rel_err.h"
+#include "gpu_check.h"
 
 static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
-
-static void bail(const char *what, cudaError_t e)
-{
-    printf("Bail out! %s: %s\n", what, cudaGetErrorString(e));
-    fflush(stdout);
-    exit(1);
-}
-#define CK(call)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess)                                                             \
-            bail(#call, e_);                                                               \
-    } while (0)
 
 /* xorshift64: reproducible inputs without depending on libc's rand. */
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -133,7 +120,6 @@ static void round_if(std::vector<float> &v, bool bf)
     if (bf)
         st_round_bf16(v.data(), v.data(), (int64_t)v.size());
 }
-
 
 static const char *g_case; /* "gpt2 f32", ... */
 static bool g_bf;
@@ -383,7 +369,6 @@ static void run_case(int arch, bool bf)
                                              ctx));
     CK(cudaStreamSynchronize(stream));
     check_grads(&m, 0, "embed", d_ge, ge);
-
 
     st_cuda_model_ctx_destroy(ctx);
     CK(cudaStreamDestroy(stream));

@@ -39,23 +39,11 @@ extern "C" {
 #include "cpu_ref.h"
 #include "ops.h"
 #include "tap.h"
-#include "rel_err.h"
+#include "gpu_check.h"
 
 static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
 static cudaStream_t g_stream;
 
-static void bail(const char *what, cudaError_t e)
-{
-    printf("Bail out! %s: %s\n", what, cudaGetErrorString(e));
-    fflush(stdout);
-    exit(1);
-}
-#define CK(call)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (call);                                                           \
-        if (e_ != cudaSuccess)                                                             \
-            bail(#call, e_);                                                               \
-    } while (0)
 /* Launch, then wait, so a fault is reported at the op that caused it. */
 #define RUN(call)                                                                          \
     do {                                                                                   \

@@ -27,9 +27,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 ok "a GPU is visible: $(nvidia-smi -L 2>/dev/null | head -n 1)"
 
-text=$(shakespeare_text) || { not_ok "no Shakespeare text found"; exit 1; }
-"$SHARDTRAIN" prepare "$text" "$TMP/data/sh" >/dev/null 2>&1
-check "prepare the test data" test -s "$TMP/data/sh_train_000000.bin"
+prepare_test_data
 
 # base ARCH MODEL_LINES: a 20-step config of ARCH with the given shape
 base() {

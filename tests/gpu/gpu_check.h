@@ -1,0 +1,47 @@
+/* What the GPU test programs share: stopping on a CUDA error with TAP's
+ * "Bail out!" (a failed runtime call leaves nothing trustworthy to check),
+ * and the error measure every check reports against the CPU reference:
+ * max |got - ref| / max |ref| over n elements, so one tolerance fits
+ * outputs of any scale.  A NaN, or infinities that differ, count as an
+ * infinite error: a kernel that produces them must never pass. */
+#ifndef ST_TESTS_GPU_CHECK_H
+#define ST_TESTS_GPU_CHECK_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cuda_runtime.h>
+
+static inline void bail(const char *what, cudaError_t e)
+{
+    printf("Bail out! %s: %s\n", what, cudaGetErrorString(e));
+    fflush(stdout);
+    exit(1);
+}
+
+/* CK(call): the runtime call, or bail naming it. */
+#define CK(call)                                                                           \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess)                                                             \
+            bail(#call, e_);                                                               \
+    } while (0)
+
+static inline double rel_err(const float *got, const float *ref, size_t n)
+{
+    double maxref = 0.0, maxdiff = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) || !isfinite(ref[i])) {
+            if (isnan(got[i]) || isnan(ref[i]) || got[i] != ref[i])
+                return INFINITY;
+            continue;
+        }
+        maxref = fmax(maxref, fabs((double)ref[i]));
+        maxdiff = fmax(maxdiff, fabs((double)got[i] - (double)ref[i]));
+    }
+    return maxref > 0.0 ? maxdiff / maxref : maxdiff;
+}
+
+#endif
