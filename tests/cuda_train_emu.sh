@@ -71,42 +71,10 @@ run() {
     ranks "$np" 900 nice -n 10 "$bin" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
 }
 
-# compare A B TOL: losses at every step and final weights (norm-wise over
-# all parameters, as fsdp.sh) of two runs within TOL relative
+# compare A B TOL: losses at every step and final weights of two runs
+# within TOL relative (tests/compare_runs.py)
 compare() {
-    python3 - "$TMP/$1" "$TMP/$2" "$3" "$STEPS" <<'EOF2'
-import json, struct, sys, math
-from array import array
-def losses(d):
-    return [json.loads(l)["loss"] for l in open(d + "/logs/metrics.jsonl") if '"loss"' in l]
-def weights(d):
-    raw = open(d + "/ckpt/final/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__":
-            continue
-        assert v["dtype"] == "F32", (k, v["dtype"])
-        b, e = v["data_offsets"]
-        a = array("f")
-        a.frombytes(raw[8 + n + b:8 + n + e])
-        out[k] = a
-    return out
-a, b, tol, steps = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
-la, lb = losses(a), losses(b)
-assert len(la) == len(lb) == steps, (len(la), len(lb))
-assert all(math.isfinite(x) for x in la + lb), (la, lb)
-worst_loss = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
-wa, wb = weights(a), weights(b)
-assert wa.keys() == wb.keys()
-num = sum((x - y) ** 2 for k in wa for x, y in zip(wa[k], wb[k]))
-den = sum(y * y for k in wb for y in wb[k])
-worst_w = math.sqrt(num / den)
-print("# %s vs %s: losses rel %.1e, weights rel %.1e (tol %g)"
-      % (a.split("/")[-1], b.split("/")[-1], worst_loss, worst_w, tol))
-sys.exit(not (worst_loss <= tol and worst_w <= tol))
-EOF2
+    python3 "$top_srcdir/tests/compare_runs.py" "$TMP/$1" "$TMP/$2" "$3" "$STEPS"
 }
 
 # same NAME REF TOL WHAT: NAME ran and matches REF within TOL

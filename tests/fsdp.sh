@@ -43,43 +43,10 @@ run() {
     ranks "$np" 300 "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
 }
 
-# compare A B TOL: losses and final weights of two runs within TOL relative
+# compare A B TOL: losses (4 steps) and final weights of two runs within
+# TOL relative (tests/compare_runs.py)
 compare() {
-    python3 - "$TMP/$1" "$TMP/$2" "$3" <<'EOF2'
-import json, struct, sys, math
-from array import array
-def losses(d):
-    return [json.loads(l)["loss"] for l in open(d + "/logs/metrics.jsonl") if '"loss"' in l]
-def weights(d):
-    raw = open(d + "/ckpt/final/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__":
-            continue
-        b, e = v["data_offsets"]
-        a = array("f")
-        a.frombytes(raw[8 + n + b:8 + n + e])
-        out[k] = a
-    return out
-a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
-la, lb = losses(a), losses(b)
-assert len(la) == len(lb) == 4, (len(la), len(lb))
-worst_loss = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
-wa, wb = weights(a), weights(b)
-assert wa.keys() == wb.keys()
-# Norm-wise over all parameters: per tensor is not meaningful, since the
-# key bias of attention has an exactly zero true gradient (softmax ignores a
-# constant added to every key), so its fp32 rounding noise, normalised by
-# AdamW, moves it by ~lr whatever the summation order (this happens on one
-# rank too, between micro-batch splits).
-num = sum((x - y) ** 2 for k in wa for x, y in zip(wa[k], wb[k]))
-den = sum(y * y for k in wb for y in wb[k])
-worst_w = math.sqrt(num / den)
-print("# losses rel %.1e, weights rel %.1e" % (worst_loss, worst_w))
-sys.exit(not (worst_loss <= tol and worst_w <= tol))
-EOF2
+    python3 "$top_srcdir/tests/compare_runs.py" "$TMP/$1" "$TMP/$2" "$3" 4
 }
 
 # equiv NAME NP ARCH [-s ...]: run and compare with the one-rank reference
