@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 /* model.h has no C++ guard of its own: its functions are C. */
-#include "model.h"
+#include "model/model.h"
 
 typedef struct {
     cudaStream_t stream;       /* where every call of this context queues work */

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "fsdp.h"
-#include "log.h"
-#include "model.h"
-#include "rng.h"
+#include "config/config.h"
+#include "engine/fsdp.h"
+#include "base/log.h"
+#include "model/model.h"
+#include "base/rng.h"
 
 static void fixture_config(st_config *cfg, int arch, int tied, int64_t B, int64_t T)
 {

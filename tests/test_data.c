@@ -5,9 +5,9 @@
  * directory; bad files are made by writing a good one and corrupting it. */
 #include "tap.h"
 
-#include "data.h"
-#include "log.h"
-#include "rng.h"
+#include "io/data.h"
+#include "base/log.h"
+#include "base/rng.h"
 
 #include <errno.h>
 #include <fcntl.h>

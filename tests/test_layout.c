@@ -6,8 +6,8 @@
  * partition the world into consecutive blocks, and that each replicate
  * group holds exactly one rank of every shard group.  Bad layouts must be
  * refused with ST_EXIT_USAGE and a "what; hint" message. */
-#include "groups.h"
-#include "log.h"
+#include "comm/groups.h"
+#include "base/log.h"
 #include "tap.h"
 
 #include <stdlib.h>

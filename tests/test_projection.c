@@ -13,10 +13,10 @@
  *   5. the reported rates are consistent with the step time;
  *   6. bad inputs are refused with ST_EXIT_USAGE and a message.
  * The Llama 3 8B projections the README quotes are printed as diagnostics. */
-#include "config.h"
-#include "log.h"
-#include "model.h"
-#include "projection.h"
+#include "config/config.h"
+#include "base/log.h"
+#include "model/model.h"
+#include "plan/projection.h"
 #include "tap.h"
 
 #include <math.h>

@@ -1,11 +1,12 @@
 /* Unit tests of the CPU kernels, the optimizer, the schedules and the
  * tracking allocator, each against an independent float64 reference or a
  * closed-form value. */
-#include "alloc.h"
-#include "config.h"
-#include "cpu_ops.h"
-#include "optim.h"
-#include "rng.h"
+#include "base/alloc.h"
+#include "config/config.h"
+#include "kernels/cpu_ops.h"
+#include "engine/lr_schedule.h"
+#include "kernels/cpu_adamw.h"
+#include "base/rng.h"
 #include "tap.h"
 
 #include <math.h>

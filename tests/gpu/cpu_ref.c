@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "optim.h"
+#include "model/model.h"
+#include "kernels/cpu_adamw.h"
 
 /* The embedding reads wte at p and, for GPT-2, wpe right after the V x C
  * token table; only arch, V, C and T of the model are used. */

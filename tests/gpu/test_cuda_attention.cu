@@ -36,7 +36,7 @@
 
 #include "attention.h"
 extern "C" {
-#include "cpu_ops.h"
+#include "kernels/cpu_ops.h"
 }
 #include "tap.h"
 

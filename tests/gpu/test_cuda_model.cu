@@ -36,7 +36,7 @@
 #include <vector>
 
 extern "C" {
-#include "cpu_ops.h"
+#include "kernels/cpu_ops.h"
 }
 #include "model_cuda.h"
 #include "tap.h"

@@ -34,7 +34,7 @@
 #include <vector>
 
 extern "C" {
-#include "cpu_ops.h"
+#include "kernels/cpu_ops.h"
 }
 #include "cpu_ref.h"
 #include "ops.h"

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Builds an emulated shardtrain: the real binary (src/main.o and the objects
+# Builds an emulated shardtrain: the real binary (src/cli/main.o and the objects
 # of libshardtrain.a), except that the C files calling the CUDA runtime
-# (src/kernels_cuda.c, src/device.c, src/comm_nccl.c, src/bench_comm.c) are
+# (src/kernels/kernels_cuda.c, src/runtime/device.c, src/comm/comm_nccl.c,
+# src/cli/cmd_bench_comm.c) are
 # compiled with shim_c.h force-included (every runtime call they make
 # mapped onto devmem.c's checked host arena), and the kernels of cuda/ are
 # rewritten by transform.py and compiled by g++ against shim.h (one host
@@ -11,7 +12,7 @@
 # must import no CUDA runtime symbol but cudaGetErrorString (which needs no
 # device): checked here with nm, so a runtime call the shim misses fails
 # the build.
-# Needs a configured and built tree (libshardtrain.a, src/main.o), g++ with
+# Needs a configured and built tree (libshardtrain.a, src/cli/main.o), g++ with
 # C++20 and the CUDA headers.
 # Usage: tests/gpu/emu/build_shardtrain.sh OUT [top_srcdir [top_builddir]]
 set -eu
@@ -21,7 +22,7 @@ build=${3:-$top}
 cuda=${CUDA_PREFIX:-/usr/local/cuda}
 emu="$top/tests/gpu/emu"
 mk() { sed -n "s/^$1 = //p" "$build/Makefile"; }
-for f in "$build/libshardtrain.a" "$build/src/main.o" "$build/Makefile"; do
+for f in "$build/libshardtrain.a" "$build/src/cli/main.o" "$build/Makefile"; do
     [ -f "$f" ] || { echo "build_shardtrain.sh: $f is missing (make builds it)" >&2; exit 1; }
 done
 CC=$(mk CC)
@@ -30,16 +31,17 @@ trap 'rm -rf "$tmp"' EXIT
 
 # The library without the objects rebuilt against the shim.
 cp "$build/libshardtrain.a" "$tmp/lib.a"
-ar d "$tmp/lib.a" kernels_cuda.o device.o comm_nccl.o bench_comm.o
+ar d "$tmp/lib.a" kernels_cuda.o device.o comm_nccl.o cmd_bench_comm.o
 
 cflags="-std=c11 -O2 -g -Wall -Wextra $(mk OPENMP_CFLAGS) -D_GNU_SOURCE -I$build -I$top/src \
 -I$top/cuda $(mk INIH_CFLAGS) $(mk JANSSON_CFLAGS) $(mk XXHASH_CFLAGS) $(mk PMIX_CFLAGS) \
 $(mk CUDA_CFLAGS) $(mk NCCL_CFLAGS) -include $emu/shim_c.h"
 objs=
-for f in kernels_cuda device comm_nccl bench_comm; do
+for f in kernels/kernels_cuda runtime/device comm/comm_nccl cli/cmd_bench_comm; do
+    o="$tmp/$(basename "$f").o"
     # shellcheck disable=SC2086
-    nice -n 10 $CC $cflags -c "$top/src/$f.c" -o "$tmp/$f.o"
-    objs="$objs $tmp/$f.o"
+    nice -n 10 $CC $cflags -c "$top/src/$f.c" -o "$o"
+    objs="$objs $o"
 done
 
 nice -n 10 $CC -std=c11 -O2 -Wall -Wextra -c "$emu/devmem.c" -o "$tmp/devmem.o"
@@ -56,7 +58,7 @@ nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
 objs="$objs $tmp/gemm_host.o"
 
 # shellcheck disable=SC2086
-$CC $(mk OPENMP_CFLAGS) -o "$out" "$build/src/main.o" $objs "$tmp/lib.a" \
+$CC $(mk OPENMP_CFLAGS) -o "$out" "$build/src/cli/main.o" $objs "$tmp/lib.a" \
     $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PMIX_LIBS) $(mk NCCL_LIBS) \
     $(mk CUDA_LIBS) -lstdc++ -lpthread -lm
 

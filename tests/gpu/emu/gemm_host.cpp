@@ -12,7 +12,7 @@
 #include <vector>
 
 extern "C" {
-#include "cpu_ops.h"
+#include "kernels/cpu_ops.h"
 }
 #include "ops.h"
 

@@ -1,0 +1,479 @@
+/* `shardtrain bench-comm` (see bench_comm.h).  Training throughput on many
+ * ranks is bounded by the gathers and reductions of the FSDP engine, so
+ * this measures exactly those calls - through comm.h, on the groups and
+ * backend that st_groups_create builds from the same configuration - rather
+ * than raw MPI or NCCL, and reports them in nccl-tests' terms so numbers
+ * can be set beside an nccl-tests run on the same machine.  Every size is
+ * also checked against the exact result, because a fast wrong collective
+ * is worse than a slow one. */
+#include "st_build.h"
+
+#include "cli/cmd_bench_comm.h"
+#include "cli/args.h"
+#include "base/alloc.h"
+#include "comm/comm.h"
+#include "config/config.h"
+#include "runtime/device.h"
+#include "comm/groups.h"
+#include "base/log.h"
+#include "runtime/runtime.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(HAVE_CUDA) && defined(HAVE_NCCL)
+#include <cuda_runtime_api.h>
+#define BENCH_HAVE_DEVICE 1
+#else
+#define BENCH_HAVE_DEVICE 0
+#endif
+
+/* 4 GiB: 2^30 floats keeps every per-call count within MPI's int counts. */
+#define MAX_BYTES_LIMIT (INT64_C(1) << 32)
+
+typedef struct {
+    st_override overrides[ST_MAX_OVERRIDES];
+    int n_overrides;
+    int64_t min_bytes, max_bytes, iters, warmup;
+    const char *group;
+    const char *config;
+} bench_args;
+
+enum { COLL_ALL_GATHER, COLL_REDUCE_SCATTER, COLL_ALL_REDUCE, N_COLL };
+static const char *const coll_name[N_COLL] = {"all_gather", "reduce_scatter", "all_reduce"};
+
+/* argno is the position on the shardtrain command line: ours + 1, since
+ * the CLI hands us argv + 1. */
+static int bad_arg(int index, const char *fmt, const char *arg)
+{
+    return st_arg_error(index + 1, fmt, arg);
+}
+
+static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    long long v;
+    if (st_arg_int(s, lo, hi, &v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Everything is validated here, before MPI starts, so a typo costs one
+ * error line instead of one per rank after a launcher round trip. */
+static int parse_bench_args(int argc, char **argv, bench_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->min_bytes = 1024;
+    a->max_bytes = INT64_C(16) << 20;
+    a->iters = 20;
+    a->warmup = 5;
+    a->group = "world";
+    int min_at = 0, max_at = 0, group_at = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        int taken = st_arg_override(argc, argv, &i, 1, a->overrides, &a->n_overrides);
+        if (taken >= 0) {
+            if (taken)
+                return taken;
+            continue;
+        }
+        if (arg[0] == '-' && arg[1] != '\0') {
+            int64_t *dst = NULL, lo = 1, hi = MAX_BYTES_LIMIT;
+            const char *what = NULL;
+            if (!strcmp(arg, "--min-bytes")) {
+                dst = &a->min_bytes;
+                what = "--min-bytes '%s' is not a byte count in [1, 4294967296]";
+                min_at = i + 1; /* the value's index */
+            } else if (!strcmp(arg, "--max-bytes")) {
+                dst = &a->max_bytes;
+                what = "--max-bytes '%s' is not a byte count in [1, 4294967296]";
+                max_at = i + 1;
+            } else if (!strcmp(arg, "--iters")) {
+                dst = &a->iters;
+                hi = 1000000000;
+                what = "--iters '%s' is not an integer in [1, 1000000000]";
+            } else if (!strcmp(arg, "--warmup")) {
+                dst = &a->warmup;
+                lo = 0;
+                hi = 1000000000;
+                what = "--warmup '%s' is not an integer in [0, 1000000000]";
+            } else if (!strcmp(arg, "--group")) {
+                if (i + 1 >= argc)
+                    return bad_arg(i, "%s needs a value", arg);
+                a->group = argv[++i];
+                group_at = i;
+                continue;
+            } else {
+                return bad_arg(i, "unknown option '%s'", arg);
+            }
+            if (i + 1 >= argc)
+                return bad_arg(i, "%s needs a value", arg);
+            i++;
+            if (parse_count(argv[i], lo, hi, dst))
+                return bad_arg(i, what, argv[i]);
+            continue;
+        }
+        if (a->config)
+            return bad_arg(i, "unexpected argument '%s'", arg);
+        a->config = arg;
+    }
+    if (strcmp(a->group, "world") && strcmp(a->group, "shard") &&
+        strcmp(a->group, "replicate"))
+        return bad_arg(group_at, "--group '%s' is not world, shard or replicate", a->group);
+    if (a->min_bytes > a->max_bytes) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%" PRId64 " > --max-bytes %" PRId64, a->min_bytes,
+                 a->max_bytes);
+        return bad_arg(min_at ? min_at : max_at, "--min-bytes %s", msg);
+    }
+    if (!a->config)
+        return bad_arg(argc, "missing CONFIG%s", ""); /* one past the last */
+    return 0;
+}
+
+/* Where the collectives read and write.  The mpi backend works on host
+ * memory, so the host arrays are the buffers; nccl needs device memory, and
+ * the host arrays stage inputs and receive results for the check. */
+typedef struct {
+    int on_device;
+    float *host_send, *host_recv;
+    void *send, *recv;
+    size_t bytes;
+} bench_bufs;
+
+static int device_failed(int failed, const char *call, const char *detail)
+{
+    if (!failed)
+        return 0;
+    st_error(NULL, "%s failed: %s; hint: check the GPU with nvidia-smi or set "
+             "parallel.backend = mpi", call, detail);
+    return 1;
+}
+
+#if BENCH_HAVE_DEVICE
+static int cuda_failed(cudaError_t e, const char *call)
+{
+    return device_failed(e != cudaSuccess, call, cudaGetErrorString(e));
+}
+#define CUDA_CHECK(call) cuda_failed((call), #call)
+#endif
+
+static int bufs_create(bench_bufs *b, int on_device, size_t bytes)
+{
+    memset(b, 0, sizeof *b);
+    b->bytes = bytes;
+    b->on_device = on_device;
+    b->host_send = st_alloc(bytes, ST_MEM_COMM);
+    b->host_recv = st_alloc(bytes, ST_MEM_COMM);
+    b->send = b->host_send;
+    b->recv = b->host_recv;
+    if (!on_device)
+        return 0;
+#if BENCH_HAVE_DEVICE
+    b->send = b->recv = NULL;
+    if (CUDA_CHECK(cudaMalloc(&b->send, bytes)) || CUDA_CHECK(cudaMalloc(&b->recv, bytes)))
+        return ST_EXIT_FAILURE;
+    return 0;
+#else
+    return device_failed(1, "device buffers", "this build has no CUDA");
+#endif
+}
+
+static void bufs_destroy(bench_bufs *b)
+{
+#if BENCH_HAVE_DEVICE
+    if (b->on_device) {
+        /* Teardown: nothing useful to do about a failed free. */
+        if (b->send)
+            (void)cudaFree(b->send);
+        if (b->recv)
+            (void)cudaFree(b->recv);
+    }
+#endif
+    st_free(b->host_send);
+    st_free(b->host_recv);
+    memset(b, 0, sizeof *b);
+}
+
+/* Host arrays -> collective buffers (first `send_bytes` / `recv_bytes`). */
+static int bufs_upload(bench_bufs *b, size_t send_bytes, size_t recv_bytes)
+{
+    if (!b->on_device)
+        return 0;
+#if BENCH_HAVE_DEVICE
+    if ((send_bytes && CUDA_CHECK(cudaMemcpy(b->send, b->host_send, send_bytes,
+                                             cudaMemcpyHostToDevice))) ||
+        (recv_bytes && CUDA_CHECK(cudaMemcpy(b->recv, b->host_recv, recv_bytes,
+                                             cudaMemcpyHostToDevice))))
+        return ST_EXIT_FAILURE;
+#else
+    (void)send_bytes;
+    (void)recv_bytes;
+#endif
+    return 0;
+}
+
+static int bufs_download_recv(bench_bufs *b, size_t bytes)
+{
+    if (!b->on_device)
+        return 0;
+#if BENCH_HAVE_DEVICE
+    /* On the legacy stream, which the waits made follow the collectives. */
+    if (CUDA_CHECK(cudaMemcpy(b->host_recv, b->recv, bytes, cudaMemcpyDeviceToHost)))
+        return ST_EXIT_FAILURE;
+#else
+    (void)bytes;
+#endif
+    return 0;
+}
+
+/* st_comm_wait on nccl only orders the compute stream; the host must see
+ * the work finished before it reads the clock. */
+static int bufs_sync(const bench_bufs *b)
+{
+#if BENCH_HAVE_DEVICE
+    if (b->on_device && CUDA_CHECK(cudaDeviceSynchronize()))
+        return ST_EXIT_FAILURE;
+#else
+    (void)b;
+#endif
+    return 0;
+}
+
+/* Small integers, so every partial sum in any order is exact in float32 and
+ * the check can demand equality; the rank term tells the ranks' blocks
+ * apart, the index term catches misplaced elements. */
+static float pattern(int rank, int64_t i)
+{
+    return (float)(rank + 1 + (int)(i % 7));
+}
+
+/* Per-rank and total element counts of one collective at nominal size S:
+ * gathers and scatters hand each rank whole floats, so S is rounded down to
+ * a multiple of 4 * n bytes (at least one float per rank). */
+static void coll_counts(int coll, int64_t S, int n, int64_t *per_rank, int64_t *total)
+{
+    if (coll == COLL_ALL_REDUCE) {
+        *per_rank = *total = S / 4 > 0 ? S / 4 : 1;
+        return;
+    }
+    *per_rank = S / (4 * (int64_t)n) > 0 ? S / (4 * (int64_t)n) : 1;
+    *total = *per_rank * n;
+}
+
+static int start_coll(int coll, st_comm *c, bench_bufs *b, int64_t per_rank,
+                      st_comm_req *req)
+{
+    switch (coll) {
+    case COLL_ALL_GATHER:
+        return st_comm_allgather(c, b->send, b->recv, per_rank, ST_DT_F32, req,
+                                 st_desc("bench-comm all_gather", -1));
+    case COLL_REDUCE_SCATTER:
+        return st_comm_reduce_scatter(c, b->send, b->recv, per_rank, ST_DT_F32, req,
+                                      st_desc("bench-comm reduce_scatter", -1));
+    default:
+        return st_comm_allreduce(c, b->recv, per_rank, ST_DT_F32, req,
+                                 st_desc("bench-comm all_reduce", -1));
+    }
+}
+
+/* A failed collective on one rank leaves the others blocked inside theirs;
+ * only an abort gets every rank out. */
+static void run_coll(int coll, st_comm *c, bench_bufs *b, int64_t per_rank)
+{
+    st_comm_req req = {0};
+    if (start_coll(coll, c, b, per_rank, &req) || st_comm_wait(&req))
+        st_runtime_abort(ST_EXIT_FAILURE);
+}
+
+/* Fill inputs for this collective; poison the output (NaN) so a collective
+ * that writes nothing cannot pass the check with stale results. */
+static void fill_inputs(int coll, const st_comm *c, bench_bufs *b, int64_t per_rank,
+                        int64_t total, size_t *send_bytes, size_t *recv_bytes)
+{
+    int64_t n_send = coll == COLL_ALL_GATHER ? per_rank : coll == COLL_REDUCE_SCATTER ? total : 0;
+    int64_t n_recv = coll == COLL_REDUCE_SCATTER ? per_rank : total;
+    for (int64_t i = 0; i < n_send; i++)
+        b->host_send[i] = pattern(c->rank, i);
+    if (coll == COLL_ALL_REDUCE)
+        for (int64_t i = 0; i < n_recv; i++)
+            b->host_recv[i] = pattern(c->rank, i);
+    else
+        memset(b->host_recv, 0xff, (size_t)n_recv * sizeof(float));
+    *send_bytes = (size_t)n_send * sizeof(float);
+    *recv_bytes = (size_t)n_recv * sizeof(float);
+}
+
+static int64_t count_wrong(int coll, const st_comm *c, const bench_bufs *b,
+                           int64_t per_rank, int64_t total)
+{
+    const int64_t n = c->size;
+    const float rank_sum = (float)(n * (n + 1) / 2);
+    int64_t wrong = 0;
+    const float *out = b->host_recv;
+    if (coll == COLL_ALL_GATHER) {
+        for (int64_t i = 0; i < total; i++)
+            wrong += !(out[i] == pattern((int)(i / per_rank), i % per_rank));
+    } else if (coll == COLL_REDUCE_SCATTER) {
+        for (int64_t i = 0; i < per_rank; i++)
+            wrong += !(out[i] == rank_sum + (float)(n * ((c->rank * per_rank + i) % 7)));
+    } else {
+        for (int64_t i = 0; i < total; i++)
+            wrong += !(out[i] == rank_sum + (float)(n * (i % 7)));
+    }
+    return wrong;
+}
+
+static int barrier(void)
+{
+    return st_mpi_failed(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+}
+
+/* One row: warm up, time `iters` back-to-back start+wait pairs, then one
+ * checked run with fresh inputs.  The check runs apart from the timed loop
+ * because all_reduce works in place: after the timed iterations its buffer
+ * holds n^k-fold sums, not something to compare exactly. */
+static int bench_one(int coll, st_comm *c, bench_bufs *b, int64_t S, const bench_args *a,
+                     int64_t *wrong_total)
+{
+    int64_t per_rank, total;
+    coll_counts(coll, S, c->size, &per_rank, &total);
+    size_t sb, rb;
+
+    fill_inputs(coll, c, b, per_rank, total, &sb, &rb);
+    if (coll == COLL_ALL_REDUCE) /* zeros stay zeros however often summed */
+        memset(b->host_recv, 0, rb);
+    if (bufs_upload(b, sb, rb))
+        return ST_EXIT_FAILURE;
+    for (int64_t k = 0; k < a->warmup; k++)
+        run_coll(coll, c, b, per_rank);
+    if (bufs_sync(b) || barrier())
+        return ST_EXIT_FAILURE;
+    double t0 = MPI_Wtime();
+    for (int64_t k = 0; k < a->iters; k++)
+        run_coll(coll, c, b, per_rank);
+    if (bufs_sync(b))
+        return ST_EXIT_FAILURE;
+    double local = (MPI_Wtime() - t0) / (double)a->iters, slowest = local;
+
+    fill_inputs(coll, c, b, per_rank, total, &sb, &rb);
+    if (bufs_upload(b, sb, rb))
+        return ST_EXIT_FAILURE;
+    run_coll(coll, c, b, per_rank);
+    if (bufs_download_recv(b, rb))
+        return ST_EXIT_FAILURE;
+    int64_t wrong = count_wrong(coll, c, b, per_rank, total);
+
+    /* The slowest rank sets the pace of a step, and every rank's errors count. */
+    if (st_mpi_failed(MPI_Allreduce(&local, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+                      "MPI_Allreduce") ||
+        st_mpi_failed(MPI_Allreduce(&wrong, wrong_total, 1, MPI_INT64_T, MPI_SUM,
+                                    MPI_COMM_WORLD), "MPI_Allreduce"))
+        return ST_EXIT_FAILURE;
+
+    int64_t bytes = total * (int64_t)sizeof(float);
+    int n = c->size;
+    double algbw = slowest > 0 ? (double)bytes / slowest / 1e9 : 0.0;
+    double factor = coll == COLL_ALL_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+    st_info("  %-14s %12" PRId64 " %12" PRId64 " %10.2f %11.2f %11.2f %8" PRId64,
+            coll_name[coll], bytes, total, slowest * 1e6, algbw, algbw * factor,
+            *wrong_total);
+    return 0;
+}
+
+static st_comm *pick_group(const st_groups *g, const char *name)
+{
+    return !strcmp(name, "shard") ? g->shard : !strcmp(name, "replicate") ? g->replicate
+                                                                          : g->world;
+}
+
+static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args *a,
+                     int64_t *wrong_sum)
+{
+    st_comm *c = pick_group(g, a->group);
+    int n = c->size;
+    /* Rounding only ever shrinks a size, except the one-float-per-rank floor. */
+    size_t need = (size_t)(a->max_bytes > 4 * (int64_t)n ? a->max_bytes : 4 * (int64_t)n);
+    need = (need + 63) / 64 * 64;
+    bench_bufs b;
+    int rc = st_runtime_agree(bufs_create(&b, g->backend == ST_BACKEND_NCCL, need));
+
+    if (rc == 0) {
+        st_info("# shardtrain bench-comm: backend %s, group %s, ranks %d "
+                "(%d such group%s running at once, world %d)",
+                st_enum_name("parallel", "backend", g->backend), a->group, n,
+                rt->world / n, rt->world / n == 1 ? "" : "s", rt->world);
+        st_info("# float32; sizes %" PRId64 "..%" PRId64 " bytes, doubling; "
+                "%" PRId64 " timed iterations after %" PRId64 " warmup",
+                a->min_bytes, a->max_bytes, a->iters, a->warmup);
+        st_info("# bytes: all_gather = gathered output, reduce_scatter = input, "
+                "all_reduce = buffer; rounded down to whole floats per rank "
+                "(multiple of 4*n bytes for all_gather and reduce_scatter, "
+                "4 for all_reduce)");
+        st_info("# time_us = max over ranks of elapsed/iters; algbw = bytes/time "
+                "(GB/s = 1e9 bytes/s)");
+        st_info("# busbw = algbw * 2(n-1)/n for all_reduce, algbw * (n-1)/n for "
+                "all_gather and reduce_scatter (n = %d)", n);
+        st_info("# wrong = output elements differing from the exact result, "
+                "summed over ranks");
+        st_info("# %-14s %12s %12s %10s %11s %11s %8s", "collective", "bytes", "count",
+                "time_us", "algbw_GB/s", "busbw_GB/s", "wrong");
+    }
+    for (int64_t S = a->min_bytes; rc == 0 && S <= a->max_bytes; S *= 2)
+        for (int coll = 0; rc == 0 && coll < N_COLL; coll++) {
+            int64_t wrong = 0;
+            /* Failing alone here would leave the other ranks in the next
+             * collective: abort them all. */
+            if (bench_one(coll, c, &b, S, a, &wrong))
+                st_runtime_abort(ST_EXIT_FAILURE);
+            *wrong_sum += wrong;
+        }
+    bufs_destroy(&b);
+    return st_runtime_agree(rc);
+}
+
+int st_bench_comm_main(int argc, char **argv)
+{
+    bench_args a;
+    int rc = parse_bench_args(argc, argv, &a);
+    if (rc)
+        return rc;
+
+    st_runtime rt;
+    st_config cfg;
+    st_groups g;
+    int loaded = 0;
+    int64_t wrong = 0;
+    memset(&g, 0, sizeof g);
+    rc = st_runtime_init(&rt, NULL, NULL);
+    if (rc == 0) {
+        rc = st_runtime_agree(st_config_load(&cfg, a.config, a.overrides, a.n_overrides));
+        loaded = 1;
+    }
+    /* The device decides the backend (auto), and ranks may disagree about
+     * it; sharing a GPU is allowed, as a measurement of that setup. */
+    if (rc == 0)
+        rc = st_runtime_agree(st_device_bind(&rt, &cfg, 1));
+    if (rc == 0)
+        rc = st_groups_create(&g, &rt, &cfg);
+    if (rc == 0)
+        rc = bench_all(&g, &rt, &a, &wrong);
+    if (rc == 0 && wrong > 0) {
+        if (rt.rank == 0)
+            st_error(NULL, "%" PRId64 " output elements of the collectives differ from the "
+                     "exact result; hint: the %s backend or the interconnect is "
+                     "misbehaving, rerun with fewer ranks to isolate it", wrong,
+                     st_enum_name("parallel", "backend", g.backend));
+        rc = ST_EXIT_FAILURE;
+    }
+    st_groups_destroy(&g);
+    if (loaded)
+        st_config_free(&cfg);
+    st_runtime_finalize();
+    return rc;
+}

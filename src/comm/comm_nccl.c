@@ -1,0 +1,351 @@
+/* The nccl communication backend (see comm.h): device buffers, one NCCL
+ * communicator per process group, collectives on a dedicated non-blocking
+ * CUDA stream of the current device.
+ *
+ * Ordering.  Before each collective an event is recorded on the compute
+ * stream and the communication stream waits on it, so the collective sees
+ * everything enqueued earlier on the compute stream.  After the collective an
+ * event is recorded on the communication stream; st_comm_wait makes the
+ * compute stream wait on that event (no host synchronisation) and returns the
+ * event to the communicator's pool.  The caller must not reuse or free the
+ * buffers of a collective before waiting on its request.
+ *
+ * The compute stream is module-wide: the legacy default stream (0) unless the
+ * engine sets another one, before starting collectives, with
+ *
+ *   void st_comm_nccl_set_compute_stream(void *stream);  (a cudaStream_t)
+ *
+ * which the lead adds to comm_backends.h; in a build without NCCL it is a
+ * no-op.  This backend is not thread-safe: one thread drives all
+ * communicators of a process. */
+#include "st_build.h"
+
+#include "comm/comm_backends.h"
+#include "base/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void st_comm_nccl_set_compute_stream(void *stream);
+
+#if defined(HAVE_NCCL) && defined(HAVE_CUDA)
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+/* Stream that produces collective inputs and consumes their results. */
+static cudaStream_t compute_stream = 0;
+
+void st_comm_nccl_set_compute_stream(void *stream)
+{
+    compute_stream = (cudaStream_t)stream;
+}
+
+typedef struct {
+    ncclComm_t nccl;
+    cudaStream_t stream;     /* communication stream (non-blocking) */
+    cudaEvent_t ready;       /* recorded on the compute stream per collective */
+    cudaEvent_t *all;        /* every pooled event created, for destroy */
+    cudaEvent_t *idle;       /* pooled events not held by a request */
+    int nall, nidle, cap;
+} nccl_state;
+
+static int cuda_failed(cudaError_t e, const char *call, const char *label)
+{
+    if (e == cudaSuccess)
+        return 0;
+    st_error(NULL, "%s for the %s group failed: %s; hint: check the CUDA device "
+             "and driver (nvidia-smi)", call, label, cudaGetErrorString(e));
+    return 1;
+}
+
+static int nccl_failed(ncclResult_t r, const char *call, const char *label)
+{
+    if (r == ncclSuccess)
+        return 0;
+    st_error(NULL, "%s on the %s group failed: %s; hint: rerun with NCCL_DEBUG=WARN "
+             "for details", call, label, ncclGetErrorString(r));
+    return 1;
+}
+
+static ncclDataType_t nccl_type(st_dtype dt)
+{
+    switch (dt) {
+    case ST_DT_BF16: return ncclBfloat16;
+    case ST_DT_F64: return ncclFloat64;
+    case ST_DT_F32:
+    default: return ncclFloat32;
+    }
+}
+
+/* A timing-free event from the pool, created on demand.  0 on success. */
+static int event_get(st_comm *c, cudaEvent_t *ev)
+{
+    nccl_state *s = c->impl;
+    if (s->nidle > 0) {
+        *ev = s->idle[--s->nidle];
+        return 0;
+    }
+    if (s->nall == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 8;
+        cudaEvent_t *all = realloc(s->all, (size_t)cap * sizeof *all);
+        if (!all)
+            goto oom;
+        s->all = all;
+        cudaEvent_t *idle = realloc(s->idle, (size_t)cap * sizeof *idle);
+        if (!idle)
+            goto oom;
+        s->idle = idle;
+        s->cap = cap;
+    }
+    if (cuda_failed(cudaEventCreateWithFlags(ev, cudaEventDisableTiming),
+                    "cudaEventCreateWithFlags", c->label))
+        return 1;
+    s->all[s->nall++] = *ev;
+    return 0;
+oom:
+    st_error(NULL, "out of memory for the events of the %s group", c->label);
+    return 1;
+}
+
+/* Every idle event is also in all[], and cap >= nall, so this never
+ * overflows. */
+static void event_put(st_comm *c, cudaEvent_t ev)
+{
+    nccl_state *s = c->impl;
+    s->idle[s->nidle++] = ev;
+}
+
+/* Make the communication stream wait for the work enqueued so far on the
+ * compute stream.  The ready event may be re-recorded at once: a wait
+ * already enqueued is not affected by later records. */
+static int order_after_compute(st_comm *c)
+{
+    nccl_state *s = c->impl;
+    if (cuda_failed(cudaEventRecord(s->ready, compute_stream), "cudaEventRecord",
+                    c->label))
+        return 1;
+    return cuda_failed(cudaStreamWaitEvent(s->stream, s->ready, 0),
+                       "cudaStreamWaitEvent", c->label);
+}
+
+/* After the collective was enqueued (r): record its completion event and
+ * fill the request. */
+static int finish(st_comm *c, st_comm_req *req, cudaEvent_t ev, ncclResult_t r,
+                  const char *call)
+{
+    nccl_state *s = c->impl;
+    if (nccl_failed(r, call, c->label)
+        || cuda_failed(cudaEventRecord(ev, s->stream), "cudaEventRecord", c->label)) {
+        event_put(c, ev);
+        return ST_EXIT_FAILURE;
+    }
+    req->comm = c;
+    req->handle = (void *)ev;
+    req->active = 1;
+    return 0;
+}
+
+/* Common prologue: count check, completion event, ordering.  0 on
+ * success. */
+static int begin(st_comm *c, int64_t count, const char *what, cudaEvent_t *ev)
+{
+    if (count < 0) {
+        st_error(NULL, "%s of %lld elements on the %s group: negative count",
+                 what, (long long)count, c->label);
+        return 1;
+    }
+    if (event_get(c, ev))
+        return 1;
+    if (order_after_compute(c)) {
+        event_put(c, *ev);
+        return 1;
+    }
+    return 0;
+}
+
+static int nccl_allgather(st_comm *c, const void *send, void *recv, int64_t count,
+                          st_dtype dt, st_comm_req *req)
+{
+    nccl_state *s = c->impl;
+    cudaEvent_t ev;
+    if (begin(c, count, "all-gather", &ev))
+        return ST_EXIT_FAILURE;
+    ncclResult_t r = ncclAllGather(send, recv, (size_t)count, nccl_type(dt), s->nccl,
+                                   s->stream);
+    return finish(c, req, ev, r, "ncclAllGather");
+}
+
+static int nccl_reduce_scatter(st_comm *c, const void *send, void *recv, int64_t count,
+                               st_dtype dt, st_comm_req *req)
+{
+    nccl_state *s = c->impl;
+    cudaEvent_t ev;
+    if (begin(c, count, "reduce-scatter", &ev))
+        return ST_EXIT_FAILURE;
+    ncclResult_t r = ncclReduceScatter(send, recv, (size_t)count, nccl_type(dt), ncclSum,
+                                       s->nccl, s->stream);
+    return finish(c, req, ev, r, "ncclReduceScatter");
+}
+
+static int nccl_allreduce(st_comm *c, void *buf, int64_t count, st_dtype dt,
+                          st_comm_req *req)
+{
+    nccl_state *s = c->impl;
+    cudaEvent_t ev;
+    if (begin(c, count, "all-reduce", &ev))
+        return ST_EXIT_FAILURE;
+    ncclResult_t r = ncclAllReduce(buf, buf, (size_t)count, nccl_type(dt), ncclSum,
+                                   s->nccl, s->stream);
+    return finish(c, req, ev, r, "ncclAllReduce");
+}
+
+static int nccl_wait(st_comm_req *req)
+{
+    st_comm *c = req->comm;
+    nccl_state *s = c->impl;
+    cudaEvent_t ev = (cudaEvent_t)req->handle;
+    int rc = 0;
+    if (cuda_failed(cudaStreamWaitEvent(compute_stream, ev, 0), "cudaStreamWaitEvent",
+                    c->label))
+        rc = ST_EXIT_FAILURE;
+    /* The wait is enqueued: the event may be recorded again. */
+    event_put(c, ev);
+    req->handle = NULL;
+    req->active = 0;
+    /* A network failure is reported asynchronously; a cheap host query. */
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(s->nccl, &async);
+    if (r == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+        r = async;
+    if (nccl_failed(r, "collective (ncclCommGetAsyncError)", c->label))
+        rc = ST_EXIT_FAILURE;
+    return rc;
+}
+
+/* Frees whatever of the state exists; nccl may be NULL. */
+static void state_free(nccl_state *s, const char *label)
+{
+    if (!s)
+        return;
+    if (s->stream)
+        cuda_failed(cudaStreamSynchronize(s->stream), "cudaStreamSynchronize", label);
+    if (s->nccl)
+        nccl_failed(ncclCommDestroy(s->nccl), "ncclCommDestroy", label);
+    for (int i = 0; i < s->nall; i++)
+        cudaEventDestroy(s->all[i]);
+    if (s->ready)
+        cudaEventDestroy(s->ready);
+    if (s->stream)
+        cudaStreamDestroy(s->stream);
+    free(s->all);
+    free(s->idle);
+    free(s);
+}
+
+static void nccl_destroy(st_comm *c)
+{
+    state_free(c->impl, c->label);
+    free(c);
+}
+
+static const st_comm_ops nccl_ops = {
+    "nccl", nccl_allgather, nccl_reduce_scatter, nccl_allreduce, nccl_wait, nccl_destroy,
+};
+
+int st_comm_nccl_available(void)
+{
+    return 1;
+}
+
+st_comm *st_comm_nccl_create(MPI_Comm group, const char *label)
+{
+    st_comm *c = calloc(1, sizeof *c);
+    nccl_state *s = calloc(1, sizeof *s);
+    MPI_Comm dup = MPI_COMM_NULL;
+    if (!c || !s || MPI_Comm_dup(group, &dup) != MPI_SUCCESS) {
+        st_error(NULL, "cannot create the %s communicator (MPI_Comm_dup or out of "
+                 "memory)", label);
+        free(c);
+        free(s);
+        return NULL;
+    }
+    MPI_Comm_rank(dup, &c->rank);
+    MPI_Comm_size(dup, &c->size);
+    c->ops = &nccl_ops;
+    c->label = label;
+    c->impl = s;
+
+    /* Local setup; rank 0 also makes the unique id. */
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    int ok = !cuda_failed(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+                          "cudaStreamCreateWithFlags", label);
+    if (!ok)
+        s->stream = NULL;
+    if (ok && cuda_failed(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming),
+                          "cudaEventCreateWithFlags", label)) {
+        s->ready = NULL;
+        ok = 0;
+    }
+    if (ok && c->rank == 0 && nccl_failed(ncclGetUniqueId(&id), "ncclGetUniqueId", label))
+        ok = 0;
+
+    /* Agree before anyone blocks in ncclCommInitRank, so a rank that failed
+     * above does not leave the others waiting for it. */
+    int all_ok = 0;
+    int mrc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, dup);
+    if (mrc != MPI_SUCCESS) {
+        st_error(NULL, "MPI_Allreduce while creating the NCCL %s communicator failed "
+                 "(MPI error %d)", label, mrc);
+        goto fail;
+    }
+    if (!all_ok) {
+        if (ok)
+            st_error(NULL, "cannot create the NCCL %s communicator: another rank of "
+                     "the group failed; hint: see that rank's error", label);
+        goto fail;
+    }
+    mrc = MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, dup);
+    if (mrc != MPI_SUCCESS) {
+        st_error(NULL, "MPI_Bcast of the ncclUniqueId for the %s group failed "
+                 "(MPI error %d)", label, mrc);
+        goto fail;
+    }
+    if (nccl_failed(ncclCommInitRank(&s->nccl, c->size, id, c->rank), "ncclCommInitRank",
+                    label)) {
+        s->nccl = NULL;
+        goto fail;
+    }
+    MPI_Comm_free(&dup);
+    return c;
+
+fail:
+    MPI_Comm_free(&dup);
+    state_free(s, label);
+    free(c);
+    return NULL;
+}
+
+#else /* no NCCL or no CUDA */
+
+void st_comm_nccl_set_compute_stream(void *stream)
+{
+    (void)stream;
+}
+
+int st_comm_nccl_available(void)
+{
+    return 0;
+}
+
+st_comm *st_comm_nccl_create(MPI_Comm group, const char *label)
+{
+    (void)group;
+    (void)label;
+    st_error(NULL, "parallel.backend = nccl, but this build has no NCCL; "
+             "hint: install NCCL and reconfigure, or use backend = mpi");
+    return NULL;
+}
+
+#endif

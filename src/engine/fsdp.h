@@ -1,0 +1,119 @@
+/* The FSDP engine: sharded parameters, gradients and optimizer state, and
+ * the unit-by-unit gather / compute / free / reduce-scatter schedule.
+ *
+ * Each unit's parameters (model.h) form one flat buffer, padded to a
+ * multiple of the shard group size S.  A rank stores only its contiguous
+ * slice of the fp32 master parameters, the gradients and AdamW's two
+ * moments.  Before a unit computes, its slices are all-gathered over the
+ * shard group (in the compute dtype); after its backward, the full gradient
+ * is reduce-scattered back to the slices and, for hybrid sharding,
+ * all-reduced across the replicate group.  The strategies are points of
+ * one mechanism:
+ *
+ *   full_shard     S = world, regather in backward (ZeRO-3)
+ *   shard_grad_op  S = world, keep gathered units from forward to backward (ZeRO-2)
+ *   hybrid_shard   S = a node (or shard_size), all-reduce over R = world / S
+ *   no_shard       S = 1, every rank holds everything, all-reduce over the world (DDP)
+ *
+ * The engine talks to other ranks only through comm.h and computes only
+ * through kernels.h, so it knows neither which backend carries the bytes
+ * nor where they live.  Every buffer below marked (backend) is kernels
+ * memory: host code must not dereference it, but copy through the
+ * st_fsdp_shard_* functions (or the backend's to_host/from_host).  With
+ * groups == NULL it runs one rank with no communication at all (tests,
+ * tools). */
+#ifndef ST_FSDP_H
+#define ST_FSDP_H
+
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "config/config.h"
+#include "comm/groups.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+/* Where each unit stands in the gather schedule. */
+typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } st_unit_state;
+
+typedef struct {
+    int64_t numel;           /* unpadded element count */
+    int64_t padded;          /* numel rounded up to a multiple of S */
+    int64_t shard;           /* padded / S: elements this rank owns */
+    int64_t lo;              /* first element of this rank's slice */
+    float *params, *grads, *adam_m, *adam_v;   /* [shard], fp32 (backend) */
+    /* Gathered parameters in the compute dtype (backend), of dtype
+     * st_fsdp.pdt: fp32, bf16 values stored as rounded floats, or, when the
+     * backend takes them (params_bf16), the bf16 words themselves. */
+    void *full;
+    st_unit_state state;
+    st_comm_req gather_req;
+    uint16_t *gather_send, *gather_recv;       /* bf16 staging (backend) */
+    /* Full-size gradient being accumulated (no_sync, tied embeddings). */
+    float *full_grad;
+} st_fsdp_unit;
+
+typedef struct {
+    const st_model *model;
+    const st_config *cfg;
+    st_groups *groups;       /* NULL: one rank, no communication */
+    const st_kernels *k;
+    int S, R;                /* shard and replicate group sizes */
+    int shard_rank;
+    int reshard_after_forward;
+    int bf16;                /* compute dtype */
+    int reduce_bf16;         /* reduce_dtype */
+    st_dtype pdt;            /* what the ops read: bf16 words only with params_bf16 */
+    int64_t B;
+    int n_units;
+    st_fsdp_unit *units;
+    /* Activations (backend). */
+    float *res;              /* residual stream: n_layer + 1 buffers of [B*T, C] */
+    void *acts;              /* block activations: n_layer sets, or one when recomputing */
+    size_t acts_bytes;       /* of one set */
+    void *scratch;
+    float *dres_a, *dres_b;
+    int32_t *inputs, *targets;   /* this micro-batch's tokens [B*T] (backend) */
+    double *sums;            /* [2]: the loss, the gradient's sum of squares (backend) */
+    int64_t opt_steps;
+    int in_flight;           /* gathers issued and not yet waited */
+} st_fsdp;
+
+/* Allocate this rank's shards on backend k and initialise them (random
+ * from the seed, or this rank's slice of model.init's weights).  Returns
+ * an exit status. */
+int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_groups *groups,
+                   const st_kernels *k);
+void st_fsdp_destroy(st_fsdp *f);
+
+void st_fsdp_zero_grads(st_fsdp *f);
+/* Forward and backward of one micro-batch on this rank (inputs and targets
+ * in host memory); gradients land in the shards (reduced over every rank)
+ * unless no_sync defers it to the micro-batch with last_micro set.  Returns
+ * this rank's summed loss. */
+int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
+                             float grad_scale, int last_micro, double *loss);
+/* Forward only (evaluation, sampling): this rank's summed loss; logits_out
+ * [B*T, V] (host memory) when not NULL. */
+int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
+                    float *logits_out, double *loss);
+/* Global L2 norm of the gradient, each element counted once. */
+int st_fsdp_grad_norm(st_fsdp *f, double *norm);
+void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale);
+/* The full fp32 master parameters of unit u into out[numel] (host memory)
+ * on every rank of the shard group (a collective).  Returns an exit
+ * status. */
+int st_fsdp_gather_master(st_fsdp *f, int u, float *out);
+
+/* Host access to this rank's shards (checkpoints, test hooks): elements
+ * [off, off + n) of unit u's shard of one array, copied to or from host
+ * memory.  Callers stage large shards in pieces of ST_FSDP_STAGE elements
+ * so that the host buffer stays small whatever the model. */
+typedef enum { ST_FSDP_PARAMS, ST_FSDP_GRADS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V } st_fsdp_array;
+#define ST_FSDP_STAGE ((int64_t)1 << 18)
+void st_fsdp_shard_to_host(const st_fsdp *f, int u, st_fsdp_array a, int64_t off, int64_t n,
+                           float *dst);
+void st_fsdp_shard_from_host(st_fsdp *f, int u, st_fsdp_array a, int64_t off, int64_t n,
+                             const float *src);
+
+#endif

@@ -1,0 +1,107 @@
+/* Sharded, verified, reshardable checkpoints: saving (checkpoint.c),
+ * reading, validation and resharding (checkpoint_read.c), preemption by
+ * signal (checkpoint.c) and `shardtrain export` (export.c).
+ *
+ * A checkpoint is DIR/step_NNNNNNNN/ holding manifest.json and one file per
+ * shard index, shard_IIIII-of-SSSSS.bin.  A shard file holds, for each unit
+ * in order, this shard's slice of the fp32 master parameters, then of
+ * AdamW's first moment, then of its second moment (each `shard` elements,
+ * little-endian).  Replicas (hybrid_shard, no_shard) hold identical slices,
+ * so only replicate index 0 writes.  The manifest records the layout, the
+ * tensor table, the step, the optimizer's step count, the config, and an
+ * XXH64 of every file and of every 1 MiB block of it, so that a rank that
+ * reads only some byte ranges can still verify every byte it uses. */
+#ifndef ST_CHECKPOINT_H
+#define ST_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "engine/fsdp.h"
+#include "model/model.h"
+#include "runtime/runtime.h"
+
+#define ST_CKPT_FORMAT 1
+#define ST_CKPT_BLOCK ((int64_t)1 << 20)
+#define ST_CKPT_MANIFEST "manifest.json"
+#define ST_CKPT_LATEST "latest"
+
+/* ---- writing (checkpoint.c) ------------------------------------------- */
+
+/* Write the checkpoint of `step` completed steps into checkpoint.dir:
+ * temporary directory, fsync, rename, then (after every rank is done) the
+ * `latest` pointer and pruning to checkpoint.keep.  Collective over the
+ * world.  Returns an exit status, the same on every rank. */
+int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t step);
+
+/* After `done` completed steps: the periodic save (every checkpoint.every
+ * steps and at the last step, when checkpoint.every > 0), then the
+ * preemption check, one all-reduce of the signal flag so that every rank
+ * decides the same; when a signal came, a checkpoint of this step, the
+ * Slurm requeue and ST_EXIT_PREEMPTED.  Collective.  Returns 0 to go on,
+ * or an exit status. */
+int st_ckpt_step_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
+                          int64_t done);
+
+/* SIGUSR1 and SIGTERM only set a flag (the handler does nothing else). */
+void st_ckpt_install_signals(void);
+/* The signal number caught since start, or 0. */
+int st_ckpt_signal_pending(void);
+/* rank 0 under Slurm with checkpoint.requeue: `scontrol requeue JOB`; a
+ * failure is a warning. */
+void st_ckpt_requeue(const st_config *cfg, int rank);
+
+/* ---- reading (checkpoint_read.c) -------------------------------------- */
+
+typedef struct {
+    char dir[4096];
+    char manifest_path[4200];
+    void *root;              /* json_t * of the manifest */
+    int64_t step, opt_steps;
+    int n_files;             /* shard files: the saved shard group size */
+    int64_t block;           /* checksum block bytes */
+    int64_t file_bytes;      /* every shard file has this size */
+    int n_units;
+    int64_t *numel, *shard;  /* per unit, as saved */
+    int64_t *unit_off;       /* byte offset of a unit's three arrays in a file */
+    int64_t n_blocks;
+    uint64_t *block_hash;    /* [n_files * n_blocks] */
+    int *fd;                 /* per file, -1 until first needed */
+    char **file_path;
+    int have_model;
+    st_model_config model;   /* the model shape saved in the manifest */
+} st_ckpt;
+
+/* Open the step directory `dir` and validate its manifest (format, fields,
+ * file names) and, when m is not NULL, that it was written for the same
+ * model shape.  On failure fills err with "WHERE: what; hint" and returns
+ * ST_EXIT_USAGE (c is then safe to close). */
+int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size_t errn);
+void st_ckpt_close(st_ckpt *c);
+/* Elements [lo, hi) of unit u's array `which` (0 params, 1 adam_m, 2
+ * adam_v) in the flat padded numbering into out, reading only the byte
+ * ranges (rounded out to checksum blocks) of the files that hold them and
+ * verifying every block read; elements past the unit's numel are padding
+ * and read as 0.  Errors as st_ckpt_open. */
+int st_ckpt_read_range(st_ckpt *c, int u, int which, int64_t lo, int64_t hi, float *out,
+                       char *err, size_t errn);
+/* The step directory a path names: itself when it holds a manifest, else
+ * the one its `latest` file names.  Returns 0, or ST_EXIT_USAGE with err. */
+int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t errn);
+
+/* Resolve checkpoint.resume (auto: `latest`, falling back to older good
+ * checkpoints with a warning; never; a path) and load this rank's shards
+ * of the parameters and moments into f, whatever layout they were saved
+ * in.  *start_step is the number of steps already done (0 for a fresh
+ * start).  Collective: every rank loads the same checkpoint or all fail
+ * with one error line.  Returns an exit status. */
+int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
+                   int64_t *start_step);
+
+/* ---- export (export.c) ------------------------------------------------ */
+
+/* `shardtrain export CKPT OUT_DIR`: one process, no MPI. */
+int st_export_main(const char *ckpt, const char *out_dir);
+
+#endif

@@ -1,0 +1,523 @@
+/* Reading checkpoints (see checkpoint.h): manifest validation, ranged and
+ * verified reads of the shard files, resharding into any layout, and the
+ * resume policy.  A checkpoint is untrusted input: every field of the
+ * manifest is checked before it is used, every byte read from a shard file
+ * is covered by a block checksum, and a problem is one message naming the
+ * file, never a silent load. */
+#include "io/checkpoint.h"
+#include "base/alloc.h"
+#include "base/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+static int fail(char *err, size_t n, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t n, const char *where, const char *fmt, ...)
+{
+    int k = snprintf(err, n, "%s: ", where);
+    if (k < 0 || (size_t)k >= n)
+        return ST_EXIT_USAGE;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + k, n - (size_t)k, fmt, ap);
+    va_end(ap);
+    return ST_EXIT_USAGE;
+}
+
+static int get_int(json_t *o, const char *key, int64_t lo, int64_t *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo)
+        return -1;
+    *out = json_integer_value(v);
+    return 0;
+}
+
+static int get_real(json_t *o, const char *key, double *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_number(v))
+        return -1;
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int parse_hex64(json_t *v, uint64_t *out)
+{
+    const char *s = json_string_value(v);
+    char *end;
+    if (!s || strlen(s) != 16)
+        return -1;
+    errno = 0;
+    *out = strtoull(s, &end, 16);
+    return errno || *end ? -1 : 0;
+}
+
+static int read_model(st_ckpt *c, json_t *mo)
+{
+    st_model_config *mc = &c->model;
+    const char *arch = json_string_value(json_object_get(mo, "arch"));
+    json_t *tie = json_object_get(mo, "tie_embeddings");
+    if (!arch || (strcmp(arch, "gpt2") && strcmp(arch, "llama")) || !json_is_boolean(tie) ||
+        get_int(mo, "n_layer", 1, &mc->n_layer) || get_int(mo, "n_head", 1, &mc->n_head) ||
+        get_int(mo, "n_kv_head", 1, &mc->n_kv_head) || get_int(mo, "d_model", 1, &mc->d_model) ||
+        get_int(mo, "d_ff", 1, &mc->d_ff) || get_int(mo, "vocab_size", 1, &mc->vocab_size) ||
+        get_int(mo, "seq_len", 1, &mc->seq_len) || get_real(mo, "rope_theta", &mc->rope_theta) ||
+        get_real(mo, "norm_eps", &mc->norm_eps) || get_real(mo, "init_std", &mc->init_std))
+        return -1;
+    mc->arch = strcmp(arch, "gpt2") ? ST_ARCH_LLAMA : ST_ARCH_GPT2;
+    mc->tie_embeddings = json_is_true(tie);
+    mc->preset = (char *)"";
+    mc->init = (char *)"random";
+    return 0;
+}
+
+/* The saved tensor table must be this model's, entry by entry. */
+static int check_model(st_ckpt *c, json_t *root, const st_model *m, char *err, size_t n)
+{
+    const char *mp = c->manifest_path;
+    const st_model_config *s = &c->model;
+    const char *hint = "hint: resume with the model configuration the checkpoint was saved "
+                       "with, or set checkpoint.resume = never";
+    if ((s->arch == ST_ARCH_GPT2) != (m->arch == ST_ARCH_GPT2))
+        return fail(err, n, mp, "checkpoint is for arch %s, this run is %s; %s",
+                    s->arch == ST_ARCH_GPT2 ? "gpt2" : "llama",
+                    m->arch == ST_ARCH_GPT2 ? "gpt2" : "llama", hint);
+    const struct { const char *k; int64_t a, b; } dims[] = {
+        {"n_layer", s->n_layer, m->L}, {"d_model", s->d_model, m->C},
+        {"n_head", s->n_head, m->H},   {"n_kv_head", s->n_kv_head, m->KV},
+        {"d_ff", s->d_ff, m->F},       {"vocab_size", s->vocab_size, m->V},
+        {"tie_embeddings", s->tie_embeddings, m->tied}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].a != dims[i].b)
+            return fail(err, n, mp, "checkpoint is for a model with %s = %lld, this run "
+                        "has %lld; %s", dims[i].k, (long long)dims[i].a,
+                        (long long)dims[i].b, hint);
+    json_t *tensors = json_object_get(root, "tensors");
+    if (!json_is_array(tensors) || (int)json_array_size(tensors) != m->n_tensors)
+        return fail(err, n, mp, "checkpoint has %d tensors, this model %d; %s",
+                    json_is_array(tensors) ? (int)json_array_size(tensors) : -1,
+                    m->n_tensors, hint);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const st_tensor *t = &m->tensors[i];
+        json_t *e = json_array_get(tensors, (size_t)i), *shape = json_object_get(e, "shape");
+        const char *name = json_string_value(json_object_get(e, "name"));
+        int64_t unit, off;
+        int same = name && !strcmp(name, t->name) && !get_int(e, "unit", 0, &unit) &&
+                   unit == t->unit && !get_int(e, "offset", 0, &off) && off == t->offset &&
+                   json_is_array(shape) && (int)json_array_size(shape) == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = json_integer_value(json_array_get(shape, (size_t)d)) == t->shape[d];
+        if (!same)
+            return fail(err, n, mp, "tensor %d is %s in the checkpoint but %s in this "
+                        "model (or its shape or place differs); %s",
+                        i, name ? name : "?", t->name, hint);
+    }
+    if (c->n_units != m->n_units)
+        return fail(err, n, mp, "checkpoint has %d units, this model %d; %s", c->n_units,
+                    m->n_units, hint);
+    for (int u = 0; u < m->n_units; u++)
+        if (c->numel[u] != m->units[u].numel)
+            return fail(err, n, mp, "unit %d has %lld elements in the checkpoint, %lld in "
+                        "this model; %s", u, (long long)c->numel[u],
+                        (long long)m->units[u].numel, hint);
+    return 0;
+}
+
+void st_ckpt_close(st_ckpt *c)
+{
+    if (c->fd)
+        for (int i = 0; i < c->n_files; i++)
+            if (c->fd[i] >= 0)
+                close(c->fd[i]);
+    if (c->file_path)
+        for (int i = 0; i < c->n_files; i++)
+            free(c->file_path[i]);
+    free(c->fd);
+    free(c->file_path);
+    free(c->numel);
+    free(c->shard);
+    free(c->unit_off);
+    free(c->block_hash);
+    if (c->root)
+        json_decref((json_t *)c->root);
+    memset(c, 0, sizeof *c);
+}
+
+int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size_t n)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->dir, sizeof c->dir, "%s", dir);
+    snprintf(c->manifest_path, sizeof c->manifest_path, "%s/%s", dir, ST_CKPT_MANIFEST);
+    const char *mp = c->manifest_path;
+    const char *hint = "hint: the checkpoint is damaged; use an older one, or set "
+                       "checkpoint.resume = never";
+    json_error_t je;
+    json_t *root = json_load_file(mp, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        struct stat sb;
+        if (stat(mp, &sb) != 0)
+            return fail(err, n, mp, "cannot open checkpoint manifest: %s; hint: give a "
+                        "step directory (DIR/step_NNNNNNNN) or a checkpoint.dir with a "
+                        "`latest` file", strerror(errno));
+        return fail(err, n, mp, "not a valid manifest (line %d: %s); %s", je.line, je.text,
+                    hint);
+    }
+    c->root = root;
+    const char *fmt = json_string_value(json_object_get(root, "format"));
+    int64_t ver = 0, sh = 0;
+    if (!fmt || strcmp(fmt, "shardtrain-checkpoint") || get_int(root, "format_version", 0, &ver))
+        return fail(err, n, mp, "not a shardtrain checkpoint manifest; %s", hint);
+    if (ver != ST_CKPT_FORMAT)
+        return fail(err, n, mp, "checkpoint format version %lld, this shardtrain reads %d; "
+                    "hint: use the shardtrain version that wrote it", (long long)ver,
+                    ST_CKPT_FORMAT);
+    json_t *units = json_object_get(root, "units"), *files = json_object_get(root, "files");
+    const char *ck = json_string_value(json_object_get(root, "checksum"));
+    const char *bo = json_string_value(json_object_get(root, "byte_order"));
+    if (get_int(root, "step", 0, &c->step) || get_int(root, "optimizer_steps", 0, &c->opt_steps) ||
+        get_int(root, "shard_size", 1, &sh) || get_int(root, "block_bytes", 4096, &c->block) ||
+        c->block > ((int64_t)1 << 30) ||
+        !json_is_array(units) || json_array_size(units) == 0 || !json_is_array(files) ||
+        (int64_t)json_array_size(files) != sh || !ck || strcmp(ck, "xxh64") || !bo ||
+        strcmp(bo, "little") || read_model(c, json_object_get(root, "model")))
+        return fail(err, n, mp, "manifest lacks a field or has a bad value; %s", hint);
+    c->n_files = (int)sh;
+    c->n_units = (int)json_array_size(units);
+    c->numel = calloc((size_t)c->n_units, sizeof(int64_t));
+    c->shard = calloc((size_t)c->n_units, sizeof(int64_t));
+    c->unit_off = calloc((size_t)c->n_units, sizeof(int64_t));
+    int64_t off = 0;
+    for (int u = 0; u < c->n_units; u++) {
+        json_t *e = json_array_get(units, (size_t)u);
+        int64_t bo_;
+        if (get_int(e, "numel", 1, &c->numel[u]) || get_int(e, "shard", 1, &c->shard[u]) ||
+            get_int(e, "byte_offset", 0, &bo_) || bo_ != off ||
+            c->shard[u] * sh < c->numel[u] || c->shard[u] > ((int64_t)1 << 40))
+            return fail(err, n, mp, "unit %d has an inconsistent size or offset; %s", u, hint);
+        c->unit_off[u] = off;
+        off += 3 * c->shard[u] * (int64_t)sizeof(float);
+        if (off > ((int64_t)1 << 50))
+            return fail(err, n, mp, "units add up to an impossible file size; %s", hint);
+    }
+    c->file_bytes = off;
+    c->n_blocks = (off + c->block - 1) / c->block;
+    /* Sizes agree with the manifest's own arrays before anything is
+     * allocated from them. */
+    for (int i = 0; i < c->n_files; i++) {
+        json_t *blocks = json_object_get(json_array_get(files, (size_t)i), "block_xxh64");
+        if (!json_is_array(blocks) || (int64_t)json_array_size(blocks) != c->n_blocks)
+            return fail(err, n, mp, "file entry %d is inconsistent with the layout; %s", i,
+                        hint);
+    }
+    c->block_hash = calloc((size_t)(c->n_files * c->n_blocks), sizeof(uint64_t));
+    c->fd = malloc(sizeof(int) * (size_t)c->n_files);
+    c->file_path = calloc((size_t)c->n_files, sizeof(char *));
+    for (int i = 0; i < c->n_files; i++)
+        c->fd[i] = -1;
+    for (int i = 0; i < c->n_files; i++) {
+        json_t *e = json_array_get(files, (size_t)i), *blocks = json_object_get(e, "block_xxh64");
+        const char *name = json_string_value(json_object_get(e, "name"));
+        char want[64];
+        snprintf(want, sizeof want, "shard_%05d-of-%05d.bin", i, c->n_files);
+        int64_t bytes;
+        /* Names are fixed, so a manifest cannot point outside its directory. */
+        if (!name || strcmp(name, want) || get_int(e, "bytes", 0, &bytes) || bytes != off ||
+            !json_is_array(blocks) || (int64_t)json_array_size(blocks) != c->n_blocks)
+            return fail(err, n, mp, "file entry %d is inconsistent with the layout; %s", i,
+                        hint);
+        for (int64_t b = 0; b < c->n_blocks; b++)
+            if (parse_hex64(json_array_get(blocks, (size_t)b),
+                            &c->block_hash[(size_t)i * (size_t)c->n_blocks + (size_t)b]))
+                return fail(err, n, mp, "file entry %d has a malformed checksum; %s", i, hint);
+        size_t len = strlen(dir) + strlen(name) + 2;
+        c->file_path[i] = malloc(len);
+        snprintf(c->file_path[i], len, "%s/%s", dir, name);
+    }
+    c->have_model = 1;
+    return m ? check_model(c, root, m, err, n) : 0;
+}
+
+static int open_file(st_ckpt *c, int i, char *err, size_t n)
+{
+    if (c->fd[i] >= 0)
+        return 0;
+    const char *p = c->file_path[i];
+    int fd = open(p, O_RDONLY);
+    if (fd < 0)
+        return fail(err, n, p, "cannot open checkpoint file: %s; hint: the checkpoint is "
+                    "incomplete; use an older one", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || sb.st_size != c->file_bytes) {
+        close(fd);
+        return fail(err, n, p, "checkpoint file is %lld bytes, the manifest says %lld "
+                    "(truncated or replaced); hint: use an older checkpoint",
+                    (long long)sb.st_size, (long long)c->file_bytes);
+    }
+    c->fd[i] = fd;
+    return 0;
+}
+
+/* Bytes [off, off+len) of file i, reading and verifying whole blocks. */
+static int read_bytes(st_ckpt *c, int i, int64_t off, int64_t len, char *dst, char *err,
+                      size_t n)
+{
+    int rc = open_file(c, i, err, n);
+    if (rc)
+        return rc;
+    const int64_t B = c->block;
+    const int64_t b0 = off / B, b1 = (off + len - 1) / B;
+    char *buf = malloc((size_t)B);
+    for (int64_t b = b0; b <= b1 && !rc; b++) {
+        int64_t start = b * B, want = start + B > c->file_bytes ? c->file_bytes - start : B;
+        int64_t got = 0;
+        while (got < want) {
+            ssize_t r = pread(c->fd[i], buf + got, (size_t)(want - got), start + got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0) {
+                rc = fail(err, n, c->file_path[i], "cannot read checkpoint file at byte "
+                          "%lld: %s; hint: use an older checkpoint", (long long)(start + got),
+                          r < 0 ? strerror(errno) : "unexpected end of file");
+                break;
+            }
+            got += r;
+        }
+        if (rc)
+            break;
+        uint64_t h = XXH64(buf, (size_t)want, 0);
+        if (h != c->block_hash[(size_t)i * (size_t)c->n_blocks + (size_t)b]) {
+            rc = fail(err, n, c->file_path[i], "checksum mismatch in block %lld (bytes "
+                      "%lld-%lld): the file is corrupt; hint: use an older checkpoint",
+                      (long long)b, (long long)start, (long long)(start + want - 1));
+            break;
+        }
+        int64_t a = off > start ? off : start;
+        int64_t e = off + len < start + want ? off + len : start + want;
+        memcpy(dst + (a - off), buf + (a - start), (size_t)(e - a));
+    }
+    free(buf);
+    return rc;
+}
+
+int st_ckpt_read_range(st_ckpt *c, int u, int which, int64_t lo, int64_t hi, float *out,
+                       char *err, size_t n)
+{
+    const int64_t s = c->shard[u], numel = c->numel[u];
+    memset(out, 0, sizeof(float) * (size_t)(hi - lo));
+    const int64_t end = hi < numel ? hi : numel;
+    for (int64_t a = lo; a < end;) {
+        int i = (int)(a / s);
+        int64_t b = (int64_t)(i + 1) * s < end ? (int64_t)(i + 1) * s : end;
+        int64_t off = c->unit_off[u] + (int64_t)which * s * 4 + (a - (int64_t)i * s) * 4;
+        int rc = read_bytes(c, i, off, (b - a) * 4, (char *)(out + (a - lo)), err, n);
+        if (rc)
+            return rc;
+        a = b;
+    }
+    return 0;
+}
+
+int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t errn)
+{
+    char p[8192];
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return fail(err, errn, path, "no such checkpoint: %s; hint: give a step directory "
+                    "(DIR/step_NNNNNNNN) or a checkpoint.dir with a `latest` file",
+                    strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return fail(err, errn, path, "not a checkpoint directory; hint: give a step "
+                    "directory (DIR/step_NNNNNNNN) or a checkpoint.dir with a `latest` file");
+    snprintf(p, sizeof p, "%s/%s", path, ST_CKPT_MANIFEST);
+    if (stat(p, &sb) == 0) {
+        snprintf(out, n, "%s", path);
+        return 0;
+    }
+    snprintf(p, sizeof p, "%s/%s", path, ST_CKPT_LATEST);
+    FILE *fp = fopen(p, "r");
+    char line[64] = "";
+    long long step;
+    int nc = 0;
+    if (!fp)
+        return fail(err, errn, path, "holds neither %s nor %s: not a checkpoint; hint: give "
+                    "a step directory (DIR/step_NNNNNNNN) or a checkpoint.dir with a "
+                    "`latest` file", ST_CKPT_MANIFEST, ST_CKPT_LATEST);
+    int ok = fgets(line, sizeof line, fp) != NULL;
+    fclose(fp);
+    line[strcspn(line, "\n")] = '\0';
+    if (!ok || sscanf(line, "step_%8lld%n", &step, &nc) != 1 || nc != 13 || line[nc])
+        return fail(err, errn, p, "does not name a step directory; hint: it should hold "
+                    "one line such as step_00000100");
+    snprintf(out, n, "%s/%s", path, line);
+    return 0;
+}
+
+/* ---- resume ------------------------------------------------------------ */
+
+/* Keys that change which data a step sees or what the schedule does: a
+ * changed value is allowed (fine-tuning on, a longer run) but is not the
+ * continuation of the same run, so say so. */
+static void warn_changed(const st_ckpt *c, const st_config *cfg)
+{
+    json_t *train = json_object_get(json_object_get((json_t *)c->root, "config"), "train");
+    const struct { const char *key; int64_t now; } keys[] = {
+        {"seed", cfg->train.seed}, {"global_batch", cfg->train.global_batch},
+        {"steps", cfg->train.steps}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(train, keys[i].key);
+        if (json_is_integer(v) && json_integer_value(v) != keys[i].now)
+            st_warn("%s: saved with train.%s = %lld, this run has %lld; the run continues "
+                    "with the new value", c->manifest_path, keys[i].key,
+                    (long long)json_integer_value(v), (long long)keys[i].now);
+    }
+}
+
+static int load_into(st_fsdp *f, const char *dir, char *err, size_t n, int64_t *step)
+{
+    st_ckpt c;
+    int rc = st_ckpt_open(&c, dir, f->model, err, n);
+    /* The shards are backend memory: each array crosses from the host in
+     * pieces through a bounded staging buffer (uncounted I/O space, like
+     * read_bytes' block buffer). */
+    static const st_fsdp_array arr[3] = {ST_FSDP_PARAMS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V};
+    float *stage = rc ? NULL : malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
+    if (!rc && !stage)
+        st_die(ST_EXIT_FAILURE, "out of memory allocating a host staging buffer");
+    for (int u = 0; u < f->n_units && !rc; u++) {
+        const st_fsdp_unit *x = &f->units[u];
+        for (int k = 0; k < 3 && !rc; k++) {
+            for (int64_t a = 0; a < x->shard && !rc; a += ST_FSDP_STAGE) {
+                int64_t len = x->shard - a < ST_FSDP_STAGE ? x->shard - a : ST_FSDP_STAGE;
+                rc = st_ckpt_read_range(&c, u, k, x->lo + a, x->lo + a + len, stage, err, n);
+                if (!rc)
+                    st_fsdp_shard_from_host(f, u, arr[k], a, len, stage);
+            }
+        }
+    }
+    free(stage);
+    if (!rc) {
+        f->opt_steps = c.opt_steps;
+        *step = c.step;
+        if (st_log_rank() == 0)
+            warn_changed(&c, f->cfg);
+    }
+    st_ckpt_close(&c);
+    return rc;
+}
+
+/* Load on every rank; a failure anywhere fails everywhere, reported once
+ * (by the lowest failing rank) as an error, or as a warning when falling
+ * back. */
+static int load_agreed(st_fsdp *f, const st_runtime *rt, const char *dir, int as_warning,
+                       int64_t *step)
+{
+    char err[1024] = "";
+    int rc = load_into(f, dir, err, sizeof err, step);
+    int first_bad = st_runtime_agree(rc ? rt->world - rt->rank : 0);
+    if (!first_bad)
+        return 0;
+    if (rt->rank == rt->world - first_bad) {
+        if (as_warning)
+            st_warn("%s; falling back to an older checkpoint", err);
+        else
+            st_error(NULL, "%s", err);
+    }
+    return ST_EXIT_USAGE;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Step directories of dir, newest first. */
+static size_t list_steps(const char *dir, long long **out)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0, cap = 0;
+    *out = NULL;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long s;
+        int nc = 0;
+        if (sscanf(e->d_name, "step_%8lld%n", &s, &nc) == 1 && nc == 13 && !e->d_name[nc]) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                *out = realloc(*out, cap * sizeof **out);
+            }
+            (*out)[n++] = s;
+        }
+    }
+    closedir(d);
+    qsort(*out, n, sizeof **out, cmp_desc);
+    return n;
+}
+
+int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t *start)
+{
+    *start = 0;
+    const char *r = cfg->checkpoint.resume;
+    char dir[8192], err[1024];
+    if (!strcmp(r, "never"))
+        return 0;
+    if (strcmp(r, "auto")) {
+        int rc = st_ckpt_resolve(r, dir, sizeof dir, err, sizeof err);
+        if (rc) {
+            if (rt->rank == 0)
+                st_error(NULL, "%s", err);
+            return rc;
+        }
+        rc = load_agreed(f, rt, dir, 0, start);
+        if (!rc)
+            st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
+        return rc;
+    }
+    /* auto: `latest` first, then every older step directory, newest first. */
+    long long *steps;
+    size_t ns = list_steps(cfg->checkpoint.dir, &steps);
+    int rc = st_ckpt_resolve(cfg->checkpoint.dir, dir, sizeof dir, err, sizeof err);
+    int tried_latest = 0;
+    if (!rc) {
+        tried_latest = 1;
+        rc = load_agreed(f, rt, dir, 1, start);
+    } else if (ns > 0 && rt->rank == 0) {
+        st_warn("%s; trying the step directories", err);
+    }
+    for (size_t i = 0; i < ns && (rc || !tried_latest); i++) {
+        char d2[8192];
+        snprintf(d2, sizeof d2, "%s/step_%08lld", cfg->checkpoint.dir, steps[i]);
+        if (tried_latest && !strcmp(d2, dir))
+            continue;
+        tried_latest = 1;
+        snprintf(dir, sizeof dir, "%s", d2);
+        rc = load_agreed(f, rt, dir, 1, start);
+    }
+    free(steps);
+    if (!tried_latest)
+        return 0;  /* nothing saved yet: a fresh start */
+    if (rc) {
+        if (rt->rank == 0)
+            st_error(cfg->checkpoint.dir, "checkpoint.resume = auto found no loadable "
+                     "checkpoint (see the warnings above); hint: fix or remove them, or set "
+                     "checkpoint.resume = never to start afresh");
+        return ST_EXIT_USAGE;
+    }
+    st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
+    return 0;
+}

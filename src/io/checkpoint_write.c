@@ -1,0 +1,505 @@
+/* Writing checkpoints (see checkpoint.h), and the preemption signals that
+ * ask for one.  The write is ordered so that a crash at any moment leaves
+ * the previous checkpoint loadable: every file goes into a temporary
+ * directory and is fsynced; after a collective (every shard is on disk)
+ * rank 0 writes the manifest, renames the directory into place, and only
+ * then replaces `latest` by renaming a fresh file over it.  A reader
+ * therefore never sees a step directory without all of its files, and
+ * `latest` never names a directory that is not complete. */
+#include "io/checkpoint.h"
+#include "base/alloc.h"
+#include "base/log.h"
+#include "base/files.h"
+#include "config/schema.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+extern char **environ;
+
+/* ---- signals ---------------------------------------------------------- */
+
+static volatile sig_atomic_t pending_signal;
+
+static void on_signal(int sig) { pending_signal = sig; }
+
+void st_ckpt_install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    /* Restart interrupted system calls: MPI and file I/O in flight must not
+     * see EINTR because a flag was set. */
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int st_ckpt_signal_pending(void) { return pending_signal; }
+
+void st_ckpt_requeue(const st_config *cfg, int rank)
+{
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!cfg->checkpoint.requeue || rank != 0 || !job || !*job)
+        return;
+    /* argv, not a shell string: the job id is never parsed by a shell. */
+    char *argv[] = {"scontrol", "requeue", (char *)job, NULL};
+    pid_t pid;
+    int err = posix_spawnp(&pid, "scontrol", NULL, NULL, argv, environ);
+    if (err) {
+        st_warn("cannot run scontrol requeue %s: %s; the job is not requeued", job,
+                strerror(err));
+        return;
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        st_warn("scontrol requeue %s failed (status %d); the job is not requeued", job,
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    else
+        st_info("shardtrain: requeued Slurm job %s", job);
+}
+
+/* ---- filesystem helpers ----------------------------------------------- */
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int rm_rf(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? 0 : -1;
+    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* ---- one shard file ---------------------------------------------------- */
+
+/* Streams bytes to a file while hashing the whole file and each block. */
+typedef struct {
+    int fd;
+    XXH64_state_t *all, *blk;
+    int64_t in_block, n_blocks;
+    uint64_t *blocks;
+} hashed_writer;
+
+static int hw_write(hashed_writer *w, const void *data, size_t n)
+{
+    if (write_all(w->fd, data, n))
+        return -1;
+    XXH64_update(w->all, data, n);
+    const char *p = data;
+    while (n > 0) {
+        size_t take = (size_t)(ST_CKPT_BLOCK - w->in_block);
+        if (take > n)
+            take = n;
+        XXH64_update(w->blk, p, take);
+        w->in_block += (int64_t)take;
+        p += take;
+        n -= take;
+        if (w->in_block == ST_CKPT_BLOCK) {
+            w->blocks[w->n_blocks++] = XXH64_digest(w->blk);
+            XXH64_reset(w->blk, 0);
+            w->in_block = 0;
+        }
+    }
+    return 0;
+}
+
+static int64_t file_bytes_of(const st_fsdp *f)
+{
+    int64_t b = 0;
+    for (int u = 0; u < f->n_units; u++)
+        b += 3 * f->units[u].shard * (int64_t)sizeof(float);
+    return b;
+}
+
+static long crash_step(void)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT");
+    return s && *s ? strtol(s, NULL, 10) : -1;
+}
+
+/* Write this rank's shard; hashes[0] = whole file, hashes[1..] = blocks.
+ * The arrays are backend memory: they cross to the host through a bounded
+ * staging buffer, and the writer streams, so the bytes and hashes do not
+ * depend on the piece size. */
+static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_t *hashes)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) {
+        st_error(path, "cannot create checkpoint file: %s", strerror(errno));
+        return ST_EXIT_FAILURE;
+    }
+    hashed_writer w = {fd, XXH64_createState(), XXH64_createState(), 0, 0, hashes + 1};
+    XXH64_reset(w.all, 0);
+    XXH64_reset(w.blk, 0);
+    /* Bounded I/O space, uncounted like the reader's block buffer. */
+    float *stage = malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
+    int bad = !stage;
+    static const st_fsdp_array arr[3] = {ST_FSDP_PARAMS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V};
+    for (int u = 0; u < f->n_units && !bad; u++) {
+        const st_fsdp_unit *x = &f->units[u];
+        for (int k = 0; k < 3 && !bad; k++) {
+            for (int64_t a = 0; a < x->shard && !bad; a += ST_FSDP_STAGE) {
+                int64_t n = x->shard - a < ST_FSDP_STAGE ? x->shard - a : ST_FSDP_STAGE;
+                st_fsdp_shard_to_host(f, u, arr[k], a, n, stage);
+                bad = hw_write(&w, stage, sizeof(float) * (size_t)n);
+            }
+            /* Testing aid: die between the writes of a checkpoint. */
+            if (u == 0 && k == 0 && crash_step() == step)
+                _exit(ST_EXIT_FAILURE);
+        }
+    }
+    free(stage);
+    if (!bad && w.in_block > 0)
+        w.blocks[w.n_blocks++] = XXH64_digest(w.blk);
+    hashes[0] = XXH64_digest(w.all);
+    XXH64_freeState(w.all);
+    XXH64_freeState(w.blk);
+    if (bad || fsync(fd) != 0) {
+        st_error(path, "cannot write checkpoint file: %s", strerror(errno));
+        close(fd);
+        return ST_EXIT_FAILURE;
+    }
+    if (close(fd) != 0) {
+        st_error(path, "cannot write checkpoint file: %s", strerror(errno));
+        return ST_EXIT_FAILURE;
+    }
+    return 0;
+}
+
+/* ---- the manifest ------------------------------------------------------ */
+
+static json_t *hex64(uint64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%016" PRIx64, v);
+    return json_string(buf);
+}
+
+/* Every schema key with its resolved value, by section. */
+static json_t *config_json(const st_config *cfg)
+{
+    json_t *o = json_object();
+    for (int i = 0; i < st_schema_n; i++) {
+        const st_key *k = &st_schema[i];
+        const char *p = (const char *)cfg + k->offset;
+        json_t *sec = json_object_get(o, k->section);
+        if (!sec) {
+            sec = json_object();
+            json_object_set_new(o, k->section, sec);
+        }
+        json_t *v = NULL;
+        switch (k->type) {
+        case ST_T_INT: v = json_integer(*(const int64_t *)p); break;
+        case ST_T_FLOAT: v = json_real(*(const double *)p); break;
+        case ST_T_BOOL: v = json_boolean(*(const int *)p); break;
+        case ST_T_STRING: v = json_string(*(char *const *)p ? *(char *const *)p : ""); break;
+        case ST_T_ENUM: v = json_string(k->values[*(const int *)p]); break;
+        }
+        json_object_set_new(sec, k->key, v);
+    }
+    return o;
+}
+
+static json_t *model_json(const st_model_config *mc)
+{
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, s:f}",
+                     "arch", mc->arch == ST_ARCH_GPT2 ? "gpt2" : "llama",
+                     "n_layer", (json_int_t)mc->n_layer, "n_head", (json_int_t)mc->n_head,
+                     "n_kv_head", (json_int_t)mc->n_kv_head, "d_model", (json_int_t)mc->d_model,
+                     "d_ff", (json_int_t)mc->d_ff, "vocab_size", (json_int_t)mc->vocab_size,
+                     "seq_len", (json_int_t)mc->seq_len, "rope_theta", mc->rope_theta,
+                     "norm_eps", mc->norm_eps, "tie_embeddings", mc->tie_embeddings,
+                     "init_std", mc->init_std);
+}
+
+static json_t *manifest_json(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
+                             int64_t step, const uint64_t *all_hashes, int64_t n_blocks,
+                             int stride)
+{
+    const st_model *m = f->model;
+    json_t *units = json_array(), *tensors = json_array(), *files = json_array();
+    int64_t off = 0;
+    for (int u = 0; u < f->n_units; u++) {
+        const st_fsdp_unit *x = &f->units[u];
+        json_array_append_new(units, json_pack("{s:I, s:I, s:I, s:I}", "numel",
+                                               (json_int_t)x->numel, "padded",
+                                               (json_int_t)x->padded, "shard",
+                                               (json_int_t)x->shard, "byte_offset",
+                                               (json_int_t)off));
+        off += 3 * x->shard * (int64_t)sizeof(float);
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const st_tensor *t = &m->tensors[i];
+        json_t *shape = json_array();
+        for (int d = 0; d < t->ndim; d++)
+            json_array_append_new(shape, json_integer(t->shape[d]));
+        json_array_append_new(tensors, json_pack("{s:s, s:o, s:i, s:I}", "name", t->name,
+                                                 "shape", shape, "unit", t->unit, "offset",
+                                                 (json_int_t)t->offset));
+    }
+    /* Shard i was written by world rank i (replicate index 0). */
+    for (int i = 0; i < f->S; i++) {
+        const uint64_t *h = all_hashes + (size_t)i * (size_t)stride;
+        char name[64];
+        snprintf(name, sizeof name, "shard_%05d-of-%05d.bin", i, f->S);
+        json_t *blocks = json_array();
+        for (int64_t b = 0; b < n_blocks; b++)
+            json_array_append_new(blocks, hex64(h[1 + b]));
+        json_array_append_new(files, json_pack("{s:s, s:I, s:o, s:o}", "name", name, "bytes",
+                                               (json_int_t)off, "xxh64", hex64(h[0]),
+                                               "block_xxh64", blocks));
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string("shardtrain-checkpoint"));
+    json_object_set_new(root, "format_version", json_integer(ST_CKPT_FORMAT));
+    json_object_set_new(root, "step", json_integer(step));
+    json_object_set_new(root, "optimizer_steps", json_integer(f->opt_steps));
+    json_object_set_new(root, "world_size", json_integer(rt->world));
+    json_object_set_new(root, "shard_size", json_integer(f->S));
+    json_object_set_new(root, "replicate_size", json_integer(f->R));
+    json_object_set_new(root, "strategy", json_string(st_enum_name(
+                                              "parallel", "strategy", cfg->parallel.strategy)));
+    json_object_set_new(root, "dtype", json_string("F32"));
+    json_object_set_new(root, "byte_order", json_string("little"));
+    json_object_set_new(root, "file_layout",
+                        json_string("for each unit: params, adam_m, adam_v, each `shard` "
+                                    "elements of the unit's flat padded buffer starting at "
+                                    "shard index x shard"));
+    json_object_set_new(root, "checksum", json_string("xxh64"));
+    json_object_set_new(root, "block_bytes", json_integer(ST_CKPT_BLOCK));
+    json_object_set_new(root, "model", model_json(&cfg->model));
+    json_object_set_new(root, "units", units);
+    json_object_set_new(root, "tensors", tensors);
+    json_object_set_new(root, "data",
+                        json_pack("{s:I, s:I, s:s}", "next_step", (json_int_t)step, "seed",
+                                  (json_int_t)cfg->train.seed, "windows",
+                                  "sample j of step k is a pure function of (seed, k, j)"));
+    json_object_set_new(root, "rng",
+                        json_pack("{s:I, s:s}", "seed", (json_int_t)cfg->train.seed,
+                                  "generator",
+                                  "counter-based: every draw is a function of (seed, stream, "
+                                  "index), so the seed is the whole state"));
+    json_object_set_new(root, "files", files);
+    json_object_set_new(root, "config", config_json(cfg));
+    return root;
+}
+
+/* ---- publishing: rename, latest, pruning ------------------------------- */
+
+static int step_of_name(const char *name, long long *step)
+{
+    int n = 0;
+    if (sscanf(name, "step_%8lld%n", step, &n) != 1 || n != 13 || name[n])
+        return 0;
+    return 1;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Keep the newest `keep` step directories; drop leftovers of crashed
+ * writes.  Failures are warnings: the new checkpoint is already safe. */
+static void prune(const char *dir, int64_t keep, int64_t current)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    long long *steps = NULL;
+    size_t n = 0, cap = 0;
+    char path[8192];
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long s;
+        if (step_of_name(e->d_name, &s)) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                steps = realloc(steps, cap * sizeof *steps);
+            }
+            steps[n++] = s;
+        } else if (!strncmp(e->d_name, ".tmp-step_", 10) ||
+                   !strncmp(e->d_name, ".old-step_", 10)) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (rm_rf(path))
+                st_warn("%s: cannot remove: %s", path, strerror(errno));
+        }
+    }
+    closedir(d);
+    qsort(steps, n, sizeof *steps, cmp_desc);
+    for (size_t i = (size_t)keep; i < n; i++) {
+        if (steps[i] == current)
+            continue;
+        snprintf(path, sizeof path, "%s/step_%08lld", dir, steps[i]);
+        if (rm_rf(path))
+            st_warn("%s: cannot remove old checkpoint: %s", path, strerror(errno));
+    }
+    free(steps);
+}
+
+/* Rank 0, after every shard is on disk. */
+static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t step,
+                   const char *tmp, const uint64_t *all, int64_t n_blocks, int stride)
+{
+    const char *dir = cfg->checkpoint.dir;
+    char path[8400], final[8400], old[8400];
+    json_t *root = manifest_json(f, cfg, rt, step, all, n_blocks, stride);
+    snprintf(path, sizeof path, "%s/%s", tmp, ST_CKPT_MANIFEST);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    char *text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
+    json_decref(root);
+    int bad = fd < 0 || !text || write_all(fd, text, strlen(text)) || write_all(fd, "\n", 1) ||
+              fsync(fd) != 0;
+    free(text);
+    if (fd >= 0 && close(fd) != 0)
+        bad = 1;
+    if (bad || fsync_path(tmp) != 0) {
+        st_error(path, "cannot write checkpoint manifest: %s", strerror(errno));
+        return ST_EXIT_FAILURE;
+    }
+    snprintf(final, sizeof final, "%s/step_%08lld", dir, (long long)step);
+    snprintf(old, sizeof old, "%s/.old-step_%08lld", dir, (long long)step);
+    /* A directory of the same step (a run repeated over an old one) is
+     * moved aside first: rename() will not replace a non-empty directory. */
+    struct stat sb;
+    if (stat(final, &sb) == 0 && (rm_rf(old), rename(final, old) != 0)) {
+        st_error(final, "cannot replace existing checkpoint: %s", strerror(errno));
+        return ST_EXIT_FAILURE;
+    }
+    if (rename(tmp, final) != 0 || fsync_path(dir) != 0) {
+        st_error(final, "cannot rename checkpoint into place: %s", strerror(errno));
+        return ST_EXIT_FAILURE;
+    }
+    snprintf(path, sizeof path, "%s/.latest.tmp", dir);
+    char line[64];
+    int len = snprintf(line, sizeof line, "step_%08lld\n", (long long)step);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    bad = fd < 0 || write_all(fd, line, (size_t)len) || fsync(fd) != 0;
+    if (fd >= 0 && close(fd) != 0)
+        bad = 1;
+    snprintf(old, sizeof old, "%s/%s", dir, ST_CKPT_LATEST);
+    if (bad || rename(path, old) != 0 || fsync_path(dir) != 0) {
+        st_error(old, "cannot update the latest pointer: %s", strerror(errno));
+        return ST_EXIT_FAILURE;
+    }
+    prune(dir, cfg->checkpoint.keep, step);
+    return 0;
+}
+
+int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t step)
+{
+    const char *dir = cfg->checkpoint.dir;
+    char tmp[8192], path[8300];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-step_%08lld", dir, (long long)step);
+    int rc = 0;
+    if (rt->rank == 0) {
+        rc = st_mkdir_p(dir);
+        if (!rc && (rm_rf(tmp) != 0 || mkdir(tmp, 0777) != 0)) {
+            st_error(tmp, "cannot create checkpoint directory: %s", strerror(errno));
+            rc = ST_EXIT_FAILURE;
+        }
+    }
+    if ((rc = st_runtime_agree(rc)))
+        return rc;
+    const int64_t bytes = file_bytes_of(f);
+    const int64_t n_blocks = (bytes + ST_CKPT_BLOCK - 1) / ST_CKPT_BLOCK;
+    const int stride = (int)(n_blocks + 1);
+    uint64_t *mine = st_alloc(sizeof(uint64_t) * (size_t)stride, ST_MEM_OTHER);
+    memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
+    const int writer = !f->groups || f->groups->layout.replicate_rank == 0;
+    if (writer) {
+        snprintf(path, sizeof path, "%s/shard_%05d-of-%05d.bin", tmp, f->shard_rank, f->S);
+        rc = write_shard(f, path, step, mine);
+    } else if (crash_step() == step) {
+        _exit(ST_EXIT_FAILURE);
+    }
+    uint64_t *all = rt->rank == 0 ? st_alloc(sizeof(uint64_t) * (size_t)stride *
+                                                 (size_t)rt->world, ST_MEM_OTHER)
+                                  : NULL;
+    int grc = st_runtime_gather_u64((const unsigned long long *)mine,
+                                    (unsigned long long *)all, stride);
+    rc = st_runtime_agree(rc ? rc : grc);
+    if (!rc && rt->rank == 0)
+        rc = publish(f, cfg, rt, step, tmp, all, n_blocks, stride);
+    st_free(mine);
+    st_free(all);
+    /* Nobody goes on (or exits) before `latest` names the new checkpoint. */
+    rc = st_runtime_agree(rc);
+    if (!rc)
+        st_info("shardtrain: checkpoint %s/step_%08lld written", dir, (long long)step);
+    return rc;
+}
+
+int st_ckpt_step_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
+                          int64_t done)
+{
+    const int last = done >= cfg->train.steps;
+    const int64_t every = cfg->checkpoint.every;
+    int saved = 0, rc = 0;
+    if (every > 0 && (done % every == 0 || last)) {
+        if ((rc = st_ckpt_save(f, cfg, rt, done)))
+            return rc;
+        saved = 1;
+    }
+    /* At the last step the run is finishing anyway. */
+    if (last)
+        return 0;
+    int sig = st_runtime_agree(st_ckpt_signal_pending());
+    if (!sig)
+        return 0;
+    if (!saved && (rc = st_ckpt_save(f, cfg, rt, done)))
+        return rc;
+    st_warn("rank %d: %s received; checkpoint of step %lld written, exiting with status %d "
+            "(resume with checkpoint.resume = auto)", rt->rank,
+            sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "a signal",
+            (long long)done, ST_EXIT_PREEMPTED);
+    st_ckpt_requeue(cfg, rt->rank);
+    return ST_EXIT_PREEMPTED;
+}

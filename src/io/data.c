@@ -1,0 +1,505 @@
+/* Token data set: the llm.c shard files named by a glob, memory-mapped so
+ * that a set larger than RAM costs only page cache, validated once at open
+ * so that training never meets a bad token mid-run, and read through
+ * windows that are pure functions of their index, which is what makes a
+ * step's data independent of world size, micro-batching and restarts.
+ *
+ * Windows.  A window is seq_len + 1 consecutive tokens of ONE file (inputs
+ * are its first seq_len tokens, targets the last seq_len); no window ever
+ * straddles two files, because consecutive shards are unrelated text.
+ *  - Training windows may start at any token: a file of n tokens offers
+ *    n - seq_len of them (none if n < seq_len + 1).  They are numbered
+ *    file by file in name order (window_start holds the prefix sums), and
+ *    sample j of step k takes the window numbered st_below3(n_windows, key,
+ *    k, j) where key is derived from the seed and ST_RNG_DATA.
+ *  - Evaluation windows tile each file without overlap: a file of n tokens
+ *    offers floor((n - 1) / seq_len) windows, starting at tokens 0,
+ *    seq_len, 2 * seq_len, ... (each window's last token is the next one's
+ *    first, as its target).  They are numbered file by file in name order
+ *    and eval window i is number i modulo their total, so successive evals
+ *    walk the set from its start and wrap around. */
+#include "io/data.h"
+
+#include "base/log.h"
+#include "base/rng.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum {
+    HEADER_INTS = 256,
+    HEADER_BYTES = HEADER_INTS * 4,
+    MAGIC_U16 = 20240520,
+    VERSION_U16 = 1,
+    MAGIC_U32 = 20240801,
+    VERSION_U32 = 7,
+};
+
+/* The format is little-endian whatever the host; decode bytes explicitly. */
+static uint32_t load_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+static void store_le32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t token_at(const st_token_file *f, int64_t i)
+{
+    const unsigned char *p = f->map + HEADER_BYTES + (size_t)i * (size_t)f->token_bytes;
+    if (f->token_bytes == 2)
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+    return load_le32(p);
+}
+
+/* glob(3)'s error callback has no user pointer; remember the first failure
+ * so the message can name the directory that could not be read. */
+static _Thread_local char glob_err_path[4096];
+static _Thread_local int glob_err_errno;
+
+static int glob_errfunc(const char *epath, int eerrno)
+{
+    if (!glob_err_path[0]) {
+        snprintf(glob_err_path, sizeof glob_err_path, "%s", epath);
+        glob_err_errno = eerrno;
+    }
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Map one file and check its header, size and tokens.  f->path is set by
+ * the caller; on failure nothing stays mapped. */
+static int open_token_file(st_token_file *f, int64_t vocab_size)
+{
+    const char *path = f->path;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        st_error(path, "cannot open: %s; check the data.train/data.val glob",
+                 strerror(errno));
+        return ST_EXIT_USAGE;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        st_error(path, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return ST_EXIT_FAILURE;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        st_error(path, "not a regular file; make the glob match only token files");
+        close(fd);
+        return ST_EXIT_USAGE;
+    }
+    if (st.st_size < HEADER_BYTES) {
+        st_error(path, "file is %lld bytes, shorter than the %d-byte header; "
+                 "is this a token file?", (long long)st.st_size, HEADER_BYTES);
+        close(fd);
+        return ST_EXIT_USAGE;
+    }
+    if ((uintmax_t)st.st_size > (uintmax_t)SIZE_MAX) {
+        st_error(path, "file is %lld bytes, too large to map on this system",
+                 (long long)st.st_size);
+        close(fd);
+        return ST_EXIT_USAGE;
+    }
+    size_t bytes = (size_t)st.st_size;
+    void *map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
+    /* The mapping keeps the file alive; the descriptor is no longer needed. */
+    if (close(fd) != 0 && map != MAP_FAILED) {
+        st_error(path, "cannot close: %s", strerror(errno));
+        munmap(map, bytes);
+        return ST_EXIT_FAILURE;
+    }
+    if (map == MAP_FAILED) {
+        st_error(path, "cannot map: %s", strerror(map_errno));
+        return ST_EXIT_FAILURE;
+    }
+    f->map = map;
+    f->map_bytes = bytes;
+
+    int32_t magic = (int32_t)load_le32(f->map);
+    int32_t version = (int32_t)load_le32(f->map + 4);
+    int32_t count = (int32_t)load_le32(f->map + 8);
+    int rc = ST_EXIT_USAGE;
+    if (magic == MAGIC_U16) {
+        if (version != VERSION_U16) {
+            st_error(path, "version %d with magic %d (expected version %d); "
+                     "the file was written by an unsupported tool",
+                     (int)version, (int)magic, VERSION_U16);
+            goto fail;
+        }
+        f->token_bytes = 2;
+    } else if (magic == MAGIC_U32) {
+        if (version != VERSION_U32) {
+            st_error(path, "version %d with magic %d (expected version %d); "
+                     "the file was written by an unsupported tool",
+                     (int)version, (int)magic, VERSION_U32);
+            goto fail;
+        }
+        f->token_bytes = 4;
+    } else {
+        st_error(path, "bad magic %d (expected %d or %d); "
+                 "is this an llm.c token file?",
+                 (int)magic, MAGIC_U16, MAGIC_U32);
+        goto fail;
+    }
+    if (count < 0) {
+        st_error(path, "header token count is %d, negative; the header is corrupt",
+                 (int)count);
+        goto fail;
+    }
+    /* count < 2^31 and token_bytes <= 4, so this cannot overflow int64. */
+    int64_t expect = (int64_t)HEADER_BYTES + (int64_t)count * f->token_bytes;
+    if ((int64_t)st.st_size != expect) {
+        int64_t diff = (int64_t)st.st_size - expect;
+        st_error(path, "file is %lld bytes but its header promises %d tokens "
+                 "of %d bytes, %lld bytes in all; the file is %s by %lld bytes",
+                 (long long)st.st_size, (int)count, f->token_bytes,
+                 (long long)expect, diff < 0 ? "truncated" : "too long",
+                 (long long)(diff < 0 ? -diff : diff));
+        goto fail;
+    }
+    f->n_tokens = count;
+    /* Windows are delivered as int32, so ids must also fit in one. */
+    int64_t limit = vocab_size < INT32_MAX ? vocab_size : (int64_t)INT32_MAX + 1;
+    if (f->token_bytes == 4 || limit < 65536) {
+        for (int64_t i = 0; i < f->n_tokens; i++) {
+            uint32_t t = token_at(f, i);
+            if ((int64_t)t >= limit) {
+                st_error(path, "token %lld is %lu, not below vocab_size %lld; "
+                         "model.vocab_size may be too small for this data",
+                         (long long)i, (unsigned long)t, (long long)vocab_size);
+                goto fail;
+            }
+        }
+    }
+    return 0;
+fail:
+    munmap((void *)f->map, f->map_bytes);
+    f->map = NULL;
+    f->map_bytes = 0;
+    return rc;
+}
+
+int st_dataset_open(st_dataset *ds, const char *glob_pattern, int64_t seq_len,
+                    int64_t vocab_size, const char *cfg_file, int cfg_line)
+{
+    memset(ds, 0, sizeof *ds);
+    /* A file holds fewer than 2^31 tokens, so a longer window could never
+     * fit; the bound also keeps seq_len + 1 from overflowing. */
+    if (seq_len < 1 || seq_len >= INT32_MAX || vocab_size < 1) {
+        st_error_at(cfg_file, cfg_line, "seq_len %lld must be in [1, %d) and "
+                    "vocab_size %lld at least 1", (long long)seq_len, INT32_MAX,
+                    (long long)vocab_size);
+        return ST_EXIT_USAGE;
+    }
+    /* Zeroed so globfree is safe whatever glob returns. */
+    glob_t g = {0};
+    glob_err_path[0] = '\0';
+    glob_err_errno = 0;
+    int grc = glob(glob_pattern, GLOB_ERR, glob_errfunc, &g);
+    if (grc == GLOB_ABORTED && glob_err_errno != ENOENT &&
+        glob_err_errno != ENOTDIR) {
+        st_error(glob_err_path[0] ? glob_err_path : glob_pattern,
+                 "cannot read directory: %s; check its permissions",
+                 strerror(glob_err_errno));
+        globfree(&g);
+        return ST_EXIT_USAGE;
+    }
+    if (grc == GLOB_NOSPACE) {
+        st_error(glob_pattern, "out of memory expanding the glob");
+        globfree(&g);
+        return ST_EXIT_FAILURE;
+    }
+    if (grc != 0 || g.gl_pathc == 0) {
+        st_error_at(cfg_file, cfg_line, "no file matches '%s'; check the path "
+                    "(relative paths are relative to the working directory)",
+                    glob_pattern);
+        globfree(&g);
+        return ST_EXIT_USAGE;
+    }
+    if (g.gl_pathc > (size_t)INT32_MAX) {
+        st_error_at(cfg_file, cfg_line, "too many files match '%s'", glob_pattern);
+        globfree(&g);
+        return ST_EXIT_USAGE;
+    }
+    /* glob sorts with strcoll; the window numbering must not depend on the
+     * locale, so sort bytewise. */
+    qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, cmp_str);
+
+    int n = (int)g.gl_pathc;
+    int rc = ST_EXIT_FAILURE;
+    ds->files = calloc((size_t)n, sizeof *ds->files);
+    ds->window_start = calloc((size_t)n + 1, sizeof *ds->window_start);
+    if (!ds->files || !ds->window_start) {
+        st_error(glob_pattern, "out of memory");
+        goto fail;
+    }
+    ds->seq_len = seq_len;
+    for (int i = 0; i < n; i++) {
+        ds->files[i].path = strdup(g.gl_pathv[i]);
+        if (!ds->files[i].path) {
+            st_error(glob_pattern, "out of memory");
+            goto fail;
+        }
+        ds->n_files = i + 1;
+        rc = open_token_file(&ds->files[i], vocab_size);
+        if (rc != 0)
+            goto fail;
+        int64_t nt = ds->files[i].n_tokens;
+        ds->n_tokens += nt;
+        ds->window_start[i + 1] = ds->window_start[i] + (nt > seq_len ? nt - seq_len : 0);
+    }
+    ds->n_windows = ds->window_start[n];
+    rc = ST_EXIT_USAGE;
+    if (ds->n_tokens < seq_len + 1) {
+        st_error(n == 1 ? ds->files[0].path : glob_pattern,
+                 "only %lld tokens in %d file%s, but a window needs seq_len + 1 = "
+                 "%lld; use more data or a smaller model.seq_len",
+                 (long long)ds->n_tokens, n, n == 1 ? "" : "s",
+                 (long long)seq_len + 1);
+        goto fail;
+    }
+    if (ds->n_windows == 0) {
+        st_error(glob_pattern, "no file holds seq_len + 1 = %lld tokens, and "
+                 "windows never span two files; use larger shards or a smaller "
+                 "model.seq_len", (long long)seq_len + 1);
+        goto fail;
+    }
+    globfree(&g);
+    return 0;
+fail:
+    globfree(&g);
+    st_dataset_close(ds);
+    return rc;
+}
+
+void st_dataset_close(st_dataset *ds)
+{
+    for (int i = 0; i < ds->n_files; i++) {
+        if (ds->files[i].map)
+            munmap((void *)ds->files[i].map, ds->files[i].map_bytes);
+        free(ds->files[i].path);
+    }
+    free(ds->files);
+    free(ds->window_start);
+    memset(ds, 0, sizeof *ds);
+}
+
+static void copy_window(const st_token_file *f, int64_t start, int64_t seq_len,
+                        int32_t *out)
+{
+    for (int64_t k = 0; k <= seq_len; k++)
+        out[k] = (int32_t)token_at(f, start + k);
+}
+
+void st_dataset_train_window(const st_dataset *ds, uint64_t seed, int64_t step,
+                             int64_t j, int32_t *out)
+{
+    /* Hashing the seed with the domain tag keeps data draws apart from every
+     * other stream drawn from the same seed. */
+    uint64_t key = st_hash3(seed, ST_RNG_DATA, 0);
+    int64_t w = (int64_t)st_below3((uint64_t)ds->n_windows, key, (uint64_t)step,
+                                   (uint64_t)j);
+    /* First file whose prefix sum exceeds w, minus one: skips files that
+     * offer no window (equal prefix sums). */
+    int lo = 0, hi = ds->n_files;      /* window_start[hi] > w always */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        if (ds->window_start[mid] <= w)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    copy_window(&ds->files[lo], w - ds->window_start[lo], ds->seq_len, out);
+}
+
+static int64_t eval_windows_in(const st_token_file *f, int64_t seq_len)
+{
+    return f->n_tokens > seq_len ? (f->n_tokens - 1) / seq_len : 0;
+}
+
+void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out)
+{
+    int64_t total = 0;
+    for (int f = 0; f < ds->n_files; f++)
+        total += eval_windows_in(&ds->files[f], ds->seq_len);
+    int64_t r = i % total;
+    if (r < 0)
+        r += total;
+    for (int f = 0; f < ds->n_files; f++) {
+        int64_t nf = eval_windows_in(&ds->files[f], ds->seq_len);
+        if (r < nf) {
+            copy_window(&ds->files[f], r * ds->seq_len, ds->seq_len, out);
+            return;
+        }
+        r -= nf;
+    }
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Make the rename itself durable; failure here is reported, since a crash
+ * could otherwise lose a file the user was told exists. */
+static int fsync_parent(const char *path)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return -1;
+    char *slash = strrchr(dir, '/');
+    const char *d = ".";
+    if (slash == dir)
+        d = "/";
+    else if (slash) {
+        *slash = '\0';
+        d = dir;
+    }
+    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = -1;
+    if (fd >= 0) {
+        rc = fsync(fd);
+        /* Some file systems refuse fsync on directories; nothing to do. */
+        if (rc != 0 && (errno == EINVAL || errno == EBADF))
+            rc = 0;
+        if (close(fd) != 0)
+            rc = -1;
+    }
+    free(dir);
+    return rc;
+}
+
+int st_write_token_file(const char *path, const uint32_t *tokens, int64_t n,
+                        int version)
+{
+    int token_bytes;
+    if (version == VERSION_U16)
+        token_bytes = 2;
+    else if (version == VERSION_U32)
+        token_bytes = 4;
+    else {
+        st_error(path, "cannot write token file version %d; use 1 (uint16) or 7 (uint32)",
+                 version);
+        return ST_EXIT_USAGE;
+    }
+    if (n < 0 || n > INT32_MAX) {
+        st_error(path, "%lld tokens do not fit the header's int32 count; "
+                 "split them into smaller shards", (long long)n);
+        return ST_EXIT_USAGE;
+    }
+    if (version == VERSION_U16) {
+        for (int64_t i = 0; i < n; i++) {
+            if (tokens[i] > 65535) {
+                st_error(path, "token %lld is %lu, too large for a version 1 "
+                         "(uint16) file; write version 7", (long long)i,
+                         (unsigned long)tokens[i]);
+                return ST_EXIT_USAGE;
+            }
+        }
+    }
+
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp) {
+        st_error(path, "out of memory");
+        return ST_EXIT_FAILURE;
+    }
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+
+    /* Write beside the target and rename, so a reader never sees half a
+     * file and a crash leaves the old file (or none). */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        st_error(tmp, "cannot create: %s; check the directory exists and is writable",
+                 strerror(errno));
+        free(tmp);
+        return ST_EXIT_FAILURE;
+    }
+    unsigned char header[HEADER_BYTES];
+    memset(header, 0, sizeof header);
+    store_le32(header, version == VERSION_U16 ? MAGIC_U16 : MAGIC_U32);
+    store_le32(header + 4, (uint32_t)version);
+    store_le32(header + 8, (uint32_t)n);
+    int ok = write_all(fd, header, sizeof header) == 0;
+
+    enum { CHUNK = 65536 };
+    unsigned char *buf = ok ? malloc((size_t)CHUNK * 4) : NULL;
+    if (ok && !buf) {
+        close(fd);
+        unlink(tmp);
+        st_error(path, "out of memory");
+        free(tmp);
+        return ST_EXIT_FAILURE;
+    }
+    for (int64_t i = 0; ok && i < n; i += CHUNK) {
+        int64_t m = n - i < CHUNK ? n - i : CHUNK;
+        for (int64_t k = 0; k < m; k++) {
+            uint32_t t = tokens[i + k];
+            unsigned char *p = buf + (size_t)k * (size_t)token_bytes;
+            if (token_bytes == 2) {
+                p[0] = (unsigned char)t;
+                p[1] = (unsigned char)(t >> 8);
+            } else {
+                store_le32(p, t);
+            }
+        }
+        ok = write_all(fd, buf, (size_t)m * (size_t)token_bytes) == 0;
+    }
+    free(buf);
+    if (ok)
+        ok = fsync(fd) == 0;
+    int saved = errno;
+    if (close(fd) != 0 && ok) {
+        ok = 0;
+        saved = errno;
+    }
+    if (!ok) {
+        st_error(tmp, "cannot write: %s; check free disk space", strerror(saved));
+        unlink(tmp);
+        free(tmp);
+        return ST_EXIT_FAILURE;
+    }
+    if (rename(tmp, path) != 0) {
+        st_error(path, "cannot rename %s into place: %s", tmp, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return ST_EXIT_FAILURE;
+    }
+    free(tmp);
+    if (fsync_parent(path) != 0) {
+        st_error(path, "cannot sync its directory: %s", strerror(errno));
+        return ST_EXIT_FAILURE;
+    }
+    return 0;
+}

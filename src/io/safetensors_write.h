@@ -1,0 +1,15 @@
+/* safetensors files: the weights format of Hugging Face.  shardtrain
+ * writes its trained model and its exports in it (fp32, Hugging Face tensor
+ * names); model.init and `shardtrain sample` read it through hf_import.h,
+ * which treats the file as hostile. */
+#ifndef ST_SAFETENSORS_H
+#define ST_SAFETENSORS_H
+
+#include "model/model.h"
+
+/* Write every tensor of the model from the per-unit flat buffers, atomically
+ * (temporary file, fsync, rename).  Returns an exit status. */
+int st_safetensors_save_model(const char *path, const st_model *m,
+                              float *const *unit_params);
+
+#endif

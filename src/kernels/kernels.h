@@ -1,0 +1,116 @@
+/* The kernels backend: where the engine's parameters, gradients, moments
+ * and activations live, and what computes on them, behind one table with a
+ * backend per kind of memory:
+ *   cpu  - host memory; the model.h ops, cpu_ops.h's helpers and st_adamw
+ *          (kernels_cpu.c), the numerical reference;
+ *   cuda - device memory; cuda/model_cuda.h's units and cuda/ops.h
+ *          (kernels_cuda.c), never yet run on a GPU.
+ * The engine (fsdp.c) touches that memory only through this table, so a
+ * backend whose memory the host cannot address drops in without the engine
+ * knowing which one runs.  Host code elsewhere (checkpoints, final weights,
+ * sampling) goes through fsdp.h's copies, which stage through to_host and
+ * from_host.
+ *
+ * The comm backend moves the same pointers the kernels compute on, so the
+ * two pair by memory: mpi with cpu, nccl with cuda.  That is also why the
+ * loss and the gradient's sum of squares accumulate in a backend-resident
+ * double: they can be all-reduced where they are and cross to the host once
+ * (per micro-step, per step), instead of every op returning a value a GPU
+ * would have to synchronise for.
+ *
+ * A device backend may queue work and return early, in call order; to_host
+ * is the one call that waits for the work before it, so a host value read
+ * through it is always complete.
+ *
+ * Activation memory is opaque to the engine: it asks the backend how many
+ * bytes one block's saved activations and the shared scratch need, and
+ * hands the blocks back unopened, so a backend may lay them out (or save
+ * less) as its kernels prefer.  Sizes stay what estimate.c assumes.
+ *
+ * params_bf16: in bf16 compute mode the gathered unit travels as bf16
+ * words.  The CPU ops read fp32, so the engine unpacks (the bf16 values
+ * stored as rounded floats); a backend with native bf16 kernels sets
+ * params_bf16 and the engine keeps the words as they arrived, which halves
+ * the gathered units' memory and skips a pass over them.  The ops are then
+ * told the dtype (pdt) of the parameters they read; gradients, activations
+ * and master parameters stay fp32 either way. */
+#ifndef ST_KERNELS_H
+#define ST_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "comm/comm.h"
+#include "config/config.h"
+#include "model/model.h"
+
+typedef struct st_kernels st_kernels;
+
+struct st_kernels {
+    const char *name;        /* "cpu"; "cpu-bf16params" (tests) */
+    int on_device;           /* memory is not host-addressable: host code must copy */
+    int params_bf16;         /* bf16 mode: ops read gathered params as bf16 words */
+
+    /* Memory, counted by alloc.c's categories so that peak_bytes and
+     * `shardtrain estimate` see the same numbers on every backend.  alloc
+     * returns zeroed memory (as st_alloc); free(NULL) does nothing. */
+    void *(*alloc)(size_t bytes, st_mem_cat cat);
+    void (*free)(void *p);
+    void (*zero)(void *p, size_t bytes);
+    void (*to_host)(void *dst, const void *src, size_t bytes);
+    void (*from_host)(void *dst, const void *src, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);
+
+    size_t (*block_acts_bytes)(const st_model *m, int64_t B);
+    size_t (*scratch_bytes)(const st_model *m, int64_t B);
+
+    /* The model ops, with model.h's meanings.  Every pointer is backend
+     * memory (tokens and targets included); p is the gathered unit, of
+     * dtype pdt (ST_DT_F32, or ST_DT_BF16 only when params_bf16). */
+    void (*embed_forward)(const st_model *m, const void *p, st_dtype pdt,
+                          const int32_t *tokens, int64_t B, float *out);
+    void (*embed_backward)(const st_model *m, float *g, const int32_t *tokens, int64_t B,
+                           const float *dout);
+    void (*block_forward)(const st_model *m, const void *p, st_dtype pdt, int64_t B,
+                          const float *in, float *out, void *acts);
+    void (*block_backward)(const st_model *m, const void *p, st_dtype pdt, float *g,
+                           int64_t B, const float *in, const void *acts, const float *dout,
+                           float *din, void *scratch);
+    /* Adds the summed loss into *loss_sum (backend memory). */
+    void (*head_forward_backward)(const st_model *m, const void *head_p, const void *embed_p,
+                                  st_dtype pdt, float *head_g, float *embed_g, int64_t B,
+                                  const float *in, const int32_t *targets, float grad_scale,
+                                  float *din, float *logits_out, void *scratch,
+                                  double *loss_sum);
+
+    /* Engine helpers, cpu_ops.h's and optim.h's meanings. */
+    void (*pack_bf16)(uint16_t *dst, const float *src, int64_t n);
+    void (*unpack_bf16)(float *dst, const uint16_t *src, int64_t n);
+    void (*round_bf16)(float *dst, const float *src, int64_t n);
+    void (*add_inplace)(float *y, const float *x, int64_t n);
+    /* *acc += sum of x[i]^2, in double, acc in backend memory. */
+    void (*sumsq)(const float *x, int64_t n, double *acc);
+    void (*adamw)(float *p, const float *g, float *m, float *v, int64_t n, double lr,
+                  double beta1, double beta2, double eps, double weight_decay,
+                  double grad_scale, int64_t t);
+};
+
+const st_kernels *st_kernels_cpu(void);
+
+/* The backend for this rank: cuda when st_device_bind gave it a GPU
+ * (device >= 0, from train.device = cuda, or auto with a GPU visible), else
+ * cpu.  SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid
+ * (shardtrain(1), ENVIRONMENT), swaps in a CPU backend that takes bf16
+ * parameters, to exercise the engine's params_bf16 path without a GPU; any
+ * other value is an error.  Returns an exit status; *out is set on
+ * success. */
+int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out);
+
+/* The cuda backend (kernels_cuda.c) on the current CUDA device, in bf16
+ * storage mode when bf16 (train.precision = bf16) or fp32: creates its
+ * compute stream and hands it to the nccl backend.  Returns an exit
+ * status; in a build without CUDA always an error. */
+int st_kernels_cuda_open(int bf16, const st_kernels **out);
+
+#endif

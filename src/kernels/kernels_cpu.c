@@ -1,0 +1,246 @@
+/* The CPU kernels backend (see kernels.h): host memory from the tracking
+ * allocator, and thin adapters onto the model.h ops, cpu_ops.h and
+ * st_adamw, which stay the numerical reference.  Nothing here computes
+ * differently from the direct calls the engine used to make, so results are
+ * bit-identical to them.
+ *
+ * Also the test-only "cpu-bf16params" backend: the same ops behind
+ * params_bf16 = 1, unpacking the gathered bf16 words into fp32 before each
+ * op.  bf16 words unpacked are exactly the rounded floats the engine would
+ * otherwise have made, so a run on it must match a run on "cpu" bit for
+ * bit; tests/kernels.sh checks that, which is how the engine's
+ * params_bf16 path is tested before a backend with native bf16 kernels
+ * exists.  It is reachable only through SHARDTRAIN_TEST_KERNELS. */
+#include "kernels/kernels.h"
+#include "kernels/cpu_model.h"
+#include "kernels/cpu_ops.h"
+#include "base/log.h"
+#include "kernels/cpu_adamw.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- memory ---------------------------------------------------------- */
+
+static void *cpu_alloc(size_t bytes, st_mem_cat cat) { return st_alloc(bytes, cat); }
+static void cpu_free(void *p) { st_free(p); }
+
+static void cpu_zero(void *p, size_t bytes)
+{
+    if (bytes)
+        memset(p, 0, bytes);
+}
+
+/* Host memory both sides: every direction is a plain copy. */
+static void cpu_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        memcpy(dst, src, bytes);
+}
+
+static size_t cpu_block_acts_bytes(const st_model *m, int64_t B)
+{
+    return sizeof(float) * st_block_acts_floats(m, B);
+}
+
+static size_t cpu_scratch_bytes(const st_model *m, int64_t B)
+{
+    return sizeof(float) * st_model_scratch_floats(m, B);
+}
+
+/* ---- model ops ---------------------------------------------------------- */
+
+/* The plain backend never sets params_bf16, so the engine never hands it
+ * bf16 words; one that did would read garbage, so stop instead. */
+static const float *f32(const void *p, st_dtype pdt)
+{
+    if (pdt != ST_DT_F32)
+        st_die(ST_EXIT_FAILURE, "internal: the cpu kernels were given bf16 parameters");
+    return p;
+}
+
+static void cpu_embed_forward(const st_model *m, const void *p, st_dtype pdt,
+                              const int32_t *tokens, int64_t B, float *out)
+{
+    st_embed_forward(m, f32(p, pdt), tokens, B, out);
+}
+
+static void cpu_embed_backward(const st_model *m, float *g, const int32_t *tokens, int64_t B,
+                               const float *dout)
+{
+    st_embed_backward(m, g, tokens, B, dout);
+}
+
+static void cpu_block_forward(const st_model *m, const void *p, st_dtype pdt, int64_t B,
+                              const float *in, float *out, void *acts)
+{
+    st_block_acts a;
+    st_block_acts_bind(&a, m, B, acts);
+    st_block_forward(m, f32(p, pdt), B, in, out, &a);
+}
+
+static void cpu_block_backward(const st_model *m, const void *p, st_dtype pdt, float *g,
+                               int64_t B, const float *in, const void *acts,
+                               const float *dout, float *din, void *scratch)
+{
+    st_block_acts a;
+    /* bind only computes pointers; backward reads through them. */
+    st_block_acts_bind(&a, m, B, (float *)acts);
+    st_block_backward(m, f32(p, pdt), g, B, in, &a, dout, din, scratch);
+}
+
+static void cpu_head(const st_model *m, const void *head_p, const void *embed_p,
+                     st_dtype pdt, float *head_g, float *embed_g, int64_t B,
+                     const float *in, const int32_t *targets, float grad_scale, float *din,
+                     float *logits_out, void *scratch, double *loss_sum)
+{
+    *loss_sum += st_head_forward_backward(m, f32(head_p, pdt),
+                                          embed_p ? f32(embed_p, pdt) : NULL, head_g,
+                                          embed_g, B, in, targets, grad_scale, din,
+                                          logits_out, scratch);
+}
+
+/* ---- engine helpers ------------------------------------------------------ */
+
+/* One thread, in element order: the norm must not depend on the number of
+ * threads (cpu_ops.h). */
+static void cpu_sumsq(const float *x, int64_t n, double *acc)
+{
+    double s = *acc;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)x[i] * x[i];
+    *acc = s;
+}
+
+#define CPU_COMMON                                                               \
+    .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .to_host = cpu_copy, \
+    .from_host = cpu_copy, .copy = cpu_copy,                                     \
+    .block_acts_bytes = cpu_block_acts_bytes, .scratch_bytes = cpu_scratch_bytes, \
+    .embed_backward = cpu_embed_backward, .pack_bf16 = st_pack_bf16,             \
+    .unpack_bf16 = st_unpack_bf16, .round_bf16 = st_round_bf16,                  \
+    .add_inplace = st_add_inplace, .sumsq = cpu_sumsq, .adamw = st_adamw
+
+static const st_kernels cpu_kernels = {
+    .name = "cpu",
+    .on_device = 0,
+    .params_bf16 = 0,
+    CPU_COMMON,
+    .embed_forward = cpu_embed_forward,
+    .block_forward = cpu_block_forward,
+    .block_backward = cpu_block_backward,
+    .head_forward_backward = cpu_head,
+};
+
+const st_kernels *st_kernels_cpu(void) { return &cpu_kernels; }
+
+/* ---- cpu-bf16params (tests) --------------------------------------------- */
+
+/* fp32 copy of the first numel elements of a gathered unit; in fp32 mode
+ * the engine passes fp32 and this is the pointer itself. */
+static const float *widen(const void *p, st_dtype pdt, int64_t numel)
+{
+    if (pdt == ST_DT_F32)
+        return p;
+    float *w = st_alloc(sizeof(float) * (size_t)numel, ST_MEM_COMM);
+    st_unpack_bf16(w, p, numel);
+    return w;
+}
+
+static void unwiden(const float *w, const void *p)
+{
+    if ((const void *)w != p)
+        st_free((void *)w);
+}
+
+static int64_t block_numel(const st_model *m) { return m->units[1].numel; }
+
+static void b16_embed_forward(const st_model *m, const void *p, st_dtype pdt,
+                              const int32_t *tokens, int64_t B, float *out)
+{
+    const float *w = widen(p, pdt, m->units[0].numel);
+    st_embed_forward(m, w, tokens, B, out);
+    unwiden(w, p);
+}
+
+static void b16_block_forward(const st_model *m, const void *p, st_dtype pdt, int64_t B,
+                              const float *in, float *out, void *acts)
+{
+    const float *w = widen(p, pdt, block_numel(m));
+    cpu_block_forward(m, w, ST_DT_F32, B, in, out, acts);
+    unwiden(w, p);
+}
+
+static void b16_block_backward(const st_model *m, const void *p, st_dtype pdt, float *g,
+                               int64_t B, const float *in, const void *acts,
+                               const float *dout, float *din, void *scratch)
+{
+    const float *w = widen(p, pdt, block_numel(m));
+    cpu_block_backward(m, w, ST_DT_F32, g, B, in, acts, dout, din, scratch);
+    unwiden(w, p);
+}
+
+static void b16_head(const st_model *m, const void *head_p, const void *embed_p,
+                     st_dtype pdt, float *head_g, float *embed_g, int64_t B,
+                     const float *in, const int32_t *targets, float grad_scale, float *din,
+                     float *logits_out, void *scratch, double *loss_sum)
+{
+    const float *hw = widen(head_p, pdt, m->units[m->n_units - 1].numel);
+    const float *ew = embed_p ? widen(embed_p, pdt, m->units[0].numel) : NULL;
+    cpu_head(m, hw, ew, ST_DT_F32, head_g, embed_g, B, in, targets, grad_scale, din,
+             logits_out, scratch, loss_sum);
+    unwiden(hw, head_p);
+    if (ew)
+        unwiden(ew, embed_p);
+}
+
+static const st_kernels cpu_bf16params_kernels = {
+    .name = "cpu-bf16params",
+    .on_device = 0,
+    .params_bf16 = 1,
+    CPU_COMMON,
+    .embed_forward = b16_embed_forward,
+    .block_forward = b16_block_forward,
+    .block_backward = b16_block_backward,
+    .head_forward_backward = b16_head,
+};
+
+/* ---- selection ------------------------------------------------------------ */
+
+int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out)
+{
+    static const char var[] = "SHARDTRAIN_TEST_KERNELS";
+    if (device >= 0) {
+        /* The fused attention kernels (cuda/attention.h) are written for
+         * two head widths; say so before any work rather than fail at the
+         * first block. */
+        const int64_t hd = cfg->model.d_model / cfg->model.n_head;
+        if (hd != 64 && hd != 128) {
+            const char *file = NULL;
+            int line = 0;
+            st_config_origin_of(cfg, "model", "n_head", &file, &line);
+            char detail[96];
+            snprintf(detail, sizeof detail, "d_model %lld / n_head %lld = %lld",
+                     (long long)cfg->model.d_model, (long long)cfg->model.n_head,
+                     (long long)hd);
+            st_error_at(file ? file : cfg->path, line,
+                        "the CUDA kernels take attention head widths 64 and 128, not %s; "
+                        "hint: change model.n_head or model.d_model, or set "
+                        "train.device = cpu", detail);
+            return ST_EXIT_USAGE;
+        }
+        return st_kernels_cuda_open(cfg->train.precision == ST_PREC_BF16, out);
+    }
+    const char *s = getenv(var);
+    if (!s || !*s || !strcmp(s, "cpu")) {
+        *out = &cpu_kernels;
+        return 0;
+    }
+    if (!strcmp(s, "cpu-bf16params")) {
+        *out = &cpu_bf16params_kernels;
+        return 0;
+    }
+    st_error(var, "'%s' is not a kernels backend this build can test; hint: "
+             "cpu or cpu-bf16params", s);
+    return ST_EXIT_USAGE;
+}

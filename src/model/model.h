@@ -1,0 +1,78 @@
+/* The model: parameter layout (named tensors grouped into units),
+ * initialisation and FLOP count.  The math of each unit lives with the
+ * backends (kernels/cpu_model.h, cuda/model_cuda.h).
+ *
+ * Units are what the FSDP engine gathers and shards: unit 0 holds the
+ * embeddings, units 1..n_layer one transformer block each, the last unit
+ * the final norm and the output head.  A unit's tensors live back to back
+ * in one flat fp32 buffer, in the order of the tensor table, so a unit can
+ * be gathered or reduced with a single collective.  With tied embeddings
+ * the head has no weight of its own and reads the embedding unit's wte.
+ *
+ * Tensor names and shapes are Hugging Face transformers' (GPT2LMHeadModel,
+ * whose Conv1D weights are stored [in, out], and LlamaForCausalLM, whose
+ * Linear weights are stored [out, in]) so that import and export map one to
+ * one. */
+#ifndef ST_MODEL_H
+#define ST_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+
+enum st_unit_kind { ST_UNIT_EMBED, ST_UNIT_BLOCK, ST_UNIT_HEAD };
+enum st_init_kind { ST_INIT_NORMAL, ST_INIT_NORMAL_RESID, ST_INIT_ZERO, ST_INIT_ONE };
+
+typedef struct {
+    char name[80];
+    int ndim;
+    int64_t shape[2];
+    int64_t numel;
+    int unit;
+    int64_t offset;          /* element offset inside the unit's flat buffer */
+    int decay;               /* weight decay applies (matrices only) */
+    int init;                /* enum st_init_kind */
+} st_tensor;
+
+typedef struct {
+    int kind;                /* enum st_unit_kind */
+    int layer;               /* block index, -1 otherwise */
+    int first_tensor, n_tensors;
+    int64_t numel;           /* unpadded element count */
+} st_unit;
+
+typedef struct {
+    int arch;                /* enum st_arch */
+    int64_t L, C, H, KV, hd, F, V, T;
+    int tied;
+    float eps;
+    double init_std;
+    int n_units;
+    st_unit *units;
+    int n_tensors;
+    st_tensor *tensors;
+    int64_t n_params;        /* distinct parameters (tied weights once) */
+    float *rope_cos, *rope_sin; /* [T, hd/2], llama only */
+} st_model;
+
+/* Build the layout from a validated config.  Returns 0, or ST_EXIT_USAGE
+ * with a message for shapes the kernels cannot run. */
+int st_model_init(st_model *m, const st_model_config *cfg);
+void st_model_free(st_model *m);
+const st_tensor *st_model_find(const st_model *m, const char *name);
+int st_model_head_unit(const st_model *m);
+
+/* Initial values of elements [lo, hi) of unit u's flat buffer into out.
+ * Each element's value depends only on (seed, tensor name, index), so any
+ * rank can initialise any slice on its own. */
+void st_model_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
+                         float *out, uint64_t seed);
+
+/* Training FLOPs per token: 6 x (matrix-multiply parameters, the output
+ * head counted once even when tied) + 12 x n_layer x d_model x seq_len for
+ * attention scores and values (forward + backward, causal mask ignored, as
+ * PaLM's MFU convention). */
+double st_model_flops_per_token(const st_model *m);
+
+#endif

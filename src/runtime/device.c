@@ -1,0 +1,135 @@
+/* GPU binding (see device.h).  The only file that asks the CUDA runtime
+ * which devices exist; everything else reads rt->device. */
+#include "st_build.h"
+
+#include "runtime/device.h"
+#include "config/config.h"
+#include "base/log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+#ifdef HAVE_CUDA
+/* Number of entries in CUDA_VISIBLE_DEVICES ("0,1", "GPU-uuid"), -1 when
+ * unset.  One entry means the launcher already bound this task to a GPU
+ * (srun --gpus-per-task, a per-rank wrapper): it is device 0 for us
+ * whatever our local rank. */
+static int visible_listed(void)
+{
+    const char *s = getenv("CUDA_VISIBLE_DEVICES");
+    if (!s)
+        return -1;
+    if (!*s)
+        return 0;
+    int n = 1;
+    for (; *s; s++)
+        n += *s == ',';
+    return n;
+}
+#endif
+
+int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared)
+{
+    const int requested = cfg->train.device;
+    /* Errors point at the train.device line (or the config file). */
+    char where[4200];
+    const char *file = NULL;
+    int line = 0;
+    st_config_origin_of(cfg, "train", "device", &file, &line);
+    if (!file)
+        file = cfg->path;
+    if (line > 0)
+        snprintf(where, sizeof where, "%s:%d", file ? file : "?", line);
+    else
+        snprintf(where, sizeof where, "%s", file ? file : "?");
+    rt->device = -1;
+    if (requested == ST_DEVICE_CPU)
+        return 0;
+#ifdef HAVE_CUDA
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count <= 0) {
+        if (requested == ST_DEVICE_AUTO)
+            return 0;
+        st_error(where, "train.device = cuda but no CUDA device is visible (%s); "
+                 "hint: run on a GPU node or set train.device = cpu",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return ST_EXIT_USAGE;
+    }
+    int dev = 0;
+    /* With one listed device the launcher has bound us; several tasks given
+     * the same single device cannot be told apart from here. */
+    if (visible_listed() != 1) {
+        if (rt->local_size > count && !allow_shared) {
+            st_error(where, "%d ranks on host %s but %d CUDA device%s; hint: run one "
+                     "rank per GPU, set parallel.backend = mpi to share it, or set "
+                     "train.device = cpu", rt->local_size, rt->host,
+                     count, count == 1 ? "" : "s");
+            return ST_EXIT_USAGE;
+        }
+        dev = rt->local_rank % count;
+    }
+    e = cudaSetDevice(dev);
+    if (e != cudaSuccess) {
+        if (requested == ST_DEVICE_AUTO)
+            return 0;
+        st_error(where, "cudaSetDevice(%d) failed: %s; hint: check the GPU with "
+                 "nvidia-smi or set train.device = cpu", dev, cudaGetErrorString(e));
+        return ST_EXIT_USAGE;
+    }
+    rt->device = dev;
+    return 0;
+#else
+    (void)allow_shared;
+    if (requested == ST_DEVICE_AUTO)
+        return 0;
+    st_error(where, "train.device = cuda but this build has no CUDA backend; "
+             "hint: set train.device = cpu or rebuild with the CUDA toolkit");
+    return ST_EXIT_USAGE;
+#endif
+}
+
+/* Staging copies for host-staged collectives.  Both wait for the whole
+ * device around the copy: the buffers are written and read by work on
+ * other streams (the kernels backend's), and a pageable host-to-device
+ * copy may return before its DMA has landed. */
+static int stage_copy(void *dst, const void *src, size_t bytes, int to_host)
+{
+    if (!bytes)
+        return 0;
+#ifdef HAVE_CUDA
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess)
+        /* Default: by address (unified addressing), so a host buffer
+         * handed to a staged communicator (bench-comm's) also works. */
+        e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        st_error(NULL, "staging %zu bytes %s the GPU for an MPI collective failed: %s; "
+                 "hint: check the GPU with nvidia-smi", bytes, to_host ? "from" : "to",
+                 cudaGetErrorString(e));
+        return ST_EXIT_FAILURE;
+    }
+    return 0;
+#else
+    (void)dst, (void)src, (void)to_host;
+    st_error(NULL, "internal: device staging in a build without CUDA");
+    return ST_EXIT_FAILURE;
+#endif
+}
+
+int st_device_copy_to_host(void *dst, const void *src, size_t bytes)
+{
+    return stage_copy(dst, src, bytes, 1);
+}
+
+int st_device_copy_from_host(void *dst, const void *src, size_t bytes)
+{
+    return stage_copy(dst, (void *)src, bytes, 0);
+}
