@@ -205,7 +205,8 @@ static void *block_acts_mem(const st_fsdp *f, int64_t layer)
 }
 
 typedef struct {
-    float grad_scale;        /* 0: forward only */
+    int train;               /* the walk has the backward: the head computes gradients */
+    float grad_scale;
     float *logits_out;       /* backend memory, or NULL */
 } step_args;
 
@@ -213,9 +214,10 @@ static void run_head(st_fsdp *f, const step_args *a)
 {
     const st_model *m = f->model;
     const int H = head_unit(f);
-    const int train = a->grad_scale != 0.0f;
-    float *hg = train ? grad_target(f, H) : NULL;
-    float *eg = train && m->tied ? grad_target(f, 0) : NULL;
+    /* The schedule reduces the head's gradient after every training head
+     * step, so a training walk always has one to reduce. */
+    float *hg = a->train ? grad_target(f, H) : NULL;
+    float *eg = a->train && m->tied ? grad_target(f, 0) : NULL;
     f->k->head_forward_backward(m, f->units[H].full, m->tied ? f->units[0].full : NULL,
                                 f->pdt, hg, eg, f->B, res_at(f, m->L), f->targets,
                                 a->grad_scale, f->dres_a, a->logits_out, f->scratch,
@@ -310,11 +312,11 @@ static int execute(void *ctx, st_sched_op op, int arg)
 
 /* One micro-step: the step list (counted memory, as estimate.c expects)
  * walked with each event executed. */
-static int run_micro_step(st_fsdp *f, int train, int sync, const step_args *a)
+static int run_micro_step(st_fsdp *f, int sync, const step_args *a)
 {
     st_sched_step *steps =
         st_alloc(sizeof(st_sched_step) * (size_t)st_sched_max_steps(f->model->L), ST_MEM_OTHER);
-    int n = st_sched_build_steps(&f->sched, train, steps);
+    int n = st_sched_build_steps(&f->sched, a->train, steps);
     executor x = {.f = f, .steps = steps, .a = a};
     for (int i = 0; i < ST_SCHED_MAX_REDUCING; i++)
         x.held[i].unit = -1;
@@ -342,9 +344,9 @@ static void end_micro(st_fsdp *f, double *loss)
 int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
                              float grad_scale, int last_micro, double *loss)
 {
-    step_args a = {grad_scale, NULL};
+    step_args a = {1, grad_scale, NULL};
     begin_micro(f, inputs, targets);
-    int rc = run_micro_step(f, 1, !f->cfg->parallel.no_sync || last_micro, &a);
+    int rc = run_micro_step(f, !f->cfg->parallel.no_sync || last_micro, &a);
     end_micro(f, loss);
     return rc;
 }
@@ -354,9 +356,9 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
 {
     const st_model *m = f->model;
     size_t logit_bytes = sizeof(float) * (size_t)(f->B * m->T * m->V);
-    step_args a = {0.0f, logits_out ? f->k->alloc(logit_bytes, ST_MEM_OTHER) : NULL};
+    step_args a = {0, 0.0f, logits_out ? f->k->alloc(logit_bytes, ST_MEM_OTHER) : NULL};
     begin_micro(f, inputs, targets);
-    int rc = run_micro_step(f, 0, 0, &a);
+    int rc = run_micro_step(f, 0, &a);
     /* Evaluation keeps nothing gathered afterwards. */
     for (int u = 0; u < f->n_units; u++)
         rc = rc ? rc : release(f, u);
