@@ -35,9 +35,7 @@
 
 #include <vector>
 
-extern "C" {
-#include "kernels/cpu_ops.h"
-}
+#include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
 #include "model_cuda.h"
 #include "tap.h"
 #include "gpu_check.h"
