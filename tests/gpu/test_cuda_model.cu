@@ -35,7 +35,8 @@
 
 #include <vector>
 
-#include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
+#include "kernels/cpu_model.h" /* C, with their own extern "C" guards */
+#include "kernels/cpu_ops.h"
 #include "model_cuda.h"
 #include "tap.h"
 #include "gpu_check.h"
