@@ -3,6 +3,7 @@
  * closed-form value. */
 #include "base/alloc.h"
 #include "config/config.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h"
 #include "engine/lr_schedule.h"
 #include "kernels/cpu_adamw.h"

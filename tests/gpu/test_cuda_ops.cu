@@ -33,6 +33,7 @@
 
 #include <vector>
 
+#include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
 #include "cpu_ref.h"
 #include "ops.h"
