@@ -320,7 +320,9 @@ static int run_micro_step(st_fsdp *f, int sync, const step_args *a)
     executor x = {.f = f, .steps = steps, .a = a};
     for (int i = 0; i < ST_SCHED_MAX_REDUCING; i++)
         x.held[i].unit = -1;
-    int rc = st_sched_walk(&f->sched, steps, n, sync, execute, &x);
+    /* The trace is the engine's own record of what it acted on, not the
+     * walk's. */
+    int rc = st_sched_walk(&f->sched, steps, n, sync, execute, &x, NULL);
     st_free(steps);
     return rc;
 }

@@ -91,9 +91,17 @@ typedef struct {
     int n;
     st_sched_fn fn;
     void *ctx;
+    st_sched_trace *trace;
     unsigned char *state;    /* per unit */
     int64_t in_flight;
 } walk;
+
+static int emit(walk *w, st_sched_op op, int arg)
+{
+    if (w->trace)
+        st_sched_trace_add(w->trace, op, arg);
+    return w->fn(w->ctx, op, arg);
+}
 
 static int gather_start(walk *w, int u)
 {
@@ -105,7 +113,7 @@ static int gather_start(walk *w, int u)
         w->state[u] = GATHERING;
         w->in_flight++;
     }
-    return w->fn(w->ctx, ST_SCHED_GATHER_START, u);
+    return emit(w, ST_SCHED_GATHER_START, u);
 }
 
 static int gather_wait(walk *w, int u)
@@ -114,7 +122,7 @@ static int gather_wait(walk *w, int u)
         return 0;
     w->state[u] = GATHERED;
     w->in_flight--;
-    return w->fn(w->ctx, ST_SCHED_GATHER_WAIT, u);
+    return emit(w, ST_SCHED_GATHER_WAIT, u);
 }
 
 /* Gather ahead for the steps after k, up to `prefetch` gathers in flight. */
@@ -151,7 +159,7 @@ static int release_after(walk *w, int k)
         int next = next_use(w, k, us[i]);
         if (next < 0 || (w->s->reshard_after_forward && next != k + 1)) {
             w->state[us[i]] = SHARDED;
-            int rc = w->fn(w->ctx, ST_SCHED_RELEASE, us[i]);
+            int rc = emit(w, ST_SCHED_RELEASE, us[i]);
             if (rc)
                 return rc;
         }
@@ -171,29 +179,29 @@ static int gather_own(walk *w, int k)
 }
 
 int st_sched_walk(const st_sched *s, const st_sched_step *steps, int n, int sync,
-                  st_sched_fn fn, void *ctx)
+                  st_sched_fn fn, void *ctx, st_sched_trace *trace)
 {
     unsigned char state[s->n_layers + 2];
     memset(state, SHARDED, sizeof state);
-    walk w = {s, steps, n, fn, ctx, state, 0};
+    walk w = {s, steps, n, fn, ctx, trace, state, 0};
     int pending = -1;        /* the unit whose reduction is held */
-    int rc = fn(ctx, ST_SCHED_BEGIN, sync);
+    int rc = emit(&w, ST_SCHED_BEGIN, sync);
     for (int k = 0; k < n && !rc; k++) {
         rc = gather_own(&w, k);
         rc = rc ? rc : prefetch_after(&w, k);
-        rc = rc ? rc : fn(ctx, ST_SCHED_COMPUTE, k);
+        rc = rc ? rc : emit(&w, ST_SCHED_COMPUTE, k);
         int u = grad_complete(s, &steps[k]);
         if (!rc && u >= 0 && sync && s->reduces) {
             /* Started, even when starting failed, so it is finished too. */
-            rc = fn(ctx, ST_SCHED_REDUCE_START, u);
-            int rc2 = pending >= 0 ? fn(ctx, ST_SCHED_REDUCE_FINISH, pending) : 0;
+            rc = emit(&w, ST_SCHED_REDUCE_START, u);
+            int rc2 = pending >= 0 ? emit(&w, ST_SCHED_REDUCE_FINISH, pending) : 0;
             pending = u;
             rc = rc ? rc : rc2;
         }
         rc = rc ? rc : release_after(&w, k);
     }
     if (pending >= 0) {
-        int rc2 = fn(ctx, ST_SCHED_REDUCE_FINISH, pending);
+        int rc2 = emit(&w, ST_SCHED_REDUCE_FINISH, pending);
         rc = rc ? rc : rc2;
     }
     return rc;

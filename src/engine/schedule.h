@@ -98,12 +98,15 @@ int st_sched_grad_units(const st_sched *s, const st_sched_step *st, int out[2]);
  * reduction held is still finished) and is returned by st_sched_walk. */
 typedef int (*st_sched_fn)(void *ctx, st_sched_op op, int arg);
 
+typedef struct st_sched_trace st_sched_trace;
+
 /* Walks one micro-step over steps[0..n) from every unit sharded, calling
  * fn for each event in order; sync: this micro-step reduces gradients
- * (no_sync leaves all but the last of an accumulation unreduced).  Returns
- * fn's first non-zero return, or 0. */
+ * (no_sync leaves all but the last of an accumulation unreduced).  When
+ * trace is not NULL (tests) each event is appended to it before fn sees
+ * it.  Returns fn's first non-zero return, or 0. */
 int st_sched_walk(const st_sched *s, const st_sched_step *steps, int n, int sync,
-                  st_sched_fn fn, void *ctx);
+                  st_sched_fn fn, void *ctx, st_sched_trace *trace);
 
 /* A recorded sequence of events, for tests that compare what the engine
  * executed with what the estimator walked.  Host memory outside the
@@ -113,10 +116,10 @@ typedef struct {
     int arg;
 } st_sched_event;
 
-typedef struct {
+struct st_sched_trace {
     st_sched_event *ev;
     int n, cap;
-} st_sched_trace;
+};
 
 void st_sched_trace_add(st_sched_trace *t, st_sched_op op, int arg);
 void st_sched_trace_free(st_sched_trace *t);

@@ -110,8 +110,6 @@ static void reduce_finish(sim *s, int u)
 static int on_event(void *ctx, st_sched_op op, int arg)
 {
     sim *s = ctx;
-    if (s->trace)
-        st_sched_trace_add(s->trace, op, arg);
     switch (op) {
     case ST_SCHED_GATHER_START: gather_start(s, arg); break;
     case ST_SCHED_GATHER_WAIT: gather_wait(s, arg); break;
@@ -129,7 +127,7 @@ static void micro_step(sim *s, int sync)
     st_sched_step steps[st_sched_max_steps(s->m->L)];
     int n = st_sched_build_steps(&s->sched, 1, steps);
     s->steps = steps;
-    st_sched_walk(&s->sched, steps, n, sync, on_event, s);
+    st_sched_walk(&s->sched, steps, n, sync, on_event, s, s->trace);
     s->steps = NULL;
 }
 

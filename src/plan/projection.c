@@ -188,8 +188,6 @@ static void reduce_finish(sim *s, int u)
 static int on_event(void *ctx, st_sched_op op, int arg)
 {
     sim *s = ctx;
-    if (s->trace)
-        st_sched_trace_add(s->trace, op, arg);
     switch (op) {
     case ST_SCHED_GATHER_START: gather_start(s, arg); break;
     case ST_SCHED_GATHER_WAIT: s->ready = max2(s->ready, s->done[arg]); break;
@@ -206,7 +204,7 @@ static double micro_step(sim *s, const st_sched *sched, const st_sched_step *ste
                          int sync)
 {
     s->ready = s->chan[0] = s->chan[1] = 0.0;
-    st_sched_walk(sched, steps, n, sync, on_event, s);
+    st_sched_walk(sched, steps, n, sync, on_event, s, s->trace);
     return max2(s->ready, max2(s->chan[0], s->chan[1]));
 }
 
