@@ -28,7 +28,10 @@
  * and after the last step the REDUCE_FINISH of the reduction still held.
  * When every rank holds whole units (S == 1) a gather completes as it
  * starts: GATHER_START has no GATHER_WAIT and counts as no gather in
- * flight. */
+ * flight, so with prefetch > 0 step 2 gathers every later step's units at
+ * once, and a unit released early is gathered again by the next step's
+ * prefetch.  That costs nothing in fp32 (the shard is the unit) and holds
+ * a rounded copy of each unit in bf16; the estimate counts it so. */
 #ifndef ST_SCHEDULE_H
 #define ST_SCHEDULE_H
 

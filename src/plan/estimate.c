@@ -4,9 +4,15 @@
  * micro-steps, which covers no_sync's buffers carried over) and adding up
  * the bytes each event allocates or frees as fsdp.c does: the gathered
  * units and their bf16 staging, the full-size gradient buffers, and the
- * buffers of the reductions held.  The peak is taken at the moments the engine's own peaks occur:
- * during a step's compute, and right after a reduction starts while the
- * previous one is still held. */
+ * buffers of the reductions held.  The peak is taken at the moments the
+ * engine's own peaks occur: when a gather starts, during a step's compute,
+ * and right after a reduction starts while the previous one is still
+ * held.
+ *
+ * The prefetch depth is read as an int, as it always was here (the engine
+ * and the projection read the configured int64): the walks differ only for
+ * a prefetch above INT_MAX, and the estimates stay those printed before
+ * the schedule was shared. */
 #include "plan/estimate.h"
 #include "engine/schedule.h"
 #include "kernels/cpu_model.h"
