@@ -42,6 +42,11 @@ void st_error_at(const char *file, int line, const char *fmt, ...)
     va_end(ap);
 }
 
+void st_verror_at(const char *file, int line, const char *fmt, va_list ap)
+{
+    vreport("error", file, line, fmt, ap);
+}
+
 void st_warn(const char *fmt, ...)
 {
     va_list ap;

@@ -31,6 +31,9 @@ void st_error(const char *where, const char *fmt, ...)
 /* "shardtrain: error: FILE:LINE: MESSAGE" (line <= 0 prints FILE only). */
 void st_error_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* st_error_at for wrappers that take their own arguments (st_config_error). */
+void st_verror_at(const char *file, int line, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 void st_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational line on stdout, rank 0 only. */
 void st_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
