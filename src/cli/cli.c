@@ -17,6 +17,7 @@
 #include "comm/groups.h"
 #include "config/schema.h"
 #include "train/train.h"
+#include "config/origin.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -13,6 +13,7 @@
 #include "runtime/device.h"
 #include "base/log.h"
 #include "runtime/watchdog.h"
+#include "config/origin.h"
 
 #include <mpi.h>
 #include <stdarg.h>

@@ -10,6 +10,7 @@
 #include "config/config.h"
 
 #include "base/log.h"
+#include "config/origin.h"
 #include "config/schema.h"
 
 #include <ctype.h>

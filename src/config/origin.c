@@ -1,8 +1,6 @@
-/* Where each value came from, told to people: an error about a key points
- * at the file line or command-line argument that set it, so the message
- * names the thing to edit, and `shardtrain check` lists every resolved
- * value with its origin.  Loading records the origins (config.c). */
-#include "config/config.h"
+/* Where each value came from (see origin.h).  Errors point at the line
+ * that set a key so that the message names the thing to edit. */
+#include "config/origin.h"
 
 #include "base/log.h"
 #include "config/schema.h"

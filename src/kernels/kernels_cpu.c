@@ -16,6 +16,7 @@
 #include "kernels/cpu_ops.h"
 #include "base/log.h"
 #include "kernels/cpu_adamw.h"
+#include "config/origin.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,6 +5,7 @@
 #include "runtime/device.h"
 #include "config/config.h"
 #include "base/log.h"
+#include "config/origin.h"
 
 #include <stdio.h>
 #include <stdlib.h>

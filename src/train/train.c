@@ -17,6 +17,7 @@
 #include "engine/lr_schedule.h"
 #include "base/files.h"
 #include "io/safetensors_write.h"
+#include "config/origin.h"
 
 #include <errno.h>
 #include <math.h>
