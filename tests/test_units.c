@@ -5,6 +5,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "config/config.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h"
 #include "engine/lr_schedule.h"
 #include "kernels/cpu_adamw.h"

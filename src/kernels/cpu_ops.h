@@ -6,18 +6,16 @@
  * by one thread in a fixed order, so results do not depend on the number of
  * threads.
  *
- * Shapes: N = rows (batch x time), C = channels.  Row-major throughout. */
+ * Shapes: N = rows (batch x time), C = channels.  Row-major throughout.
+ * The matrix product is cpu_gemm.h. */
 #ifndef ST_CPU_OPS_H
 #define ST_CPU_OPS_H
 
 #include <stdint.h>
 
-/* C[M,N] = beta*C + op(A)[M,K] * op(B)[K,N], row-major, beta 0 or 1.
- * op(X) = X when the trans flag is 0, X^T when 1; lda/ldb/ldc are row
- * strides of the stored matrices. */
-void st_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-             const float *A, int64_t lda, const float *B, int64_t ldb,
-             float beta, float *C, int64_t ldc);
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* out[n,:] += bias; dbias[:] += sum_n dout[n,:] */
 void st_add_bias(float *out, const float *bias, int64_t N, int64_t C);
@@ -87,5 +85,9 @@ void st_round_bf16(float *dst, const float *src, int64_t n);
  * collective), and back to float. */
 void st_pack_bf16(uint16_t *dst, const float *src, int64_t n);
 void st_unpack_bf16(float *dst, const uint16_t *src, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
