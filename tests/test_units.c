@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h"
+#include "model/model.h"
 #include "engine/lr_schedule.h"
 #include "kernels/cpu_adamw.h"
 #include "base/rng.h"

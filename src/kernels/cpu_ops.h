@@ -48,8 +48,8 @@ void st_swiglu_backward(float *d_gate_up, const float *gate_up,
 /* RoPE (Hugging Face Llama's rotate_half pairing: i with i + hd/2) applied
  * in place to n_heads heads of hd channels at the start of each row of x
  * (row stride ld), positions t = row % T.  cos/sin tables are [T, hd/2].
- * inverse = 1 rotates by -angle (the backward of the forward rotation). */
-void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta);
+ * inverse = 1 rotates by -angle (the backward of the forward rotation).
+ * The tables come from st_rope_tables (model/model.h). */
 void st_rope_apply(float *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
                    int64_t hd, const float *cos_t, const float *sin_t, int inverse);
 

@@ -34,7 +34,8 @@
 #include <vector>
 
 #include "kernels/cpu_gemm.h"
-#include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
+#include "kernels/cpu_ops.h"
+#include "model/model.h" /* C, with its own extern "C" guard */
 #include "cpu_ref.h"
 #include "ops.h"
 #include "tap.h"
