@@ -302,6 +302,7 @@ static void test_atomic_write(void)
     rmdir(sub);
     rmdir(f);
     tap_ok(rmdir(dir) == 0, "nothing else was left behind");
+}
 
 /* The test hooks read their variables as shardtrain(1) describes them;
  * a malformed value prints one error line (on stderr) and is status 2. */
