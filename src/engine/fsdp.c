@@ -278,7 +278,9 @@ static pending_reduce *held_reduce(executor *x, int u)
     for (int i = 0; i < ST_SCHED_MAX_REDUCING; i++)
         if (x->held[i].unit == u)
             return &x->held[i];
-    st_die(ST_EXIT_FAILURE, "internal: no reduction slot for unit %d", u);
+    /* The walk holds at most ST_SCHED_MAX_REDUCING and finishes only
+     * what it started: no slot is a broken schedule. */
+    st_bug("no reduction slot for unit %d", u);
 }
 
 /* Whether the event finds work to do: the trace records what the engine

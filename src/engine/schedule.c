@@ -214,8 +214,10 @@ void st_sched_trace_add(st_sched_trace *t, st_sched_op op, int arg)
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 256;
         st_sched_event *ev = realloc(t->ev, sizeof *ev * (size_t)cap);
+        /* Called from inside the walk, which has no error path for its
+         * test-only recording. */
         if (!ev)
-            st_die(ST_EXIT_FAILURE, "out of memory recording the schedule");
+            st_fatal("out of memory recording the schedule");
         t->ev = ev;
         t->cap = cap;
     }
