@@ -1,15 +1,9 @@
-/* The FSDP engine (see fsdp.h).  A micro-step is a fixed list of steps:
- *
- *   embed fwd, block 0..L-1 fwd, head fwd+bwd, block L-1..0 bwd, embed bwd
- *
- * each needing some units gathered (the head also needs the embedding when
- * the output weight is tied).  Before step k computes, the units of steps
- * after it are gathered ahead, up to `prefetch` gathers in flight; after
- * it, a unit is freed when nothing needs it any more, or, with
- * reshard-after-forward, when the next step does not need it.  A unit's
- * gradient is reduced when its last backward contribution is in (the
- * embedding's after the embed backward, since the tied head adds to it),
- * one unit behind the compute so the reduction overlaps the next unit.
+/* The FSDP engine (see fsdp.h).  It executes the events of the schedule
+ * (schedule.h), which owns the step list and decides when each unit is
+ * gathered, released and reduced; here each event becomes buffers and
+ * collectives: a gather allocates the full unit and all-gathers into it, a
+ * release frees it, a reduction reduce-scatters (and, hybrid or DDP,
+ * all-reduces) the full gradient into the shard.
  *
  * Unit memory is the kernels backend's (kernels.h): every op, copy and
  * reduction on it goes through f->k, and values the host needs (initial
@@ -23,46 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum step_kind { STEP_EMBED_FWD, STEP_BLOCK_FWD, STEP_HEAD, STEP_BLOCK_BWD, STEP_EMBED_BWD };
-
-typedef struct {
-    int kind;
-    int layer;
-} step;
-
 static int recompute(const st_fsdp *f)
 {
     return f->cfg->train.activation_checkpointing == ST_ACKPT_FULL;
 }
 
 static int head_unit(const st_fsdp *f) { return f->n_units - 1; }
-
-/* Units a step reads the parameters of; returns how many (at most 2). */
-static int step_units(const st_fsdp *f, const step *s, int out[2])
-{
-    switch (s->kind) {
-    case STEP_EMBED_FWD: out[0] = 0; return 1;
-    case STEP_BLOCK_FWD:
-    case STEP_BLOCK_BWD: out[0] = s->layer + 1; return 1;
-    case STEP_HEAD:
-        out[0] = head_unit(f);
-        if (f->model->tied) {
-            out[1] = 0;
-            return 2;
-        }
-        return 1;
-    default: return 0; /* the embedding's backward needs only tokens */
-    }
-}
-
-static int step_needs(const st_fsdp *f, const step *s, int u)
-{
-    int us[2], n = step_units(f, s, us);
-    for (int i = 0; i < n; i++)
-        if (us[i] == u)
-            return 1;
-    return 0;
-}
 
 /* ---- gathering ------------------------------------------------------- */
 
@@ -106,7 +66,6 @@ static int gather_start(st_fsdp *f, int u)
                                &x->gather_req, st_desc("unit", u));
     }
     x->state = UNIT_GATHERING;
-    f->in_flight++;
     return rc;
 }
 
@@ -127,7 +86,6 @@ static int gather_wait(st_fsdp *f, int u)
         x->gather_send = x->gather_recv = NULL;
     }
     x->state = UNIT_GATHERED;
-    f->in_flight--;
     return rc;
 }
 
@@ -234,7 +192,7 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
     return rc;
 }
 
-/* ---- the schedule ---------------------------------------------------- */
+/* ---- executing the schedule ------------------------------------------ */
 
 static float *res_at(const st_fsdp *f, int64_t l)
 {
@@ -246,135 +204,129 @@ static void *block_acts_mem(const st_fsdp *f, int64_t layer)
     return (char *)f->acts + (recompute(f) ? 0 : (size_t)layer * f->acts_bytes);
 }
 
-/* Gather ahead for the steps after k, up to `prefetch` gathers in flight. */
-static int prefetch_after(st_fsdp *f, const step *steps, int n, int k)
-{
-    int rc = 0;
-    for (int j = k + 1; j < n && f->in_flight < f->cfg->parallel.prefetch; j++) {
-        int us[2], m = step_units(f, &steps[j], us);
-        for (int i = 0; i < m && f->in_flight < f->cfg->parallel.prefetch; i++)
-            if (f->units[us[i]].state == UNIT_SHARDED)
-                rc = rc ? rc : gather_start(f, us[i]);
-    }
-    return rc;
-}
-
-/* Free the units of step k that no step needs soon enough. */
-static int release_after(st_fsdp *f, const step *steps, int n, int k)
-{
-    int us[2], m = step_units(f, &steps[k], us), rc = 0;
-    for (int i = 0; i < m; i++) {
-        int next = -1;
-        for (int j = k + 1; j < n && next < 0; j++)
-            if (step_needs(f, &steps[j], us[i]))
-                next = j;
-        if (next < 0 || (f->reshard_after_forward && next != k + 1))
-            rc = rc ? rc : release(f, us[i]);
-    }
-    return rc;
-}
-
 typedef struct {
-    float grad_scale;        /* 0: forward only */
-    int sync;                /* reduce gradients this micro-step */
+    int train;               /* the walk has the backward: the head computes gradients */
+    float grad_scale;
     float *logits_out;       /* backend memory, or NULL */
 } step_args;
 
-static int run_step(st_fsdp *f, const step *s, step_args *a, pending_reduce *pend)
+static void run_head(st_fsdp *f, const step_args *a)
+{
+    const st_model *m = f->model;
+    const int H = head_unit(f);
+    /* The schedule reduces the head's gradient after every training head
+     * step, so a training walk always has one to reduce. */
+    float *hg = a->train ? grad_target(f, H) : NULL;
+    float *eg = a->train && m->tied ? grad_target(f, 0) : NULL;
+    f->k->head_forward_backward(m, f->units[H].full, m->tied ? f->units[0].full : NULL,
+                                f->pdt, hg, eg, f->B, res_at(f, m->L), f->targets,
+                                a->grad_scale, f->dres_a, a->logits_out, f->scratch,
+                                &f->sums[0]);
+}
+
+static void run_block_backward(st_fsdp *f, int64_t l)
 {
     const st_model *m = f->model;
     const st_kernels *k = f->k;
-    const int H = head_unit(f);
-    int u = -1, rc = 0;
+    void *acts = block_acts_mem(f, l);
+    /* Rebuild this block's activations from its saved input; the output
+     * lands in a buffer nothing reads any more. */
+    if (recompute(f))
+        k->block_forward(m, f->units[l + 1].full, f->pdt, f->B, res_at(f, l),
+                         res_at(f, l + 1), acts);
+    /* dres ping-pongs: block L-1 reads dres_a (from the head). */
+    int flip = (int)((m->L - 1 - l) % 2);
+    float *dout = flip ? f->dres_b : f->dres_a, *din = flip ? f->dres_a : f->dres_b;
+    k->block_backward(m, f->units[l + 1].full, f->pdt, grad_target(f, (int)l + 1), f->B,
+                      res_at(f, l), acts, dout, din, f->scratch);
+}
+
+static void run_step(st_fsdp *f, const st_sched_step *s, const step_args *a)
+{
+    const st_model *m = f->model;
+    const st_kernels *k = f->k;
     switch (s->kind) {
-    case STEP_EMBED_FWD:
+    case ST_STEP_EMBED_FWD:
         k->embed_forward(m, f->units[0].full, f->pdt, f->inputs, f->B, res_at(f, 0));
-        return 0;
-    case STEP_BLOCK_FWD:
+        break;
+    case ST_STEP_BLOCK_FWD:
         k->block_forward(m, f->units[s->layer + 1].full, f->pdt, f->B, res_at(f, s->layer),
                          res_at(f, s->layer + 1), block_acts_mem(f, s->layer));
-        return 0;
-    case STEP_HEAD: {
-        const int train = a->grad_scale != 0.0f;
-        float *hg = train ? grad_target(f, H) : NULL;
-        float *eg = train && m->tied ? grad_target(f, 0) : NULL;
-        k->head_forward_backward(m, f->units[H].full, m->tied ? f->units[0].full : NULL,
-                                 f->pdt, hg, eg, f->B, res_at(f, m->L), f->targets,
-                                 a->grad_scale, f->dres_a, a->logits_out, f->scratch,
-                                 &f->sums[0]);
-        if (!train)
-            return 0;
-        u = H;
         break;
-    }
-    case STEP_BLOCK_BWD: {
-        int64_t l = s->layer;
-        void *acts = block_acts_mem(f, l);
-        /* Rebuild this block's activations from its saved input; the output
-         * lands in a buffer nothing reads any more. */
-        if (recompute(f))
-            k->block_forward(m, f->units[l + 1].full, f->pdt, f->B, res_at(f, l),
-                             res_at(f, l + 1), acts);
-        /* dres ping-pongs: block L-1 reads dres_a (from the head). */
-        int flip = (int)((m->L - 1 - l) % 2);
-        float *dout = flip ? f->dres_b : f->dres_a, *din = flip ? f->dres_a : f->dres_b;
-        k->block_backward(m, f->units[l + 1].full, f->pdt, grad_target(f, (int)l + 1), f->B,
-                          res_at(f, l), acts, dout, din, f->scratch);
-        u = (int)l + 1;
-        break;
-    }
-    case STEP_EMBED_BWD: {
+    case ST_STEP_HEAD: run_head(f, a); break;
+    case ST_STEP_BLOCK_BWD: run_block_backward(f, s->layer); break;
+    case ST_STEP_EMBED_BWD: {
         float *dout = m->L % 2 ? f->dres_b : f->dres_a;
         k->embed_backward(m, grad_target(f, 0), f->inputs, f->B, dout);
-        u = 0;
         break;
     }
     }
-    if (a->sync && !(f->S == 1 && f->R == 1)) {
-        /* One behind: finish the previous unit's reduction, start this one. */
-        pending_reduce next;
-        rc = reduce_start(f, u, &next);
-        int rc2 = reduce_finish(f, pend);
-        *pend = next;
-        rc = rc ? rc : rc2;
+}
+
+/* What the walk hands each event: the steps, the compute's arguments, and
+ * the reductions held (the schedule keeps at most two). */
+typedef struct {
+    st_fsdp *f;
+    const st_sched_step *steps;
+    const step_args *a;
+    pending_reduce held[ST_SCHED_MAX_REDUCING];
+} executor;
+
+/* The held reduction of unit u (-1: a free slot). */
+static pending_reduce *held_reduce(executor *x, int u)
+{
+    for (int i = 0; i < ST_SCHED_MAX_REDUCING; i++)
+        if (x->held[i].unit == u)
+            return &x->held[i];
+    /* The walk holds at most ST_SCHED_MAX_REDUCING and finishes only
+     * what it started: no slot is a broken schedule. */
+    st_bug("no reduction slot for unit %d", u);
+}
+
+/* Whether the event finds work to do: the trace records what the engine
+ * did, so a schedule that asks for a gather of a gathered unit shows. */
+static int acts_on(const st_fsdp *f, st_sched_op op, int u)
+{
+    switch (op) {
+    case ST_SCHED_GATHER_START: return f->units[u].state == UNIT_SHARDED;
+    case ST_SCHED_GATHER_WAIT: return f->units[u].state == UNIT_GATHERING;
+    case ST_SCHED_RELEASE: return f->units[u].state != UNIT_SHARDED;
+    default: return 1;
     }
+}
+
+static int execute(void *ctx, st_sched_op op, int arg)
+{
+    executor *x = ctx;
+    st_fsdp *f = x->f;
+    if (f->trace && acts_on(f, op, arg))
+        st_sched_trace_add(f->trace, op, arg);
+    switch (op) {
+    case ST_SCHED_GATHER_START: return gather_start(f, arg);
+    case ST_SCHED_GATHER_WAIT: return gather_wait(f, arg);
+    case ST_SCHED_COMPUTE: run_step(f, &x->steps[arg], x->a); return 0;
+    case ST_SCHED_REDUCE_START: return reduce_start(f, arg, held_reduce(x, -1));
+    case ST_SCHED_REDUCE_FINISH: return reduce_finish(f, held_reduce(x, arg));
+    case ST_SCHED_RELEASE: return release(f, arg);
+    default: return 0;
+    }
+}
+
+/* One micro-step: the step list (counted memory, as estimate.c expects)
+ * walked with each event executed. */
+static int run_micro_step(st_fsdp *f, int sync, const step_args *a)
+{
+    st_sched_step *steps =
+        st_alloc(sizeof(st_sched_step) * (size_t)st_sched_max_steps(f->model->L), ST_MEM_OTHER);
+    int n = st_sched_build_steps(&f->sched, a->train, steps);
+    executor x = {.f = f, .steps = steps, .a = a};
+    for (int i = 0; i < ST_SCHED_MAX_REDUCING; i++)
+        x.held[i].unit = -1;
+    /* The trace is the engine's own record of what it acted on, not the
+     * walk's. */
+    int rc = st_sched_walk(&f->sched, steps, n, sync, execute, &x, NULL);
+    st_free(steps);
     return rc;
-}
-
-static int run_schedule(st_fsdp *f, const step *steps, int n, step_args *a)
-{
-    pending_reduce pend;
-    memset(&pend, 0, sizeof pend);
-    pend.unit = -1;
-    int rc = 0;
-    for (int k = 0; k < n && !rc; k++) {
-        int us[2], m = step_units(f, &steps[k], us);
-        for (int i = 0; i < m && !rc; i++) {
-            rc = gather_start(f, us[i]);
-            rc = rc ? rc : gather_wait(f, us[i]);
-        }
-        rc = rc ? rc : prefetch_after(f, steps, n, k);
-        rc = rc ? rc : run_step(f, &steps[k], a, &pend);
-        rc = rc ? rc : release_after(f, steps, n, k);
-    }
-    int rc2 = reduce_finish(f, &pend);
-    return rc ? rc : rc2;
-}
-
-static int build_steps(const st_fsdp *f, step *steps, int train)
-{
-    const int L = (int)f->model->L;
-    int n = 0;
-    steps[n++] = (step){STEP_EMBED_FWD, -1};
-    for (int l = 0; l < L; l++)
-        steps[n++] = (step){STEP_BLOCK_FWD, l};
-    steps[n++] = (step){STEP_HEAD, -1};
-    if (train) {
-        for (int l = L - 1; l >= 0; l--)
-            steps[n++] = (step){STEP_BLOCK_BWD, l};
-        steps[n++] = (step){STEP_EMBED_BWD, -1};
-    }
-    return n;
 }
 
 /* The micro-batch's tokens into backend memory, and the loss sum cleared. */
@@ -396,13 +348,10 @@ static void end_micro(st_fsdp *f, double *loss)
 int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
                              float grad_scale, int last_micro, double *loss)
 {
-    step *steps = st_alloc(sizeof(step) * (size_t)(2 * f->model->L + 4), ST_MEM_OTHER);
-    int n = build_steps(f, steps, 1);
-    step_args a = {grad_scale, !f->cfg->parallel.no_sync || last_micro, NULL};
+    step_args a = {1, grad_scale, NULL};
     begin_micro(f, inputs, targets);
-    int rc = run_schedule(f, steps, n, &a);
+    int rc = run_micro_step(f, !f->cfg->parallel.no_sync || last_micro, &a);
     end_micro(f, loss);
-    st_free(steps);
     return rc;
 }
 
@@ -411,11 +360,9 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
 {
     const st_model *m = f->model;
     size_t logit_bytes = sizeof(float) * (size_t)(f->B * m->T * m->V);
-    step *steps = st_alloc(sizeof(step) * (size_t)(2 * m->L + 4), ST_MEM_OTHER);
-    int n = build_steps(f, steps, 0);
-    step_args a = {0.0f, 0, logits_out ? f->k->alloc(logit_bytes, ST_MEM_OTHER) : NULL};
+    step_args a = {0, 0.0f, logits_out ? f->k->alloc(logit_bytes, ST_MEM_OTHER) : NULL};
     begin_micro(f, inputs, targets);
-    int rc = run_schedule(f, steps, n, &a);
+    int rc = run_micro_step(f, 0, &a);
     /* Evaluation keeps nothing gathered afterwards. */
     for (int u = 0; u < f->n_units; u++)
         rc = rc ? rc : release(f, u);
@@ -424,7 +371,6 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
         f->k->to_host(logits_out, a.logits_out, logit_bytes);
         f->k->free(a.logits_out);
     }
-    st_free(steps);
     return rc;
 }
 
@@ -521,7 +467,8 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_group
     f->S = groups ? groups->layout.shard_size : 1;
     f->R = groups ? groups->layout.replicate_size : 1;
     f->shard_rank = groups ? groups->layout.shard_rank : 0;
-    f->reshard_after_forward = cfg->parallel.strategy != ST_STRAT_SHARD_GRAD_OP;
+    st_sched_init(&f->sched, m->L, m->tied, cfg->parallel.strategy, f->S, f->R,
+                  cfg->parallel.prefetch);
     f->bf16 = cfg->train.precision == ST_PREC_BF16;
     f->reduce_bf16 = cfg->parallel.reduce_dtype == ST_PREC_BF16;
     f->pdt = f->bf16 && k->params_bf16 ? ST_DT_BF16 : ST_DT_F32;

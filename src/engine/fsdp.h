@@ -1,5 +1,6 @@
 /* The FSDP engine: sharded parameters, gradients and optimizer state, and
- * the unit-by-unit gather / compute / free / reduce-scatter schedule.
+ * the execution of the unit-by-unit gather / compute / free /
+ * reduce-scatter schedule (the schedule itself is schedule.h's).
  *
  * Each unit's parameters (model.h) form one flat buffer, padded to a
  * multiple of the shard group size S.  A rank stores only its contiguous
@@ -30,10 +31,12 @@
 #include "comm/comm.h"
 #include "config/config.h"
 #include "comm/groups.h"
+#include "engine/schedule.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 
-/* Where each unit stands in the gather schedule. */
+/* Where each unit's buffers stand: sharded, all-gather in flight, or
+ * gathered (the schedule's own record of the same is schedule.c's). */
 typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } st_unit_state;
 
 typedef struct {
@@ -60,7 +63,7 @@ typedef struct {
     const st_kernels *k;
     int S, R;                /* shard and replicate group sizes */
     int shard_rank;
-    int reshard_after_forward;
+    st_sched sched;          /* the gather / release / reduce schedule */
     int bf16;                /* compute dtype */
     int reduce_bf16;         /* reduce_dtype */
     st_dtype pdt;            /* what the ops read: bf16 words only with params_bf16 */
@@ -76,7 +79,9 @@ typedef struct {
     int32_t *inputs, *targets;   /* this micro-batch's tokens [B*T] (backend) */
     double *sums;            /* [2]: the loss, the gradient's sum of squares (backend) */
     int64_t opt_steps;
-    int in_flight;           /* gathers issued and not yet waited */
+    /* Tests only: when set, each schedule event the engine acts on is
+     * appended here.  NULL in every run of the tool. */
+    st_sched_trace *trace;
 } st_fsdp;
 
 /* Allocate this rank's shards on backend k and initialise them (random

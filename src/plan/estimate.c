@@ -1,47 +1,34 @@
 /* Memory estimator (see estimate.h).  State and activations are the sizes
- * fsdp.c allocates.  The communication buffers are found by replaying the
- * engine's schedule for a step (up to two micro-steps, which covers
- * no_sync's buffers carried over): which units are gathered when, with
- * `prefetch` gathers issued ahead, freed under the strategy's rule, which
- * full-size gradient buffers are alive, and the reduction kept one unit
- * behind.  The peak is taken at the moments the engine's own peaks occur:
- * during a step's compute, and right after a reduction starts while the
- * previous one is still held. */
+ * fsdp.c allocates.  The communication buffers are found by walking the
+ * engine's own schedule (engine/schedule.h) for a step (up to two
+ * micro-steps, which covers no_sync's buffers carried over) and adding up
+ * the bytes each event allocates or frees as fsdp.c does: the gathered
+ * units and their bf16 staging, the full-size gradient buffers, and the
+ * buffers of the reductions held.  The peak is taken at the moments the
+ * engine's own peaks occur: when a gather starts, during a step's compute,
+ * and right after a reduction starts while the previous one is still
+ * held.
+ *
+ * The prefetch depth is read as an int, as it always was here (the engine
+ * and the projection read the configured int64): the walks differ only for
+ * a prefetch above INT_MAX, and the estimates stay those printed before
+ * the schedule was shared. */
 #include "plan/estimate.h"
+#include "engine/schedule.h"
 #include "kernels/cpu_model.h"
 
 #include <string.h>
 
-enum { K_EMBED_FWD, K_BLOCK_FWD, K_HEAD, K_BLOCK_BWD, K_EMBED_BWD };
-
 typedef struct {
     const st_model *m;
-    int S, R, bf16, reduce_bf16, prefetch, reshard, no_sync;
+    st_sched sched;
+    const st_sched_step *steps;  /* of the micro-step being walked */
+    int S, R, bf16, reduce_bf16, no_sync;
     int64_t *padded, *shard;
-    int *gathered, *in_flight;   /* per unit */
-    int *has_grad;               /* full-size gradient buffer alive */
-    int n_in_flight;
+    int *has_grad;               /* full-size gradient buffer alive, per unit */
     double comm, grad_comm, peak_comm, peak_grad;
-    int pending;                 /* unit whose reduction is held, -1 none */
+    st_sched_trace *trace;       /* tests: the events walked, or NULL */
 } sim;
-
-static int units_of(const sim *s, int kind, int layer, int out[2])
-{
-    int H = s->m->n_units - 1;
-    switch (kind) {
-    case K_EMBED_FWD: out[0] = 0; return 1;
-    case K_BLOCK_FWD:
-    case K_BLOCK_BWD: out[0] = layer + 1; return 1;
-    case K_HEAD:
-        out[0] = H;
-        if (s->m->tied) {
-            out[1] = 0;
-            return 2;
-        }
-        return 1;
-    default: return 0;
-    }
-}
 
 static void note_peak(sim *s)
 {
@@ -53,39 +40,27 @@ static void note_peak(sim *s)
 
 static void gather_start(sim *s, int u)
 {
-    if (s->gathered[u] || s->in_flight[u])
-        return;
     if (s->S == 1) {
         if (s->bf16)
             s->comm += 4.0 * (double)s->padded[u];
-        s->gathered[u] = 1;
         return;
     }
     s->comm += 4.0 * (double)s->padded[u];
     if (s->bf16)
         s->comm += 2.0 * (double)(s->shard[u] + s->padded[u]);
     note_peak(s);
-    s->in_flight[u] = 1;
-    s->n_in_flight++;
 }
 
 static void gather_wait(sim *s, int u)
 {
-    if (!s->in_flight[u])
-        return;
     if (s->bf16)
         s->comm -= 2.0 * (double)(s->shard[u] + s->padded[u]);
-    s->in_flight[u] = 0;
-    s->n_in_flight--;
-    s->gathered[u] = 1;
 }
 
 static void release(sim *s, int u)
 {
-    gather_wait(s, u);
-    if (s->gathered[u] && (s->S > 1 || s->bf16))
+    if (s->S > 1 || s->bf16)
         s->comm -= 4.0 * (double)s->padded[u];
-    s->gathered[u] = 0;
 }
 
 static void grad_target(sim *s, int u)
@@ -95,6 +70,15 @@ static void grad_target(sim *s, int u)
     s->has_grad[u] = 1;
     s->comm += 4.0 * (double)s->padded[u];
     s->grad_comm += 4.0 * (double)s->padded[u];
+}
+
+/* A step's compute: the gradient buffers it writes come alive. */
+static void compute(sim *s, int k)
+{
+    int us[2], n = st_sched_grad_units(&s->sched, &s->steps[k], us);
+    for (int i = 0; i < n; i++)
+        grad_target(s, us[i]);
+    note_peak(s);  /* during the compute */
 }
 
 /* Buffers a reduction holds between start and finish, beyond full_grad. */
@@ -116,12 +100,11 @@ static void reduce_start(sim *s, int u)
     } else {
         s->comm += reduce_extra(s, u);
     }
+    note_peak(s);  /* while the previous reduction is still held */
 }
 
 static void reduce_finish(sim *s, int u)
 {
-    if (u < 0)
-        return;
     s->comm -= reduce_extra(s, u);
     if (s->has_grad[u]) {
         s->comm -= 4.0 * (double)s->padded[u];
@@ -130,67 +113,39 @@ static void reduce_finish(sim *s, int u)
     }
 }
 
+static int on_event(void *ctx, st_sched_op op, int arg)
+{
+    sim *s = ctx;
+    switch (op) {
+    case ST_SCHED_GATHER_START: gather_start(s, arg); break;
+    case ST_SCHED_GATHER_WAIT: gather_wait(s, arg); break;
+    case ST_SCHED_COMPUTE: compute(s, arg); break;
+    case ST_SCHED_REDUCE_START: reduce_start(s, arg); break;
+    case ST_SCHED_REDUCE_FINISH: reduce_finish(s, arg); break;
+    case ST_SCHED_RELEASE: release(s, arg); break;
+    default: break;
+    }
+    return 0;
+}
+
 static void micro_step(sim *s, int sync)
 {
-    const int L = (int)s->m->L;
-    int kinds[2 * L + 4], layers[2 * L + 4], n = 0;
-    kinds[n] = K_EMBED_FWD, layers[n++] = -1;
-    for (int l = 0; l < L; l++)
-        kinds[n] = K_BLOCK_FWD, layers[n++] = l;
-    kinds[n] = K_HEAD, layers[n++] = -1;
-    for (int l = L - 1; l >= 0; l--)
-        kinds[n] = K_BLOCK_BWD, layers[n++] = l;
-    kinds[n] = K_EMBED_BWD, layers[n++] = -1;
-    s->pending = -1;
-    for (int k = 0; k < n; k++) {
-        int us[2], nu = units_of(s, kinds[k], layers[k], us);
-        for (int i = 0; i < nu; i++) {
-            gather_start(s, us[i]);
-            gather_wait(s, us[i]);
-        }
-        for (int j = k + 1; j < n && s->n_in_flight < s->prefetch; j++) {
-            int vs[2], nv = units_of(s, kinds[j], layers[j], vs);
-            for (int i = 0; i < nv && s->n_in_flight < s->prefetch; i++)
-                if (!s->gathered[vs[i]] && !s->in_flight[vs[i]])
-                    gather_start(s, vs[i]);
-        }
-        int u = -1;
-        if (kinds[k] == K_HEAD) {
-            grad_target(s, s->m->n_units - 1);
-            if (s->m->tied)
-                grad_target(s, 0);
-            u = s->m->n_units - 1;
-        } else if (kinds[k] == K_BLOCK_BWD) {
-            u = layers[k] + 1;
-            grad_target(s, u);
-        } else if (kinds[k] == K_EMBED_BWD) {
-            u = 0;
-            grad_target(s, 0);
-        }
-        note_peak(s);  /* during the compute */
-        if (u >= 0 && sync && !(s->S == 1 && s->R == 1)) {
-            reduce_start(s, u);
-            note_peak(s);
-            reduce_finish(s, s->pending);
-            s->pending = u;
-        }
-        for (int i = 0; i < nu; i++) {
-            int next = -1;
-            for (int j = k + 1; j < n && next < 0; j++) {
-                int ws[2], nw = units_of(s, kinds[j], layers[j], ws);
-                for (int q = 0; q < nw; q++)
-                    if (ws[q] == us[i])
-                        next = j;
-            }
-            if (next < 0 || (s->reshard && next != k + 1))
-                release(s, us[i]);
-        }
-    }
-    reduce_finish(s, s->pending);
+    st_sched_step steps[st_sched_max_steps(s->m->L)];
+    int n = st_sched_build_steps(&s->sched, 1, steps);
+    s->steps = steps;
+    st_sched_walk(&s->sched, steps, n, sync, on_event, s, s->trace);
+    s->steps = NULL;
 }
 
 void st_estimate_memory(const st_model *m, const st_config *cfg, int strategy, int world,
                         int S, int ckpt, int64_t B, st_mem_estimate *out)
+{
+    st_estimate_memory_traced(m, cfg, strategy, world, S, ckpt, B, out, NULL);
+}
+
+void st_estimate_memory_traced(const st_model *m, const st_config *cfg, int strategy,
+                               int world, int S, int ckpt, int64_t B, st_mem_estimate *out,
+                               st_sched_trace *trace)
 {
     memset(out, 0, sizeof *out);
     if (strategy == ST_STRAT_FULL_SHARD || strategy == ST_STRAT_SHARD_GRAD_OP)
@@ -204,19 +159,19 @@ void st_estimate_memory(const st_model *m, const st_config *cfg, int strategy, i
     s.R = world / S;
     s.bf16 = cfg->train.precision == ST_PREC_BF16;
     s.reduce_bf16 = cfg->parallel.reduce_dtype == ST_PREC_BF16;
-    s.prefetch = (int)cfg->parallel.prefetch;
-    s.reshard = strategy != ST_STRAT_SHARD_GRAD_OP;
     s.no_sync = cfg->parallel.no_sync;
+    s.trace = trace;
+    st_sched_init(&s.sched, m->L, m->tied, strategy, s.S, s.R, (int)cfg->parallel.prefetch);
     int nu = m->n_units;
     int64_t padded[nu], shard[nu];
-    int g[nu], f[nu], h[nu];
-    s.padded = padded, s.shard = shard, s.gathered = g, s.in_flight = f, s.has_grad = h;
+    int h[nu];
+    s.padded = padded, s.shard = shard, s.has_grad = h;
     double shard_total = 0.0;
     for (int u = 0; u < nu; u++) {
         padded[u] = (m->units[u].numel + S - 1) / S * S;
         shard[u] = padded[u] / S;
         shard_total += (double)shard[u];
-        g[u] = f[u] = h[u] = 0;
+        h[u] = 0;
     }
     out->params = 4.0 * shard_total;
     out->grads = 4.0 * shard_total;

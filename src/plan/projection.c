@@ -1,8 +1,8 @@
 /* Step-time projection (see projection.h).  The numbers it gives are what
  * the README quotes for clusters we have not run on, so the model is kept
- * small enough to check by hand and follows the engine's schedule in
- * fsdp.c step for step: a projection of a schedule the engine does not run
- * would flatter or blame the wrong thing.
+ * small enough to check by hand and walks the very schedule the engine
+ * executes (engine/schedule.h), event for event: a projection of a
+ * schedule the engine does not run would flatter or blame the wrong thing.
  *
  * Compute.  st_model_flops_per_token is 6 x (matrix parameters) + 12 L C T
  * (attention scores and values, forward + backward, causal mask ignored).
@@ -41,7 +41,7 @@
  *                              gradient is all-reduced
  *
  * Schedule.  The engine's step list per micro-step is embed fwd, block
- * 0..L-1 fwd, head fwd+bwd, block L-1..0 bwd, embed bwd, replayed here with
+ * 0..L-1 fwd, head fwd+bwd, block L-1..0 bwd, embed bwd, walked here with
  * the engine's own rules (unit states, `prefetch` gathers in flight,
  * release after forward unless shard_grad_op, reduction one unit behind)
  * on three resources: the compute stream and one channel per communicator
@@ -104,34 +104,28 @@ void st_cluster_defaults(st_cluster *c)
     c->hbm_bw_gbs = 2000.0;
 }
 
-enum { K_EMBED_FWD, K_BLOCK_FWD, K_HEAD, K_BLOCK_BWD, K_EMBED_BWD };
-enum { SHARDED, GATHERING, GATHERED };
-
 #define OPT_BYTES_PER_ELEM 28.0
-
-typedef struct {
-    int kind;
-    int nu, u[2];            /* units the step reads, as fsdp.c's step_units */
-    int reduce;              /* unit whose gradient is complete after it, or -1 */
-    double compute_s;
-} pstep;
 
 typedef struct {
     double bw, lat;          /* bytes/s, s per ring step */
 } link_t;
 
+/* Per unit: flops per token, the collectives' durations and the bytes a
+ * rank sends in them. */
 typedef struct {
-    const pstep *steps;
-    int n, n_units, S, R, reshard;
-    int64_t prefetch;
-    const double *ag_s, *rs_s, *ar_s;       /* per unit */
-    const double *ag_b, *rs_b, *ar_b;       /* per unit, bytes a rank sends */
-    int *state;
-    double *done;            /* when a gathering unit's all-gather ends */
-    int in_flight;
+    double *flops, *ag_s, *rs_s, *ar_s, *ag_b, *rs_b, *ar_b;
+} unit_costs;
+
+typedef struct {
+    int S, R;
+    const double *compute_s; /* per step of the micro-step */
+    unit_costs c;
+    double *done;            /* per unit: when its all-gather ends */
+    double *rs_end;          /* per unit: when its reduce-scatter ends */
     double ready;            /* where the compute stream stands */
     double chan[2];          /* when the shard / replicate channel is free */
     double ag, rs, ar;       /* bytes accumulated */
+    st_sched_trace *trace;   /* tests: the events walked, or NULL */
 } sim;
 
 static int fail(char *err, size_t errn, const char *fmt, ...)
@@ -156,117 +150,61 @@ static double ring(int n, double bytes, const link_t *l)
     return (n - 1) * l->lat + bytes * (n - 1) / n / l->bw;
 }
 
-static int step_needs(const pstep *s, int u)
-{
-    for (int i = 0; i < s->nu; i++)
-        if (s->u[i] == u)
-            return 1;
-    return 0;
-}
-
 /* ---- the engine's schedule, on a timeline ------------------------------ */
 
 static void gather_start(sim *s, int u)
 {
-    if (s->state[u] != SHARDED)
-        return;
-    if (s->S == 1) {
-        /* The shard is the unit: nothing crosses the wire. */
-        s->state[u] = GATHERED;
-        return;
-    }
+    if (s->S == 1)
+        return;              /* the shard is the unit: nothing crosses the wire */
     double start = max2(s->ready, s->chan[0]);
-    s->done[u] = start + s->ag_s[u];
+    s->done[u] = start + s->c.ag_s[u];
     s->chan[0] = s->done[u];
-    s->ag += s->ag_b[u];
-    s->state[u] = GATHERING;
-    s->in_flight++;
+    s->ag += s->c.ag_b[u];
 }
 
-static void gather_wait(sim *s, int u)
+static void reduce_start(sim *s, int u)
 {
-    if (s->state[u] != GATHERING)
-        return;
-    s->ready = max2(s->ready, s->done[u]);
-    s->state[u] = GATHERED;
-    s->in_flight--;
-}
-
-static void prefetch_after(sim *s, int k)
-{
-    for (int j = k + 1; j < s->n && s->in_flight < s->prefetch; j++)
-        for (int i = 0; i < s->steps[j].nu && s->in_flight < s->prefetch; i++)
-            if (s->state[s->steps[j].u[i]] == SHARDED)
-                gather_start(s, s->steps[j].u[i]);
-}
-
-static void release_after(sim *s, int k)
-{
-    const pstep *st = &s->steps[k];
-    for (int i = 0; i < st->nu; i++) {
-        int next = -1;
-        for (int j = k + 1; j < s->n && next < 0; j++)
-            if (step_needs(&s->steps[j], st->u[i]))
-                next = j;
-        if (next < 0 || (s->reshard && next != k + 1)) {
-            gather_wait(s, st->u[i]);
-            s->state[st->u[i]] = SHARDED;
-        }
+    s->rs_end[u] = s->ready;
+    if (s->S > 1) {
+        double start = max2(s->ready, s->chan[0]);
+        s->rs_end[u] = start + s->c.rs_s[u];
+        s->chan[0] = s->rs_end[u];
+        s->rs += s->c.rs_b[u];
     }
 }
 
-/* A reduction in flight: which unit, and when its reduce-scatter ends. */
-typedef struct {
-    int unit;
-    double rs_end;
-} pending;
-
-static void reduce_finish(sim *s, pending *p)
+static void reduce_finish(sim *s, int u)
 {
-    if (p->unit < 0)
-        return;
-    s->ready = max2(s->ready, p->rs_end);
+    s->ready = max2(s->ready, s->rs_end[u]);
     if (s->R > 1) {
         /* Blocking in the engine: the next compute waits for it. */
         double start = max2(s->ready, s->chan[1]);
-        s->chan[1] = start + s->ar_s[p->unit];
+        s->chan[1] = start + s->c.ar_s[u];
         s->ready = s->chan[1];
-        s->ar += s->ar_b[p->unit];
+        s->ar += s->c.ar_b[u];
     }
-    p->unit = -1;
+}
+
+static int on_event(void *ctx, st_sched_op op, int arg)
+{
+    sim *s = ctx;
+    switch (op) {
+    case ST_SCHED_GATHER_START: gather_start(s, arg); break;
+    case ST_SCHED_GATHER_WAIT: s->ready = max2(s->ready, s->done[arg]); break;
+    case ST_SCHED_COMPUTE: s->ready += s->compute_s[arg]; break;
+    case ST_SCHED_REDUCE_START: reduce_start(s, arg); break;
+    case ST_SCHED_REDUCE_FINISH: reduce_finish(s, arg); break;
+    default: break;      /* a release frees memory, it takes no time */
+    }
+    return 0;
 }
 
 /* One micro-step from idle; returns its duration. */
-static double micro_step(sim *s, int sync)
+static double micro_step(sim *s, const st_sched *sched, const st_sched_step *steps, int n,
+                         int sync)
 {
-    for (int u = 0; u < s->n_units; u++)
-        s->state[u] = SHARDED;
-    s->in_flight = 0;
     s->ready = s->chan[0] = s->chan[1] = 0.0;
-    pending pend = {-1, 0.0};
-    const int comm = !(s->S == 1 && s->R == 1);
-    for (int k = 0; k < s->n; k++) {
-        const pstep *st = &s->steps[k];
-        for (int i = 0; i < st->nu; i++) {
-            gather_start(s, st->u[i]);
-            gather_wait(s, st->u[i]);
-        }
-        prefetch_after(s, k);
-        s->ready += st->compute_s;
-        if (st->reduce >= 0 && sync && comm) {
-            pending next = {st->reduce, s->ready};
-            if (s->S > 1) {
-                double start = max2(s->ready, s->chan[0]);
-                next.rs_end = start + s->rs_s[st->reduce];
-                s->chan[0] = next.rs_end;
-                s->rs += s->rs_b[st->reduce];
-            }
-            reduce_finish(s, &pend);
-            pend = next;
-        }
-        release_after(s, k);
-    }
-    reduce_finish(s, &pend);
+    st_sched_walk(sched, steps, n, sync, on_event, s, s->trace);
     return max2(s->ready, max2(s->chan[0], s->chan[1]));
 }
 
@@ -304,16 +242,10 @@ static int check_cluster(const st_cluster *c, char *err, size_t errn)
     return 0;
 }
 
-int st_project_step(const st_model *m, const st_config *cfg, const st_cluster *c,
-                     st_projection *out, char *err, size_t errn)
+/* The checks of the model and configuration that need the world size. */
+static int check_config(const st_model *m, const st_config *cfg, int world, char *err,
+                        size_t errn)
 {
-    memset(out, 0, sizeof *out);
-    if (err && errn)
-        err[0] = '\0';
-    int rc = check_cluster(c, err, errn);
-    if (rc)
-        return rc;
-    const int G = c->gpus_per_node, world = c->nodes * G;
     const st_train_config *tr = &cfg->train;
     const st_parallel_config *par = &cfg->parallel;
     if (m->T != cfg->model.seq_len || m->n_units != m->L + 2)
@@ -329,117 +261,169 @@ int st_project_step(const st_model *m, const st_config *cfg, const st_cluster *c
     if (par->prefetch < 0)
         return fail(err, errn, "parallel.prefetch = %lld is negative; hint: 0 disables "
                     "prefetching", (long long)par->prefetch);
+    return 0;
+}
 
-    /* The engine's own layout rules, with consecutive ranks per node. */
+/* The engine's own layout rules, with consecutive ranks per node. */
+static int layout_of(const st_cluster *c, const st_parallel_config *par, st_layout *lay,
+                     char *err, size_t errn)
+{
+    const int G = c->gpus_per_node, world = c->nodes * G;
     int *node_of = malloc(sizeof(int) * (size_t)world);
     if (!node_of)
         return fail(err, errn, "out of memory for %d ranks", world);
     for (int r = 0; r < world; r++)
         node_of[r] = r / G;
-    st_layout lay;
-    rc = st_layout_compute(world, 0, node_of, par->strategy, par->shard_size, &lay, err, errn);
+    int rc = st_layout_compute(world, 0, node_of, par->strategy, par->shard_size, lay, err,
+                               errn);
     free(node_of);
-    if (rc)
-        return rc;
-    const int S = lay.shard_size, R = lay.replicate_size;
+    return rc;
+}
+
+/* Fills uc for the layout; returns the elements of this rank's shards. */
+static double cost_units(const st_model *m, const st_config *cfg, const st_cluster *c,
+                         const st_layout *lay, unit_costs *uc)
+{
+    const int G = c->gpus_per_node, world = c->nodes * G;
+    const int S = lay->shard_size, R = lay->replicate_size;
     const link_t intra = {c->intra_bw_gbs * 1e9, c->intra_lat_us * 1e-6};
     const link_t inter = {c->inter_bw_gbs * 1e9, c->inter_lat_us * 1e-6};
     const link_t *shard_link = spans_nodes(world, G, S, 0) ? &inter : &intra;
     const link_t *rep_link = spans_nodes(world, G, S, 1) ? &inter : &intra;
-
+    const double cbytes = cfg->train.precision == ST_PREC_BF16 ? 2.0 : 4.0;
+    const double rbytes = cfg->parallel.reduce_dtype == ST_PREC_BF16 ? 2.0 : 4.0;
     const int nu = m->n_units, head = nu - 1;
-    const double cbytes = tr->precision == ST_PREC_BF16 ? 2.0 : 4.0;
-    const double rbytes = par->reduce_dtype == ST_PREC_BF16 ? 2.0 : 4.0;
-    const double rate = c->tflops * 1e12, tokens = (double)(tr->micro_batch * m->T);
 
-    /* Per unit: flops per token (the same terms as st_model_flops_per_token)
-     * and collective costs; 8 doubles per unit in one block. */
-    double *buf = calloc((size_t)nu * 8, sizeof(double));
-    int *state = calloc((size_t)nu, sizeof(int));
-    pstep *steps = calloc((size_t)(2 * m->L + 4), sizeof(pstep));
-    if (!buf || !state || !steps) {
-        free(buf);
-        free(state);
-        free(steps);
-        return fail(err, errn, "out of memory for %d units", nu);
-    }
-    double *flops = buf, *ag_s = buf + nu, *rs_s = buf + 2 * nu, *ar_s = buf + 3 * nu;
-    double *ag_b = buf + 4 * nu, *rs_b = buf + 5 * nu, *ar_b = buf + 6 * nu, *done = buf + 7 * nu;
+    /* Flops per token: the same terms as st_model_flops_per_token. */
     for (int i = 0; i < m->n_tensors; i++) {
         const st_tensor *t = &m->tensors[i];
         if (t->ndim == 2 && t->unit != 0)
-            flops[t->unit] += 6.0 * (double)t->numel;
+            uc->flops[t->unit] += 6.0 * (double)t->numel;
     }
     if (m->tied)
-        flops[head] += 6.0 * (double)(m->V * m->C);
+        uc->flops[head] += 6.0 * (double)(m->V * m->C);
     double shard_elems = 0.0;
     for (int u = 0; u < nu; u++) {
         if (m->units[u].kind == ST_UNIT_BLOCK)
-            flops[u] += 12.0 * (double)(m->C * m->T);
+            uc->flops[u] += 12.0 * (double)(m->C * m->T);
         int64_t padded = (m->units[u].numel + S - 1) / S * S;
         double shard = (double)(padded / S);
         shard_elems += shard;
-        ag_s[u] = ring(S, (double)padded * cbytes, shard_link);
-        rs_s[u] = ring(S, (double)padded * rbytes, shard_link);
-        ar_s[u] = 2.0 * ring(R, shard * rbytes, rep_link);
-        ag_b[u] = S > 1 ? (double)padded * cbytes * (S - 1) / S : 0.0;
-        rs_b[u] = S > 1 ? (double)padded * rbytes * (S - 1) / S : 0.0;
-        ar_b[u] = R > 1 ? 2.0 * shard * rbytes * (R - 1) / R : 0.0;
+        uc->ag_s[u] = ring(S, (double)padded * cbytes, shard_link);
+        uc->rs_s[u] = ring(S, (double)padded * rbytes, shard_link);
+        uc->ar_s[u] = 2.0 * ring(R, shard * rbytes, rep_link);
+        uc->ag_b[u] = S > 1 ? (double)padded * cbytes * (S - 1) / S : 0.0;
+        uc->rs_b[u] = S > 1 ? (double)padded * rbytes * (S - 1) / S : 0.0;
+        uc->ar_b[u] = R > 1 ? 2.0 * shard * rbytes * (R - 1) / R : 0.0;
     }
+    return shard_elems;
+}
 
-    /* The step list of fsdp.c's build_steps, with each step's compute. */
-    const int ckpt = tr->activation_checkpointing == ST_ACKPT_FULL;
-    int n = 0;
-    double micro_compute = 0.0;
-    steps[n++] = (pstep){K_EMBED_FWD, 1, {0, 0}, -1, 0.0};
-    for (int l = 0; l < m->L; l++)
-        steps[n++] = (pstep){K_BLOCK_FWD, 1, {l + 1, 0}, -1, flops[l + 1] / 3.0 * tokens / rate};
-    steps[n++] = (pstep){K_HEAD, m->tied ? 2 : 1, {head, 0}, head, flops[head] * tokens / rate};
-    for (int l = (int)m->L - 1; l >= 0; l--)
-        steps[n++] = (pstep){K_BLOCK_BWD, 1, {l + 1, 0}, l + 1,
-                             flops[l + 1] * (ckpt ? 1.0 : 2.0 / 3.0) * tokens / rate};
-    /* The embedding's backward reads no parameters; its gradient (with the
-     * tied head's part) is complete only after it. */
-    steps[n++] = (pstep){K_EMBED_BWD, 0, {0, 0}, 0, 0.0};
-    for (int k = 0; k < n; k++)
-        micro_compute += steps[k].compute_s;
+/* Each step's compute time into compute_s; returns their sum. */
+static double cost_steps(const st_model *m, const st_config *cfg, const st_cluster *c,
+                         const double *flops, const st_sched_step *steps, int n,
+                         double *compute_s)
+{
+    const st_train_config *tr = &cfg->train;
+    const int ckpt = tr->activation_checkpointing == ST_ACKPT_FULL, head = m->n_units - 1;
+    const double rate = c->tflops * 1e12, tokens = (double)(tr->micro_batch * m->T);
+    double sum = 0.0;
+    for (int k = 0; k < n; k++) {
+        const int u = steps[k].layer + 1;
+        switch (steps[k].kind) {
+        case ST_STEP_BLOCK_FWD: compute_s[k] = flops[u] / 3.0 * tokens / rate; break;
+        case ST_STEP_HEAD: compute_s[k] = flops[head] * tokens / rate; break;
+        case ST_STEP_BLOCK_BWD:
+            compute_s[k] = flops[u] * (ckpt ? 1.0 : 2.0 / 3.0) * tokens / rate;
+            break;
+        default: compute_s[k] = 0.0; /* the embedding is a lookup */
+        }
+        sum += compute_s[k];
+    }
+    return sum;
+}
 
-    sim s = {steps, n, nu, S, R, par->strategy != ST_STRAT_SHARD_GRAD_OP, par->prefetch,
-             ag_s, rs_s, ar_s, ag_b, rs_b, ar_b, state, done, 0, 0.0, {0.0, 0.0},
-             0.0, 0.0, 0.0};
-    const int accum = (int)(tr->global_batch / (tr->micro_batch * world));
-    double t = 0.0;
-    /* Micro-steps are identical but for the reduction, so one of each kind
-     * is simulated and counted; the byte totals are scaled the same way. */
-    double t_sync = micro_step(&s, 1);
-    double ag1 = s.ag, rs1 = s.rs, ar1 = s.ar;
+/* The step's time and bytes from micro-steps that are identical but for
+ * the reduction: one of each kind is simulated and counted. */
+static void project_micro_steps(sim *s, const st_sched *sched, const st_sched_step *steps,
+                                int n, int accum, int no_sync, st_projection *out)
+{
+    double t_sync = micro_step(s, sched, steps, n, 1);
+    double ag1 = s->ag, rs1 = s->rs, ar1 = s->ar;
     double t_skip = t_sync, ag0 = ag1, rs0 = rs1, ar0 = ar1;
-    if (par->no_sync && accum > 1) {
-        s.ag = s.rs = s.ar = 0.0;
-        t_skip = micro_step(&s, 0);
-        ag0 = s.ag;
-        rs0 = s.rs;
-        ar0 = s.ar;
+    if (no_sync && accum > 1) {
+        s->ag = s->rs = s->ar = 0.0;
+        t_skip = micro_step(s, sched, steps, n, 0);
+        ag0 = s->ag;
+        rs0 = s->rs;
+        ar0 = s->ar;
     }
-    t = (accum - 1) * t_skip + t_sync;
+    out->step_s = (accum - 1) * t_skip + t_sync;
+    out->ag_bytes = (accum - 1) * ag0 + ag1;
+    out->rs_bytes = (accum - 1) * rs0 + rs1;
+    out->ar_bytes = (accum - 1) * ar0 + ar1;
+}
+
+int st_project_step(const st_model *m, const st_config *cfg, const st_cluster *c,
+                    st_projection *out, char *err, size_t errn)
+{
+    return st_project_step_traced(m, cfg, c, out, err, errn, NULL);
+}
+
+int st_project_step_traced(const st_model *m, const st_config *cfg, const st_cluster *c,
+                           st_projection *out, char *err, size_t errn, st_sched_trace *trace)
+{
+    memset(out, 0, sizeof *out);
+    if (err && errn)
+        err[0] = '\0';
+    int rc = check_cluster(c, err, errn);
+    if (rc)
+        return rc;
+    const int world = c->nodes * c->gpus_per_node;
+    st_layout lay;
+    rc = check_config(m, cfg, world, err, errn);
+    rc = rc ? rc : layout_of(c, &cfg->parallel, &lay, err, errn);
+    if (rc)
+        return rc;
+    const st_train_config *tr = &cfg->train;
+    const int S = lay.shard_size, R = lay.replicate_size, nu = m->n_units;
+    const int max_steps = (int)st_sched_max_steps(m->L);
+
+    /* Nine doubles per unit and one per step in one block. */
+    double *buf = calloc((size_t)nu * 9 + (size_t)max_steps, sizeof(double));
+    st_sched_step *steps = calloc((size_t)max_steps, sizeof *steps);
+    if (!buf || !steps) {
+        free(buf);
+        free(steps);
+        return fail(err, errn, "out of memory for %d units", nu);
+    }
+    unit_costs uc = {buf, buf + nu, buf + 2 * nu, buf + 3 * nu, buf + 4 * nu, buf + 5 * nu,
+                     buf + 6 * nu};
+    double *compute_s = buf + 9 * nu;
+    double shard_elems = cost_units(m, cfg, c, &lay, &uc);
+    st_sched sched;
+    st_sched_init(&sched, m->L, m->tied, cfg->parallel.strategy, S, R, cfg->parallel.prefetch);
+    int n = st_sched_build_steps(&sched, 1, steps);
+    double micro_compute = cost_steps(m, cfg, c, uc.flops, steps, n, compute_s);
+
+    sim s = {.S = S, .R = R, .compute_s = compute_s, .c = uc, .done = buf + 7 * nu,
+             .rs_end = buf + 8 * nu, .trace = trace};
+    const int accum = (int)(tr->global_batch / (tr->micro_batch * world));
+    project_micro_steps(&s, &sched, steps, n, accum, cfg->parallel.no_sync, out);
 
     out->optimizer_s = OPT_BYTES_PER_ELEM * shard_elems / (c->hbm_bw_gbs * 1e9);
     out->compute_s = accum * micro_compute + out->optimizer_s;
-    out->step_s = t + out->optimizer_s;
+    out->step_s += out->optimizer_s;
     out->exposed_comm_s = out->step_s - out->compute_s;
     if (out->exposed_comm_s < 0.0) /* rounding only */
         out->exposed_comm_s = 0.0;
     out->scaling_efficiency = out->compute_s / out->step_s;
     out->tokens_per_s_per_gpu =
         (double)tr->global_batch * (double)m->T / out->step_s / (double)world;
-    out->ag_bytes = (accum - 1) * ag0 + ag1;
-    out->rs_bytes = (accum - 1) * rs0 + rs1;
-    out->ar_bytes = (accum - 1) * ar0 + ar1;
     out->shard_size = S;
     out->replicate_size = R;
     out->accum = accum;
     free(buf);
-    free(state);
     free(steps);
     return 0;
 }

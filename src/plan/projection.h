@@ -1,8 +1,8 @@
 /* Step-time projection: how long one optimizer step of a model and
  * configuration would take on a cluster that we cannot (or not yet) run
  * on, and how much of the communication the engine's schedule hides behind
- * compute.  It replays the engine's own gather / compute / reduce schedule
- * (fsdp.c) on a simulated timeline with analytic compute and ring
+ * compute.  It walks the engine's own gather / compute / reduce schedule
+ * (engine/schedule.h) on a simulated timeline with analytic compute and ring
  * collective costs; the model and its assumptions are written out at the
  * top of projection.c.  Pure arithmetic: no MPI, no device. */
 #ifndef ST_PROJECTION_H
@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "config/config.h"
+#include "engine/schedule.h"
 #include "model/model.h"
 
 typedef struct {
@@ -50,5 +51,9 @@ typedef struct {
  * negative latency, global_batch not divisible by micro_batch x ranks). */
 int st_project_step(const st_model *m, const st_config *cfg, const st_cluster *c,
                     st_projection *out, char *err, size_t errn);
+/* The same, with each schedule event the projection walks appended to
+ * trace (tests compare it with the events the engine executes). */
+int st_project_step_traced(const st_model *m, const st_config *cfg, const st_cluster *c,
+                           st_projection *out, char *err, size_t errn, st_sched_trace *trace);
 
 #endif
