@@ -101,7 +101,12 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
 
 /* ---- export (export.c) ------------------------------------------------ */
 
-/* `shardtrain export CKPT OUT_DIR`: one process, no MPI. */
-int st_export_main(const char *ckpt, const char *out_dir);
+/* The work of `shardtrain export`: the checkpoint `ckpt` (a step directory,
+ * or a directory whose `latest` names one) to out_dir as a Hugging Face
+ * model directory (model.safetensors and config.json).  One process, no
+ * MPI.  On success dir (n bytes) holds the step directory read and *step
+ * its step.  Returns an exit status, the error printed. */
+int st_ckpt_export_hf(const char *ckpt, const char *out_dir, char *dir, size_t n,
+                      int64_t *step);
 
 #endif

@@ -1,0 +1,28 @@
+/* `shardtrain check CONFIG`: load the configuration as train would and
+ * print it resolved, every value with where it came from.  No MPI. */
+#include "cli/commands.h"
+#include "cli/args.h"
+#include "config/config.h"
+
+#include <stdio.h>
+
+static const st_args_spec check_args = {
+    .overrides = 1,
+    .positionals = {"CONFIG"},
+    .n_positionals = 1,
+    .n_required = 1,
+};
+
+int st_cmd_check(int argc, char **argv)
+{
+    st_args a;
+    int rc = st_args_parse(&check_args, argc, argv, NULL, &a);
+    if (rc)
+        return rc;
+    st_config cfg;
+    rc = st_config_load(&cfg, a.positional[0], a.overrides, a.n_overrides);
+    if (rc == 0)
+        st_config_print(&cfg, stdout);
+    st_config_free(&cfg);
+    return rc;
+}
