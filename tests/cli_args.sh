@@ -24,11 +24,12 @@ refused() {
     shift 2
     "$SHARDTRAIN" "$@" >stdout 2>stderr </dev/null
     st=$?
+    what="refuses: $(printf '%s' "$*" | cut -c 1-100)"
     if [ "$st" -eq 2 ] && [ ! -s stdout ] && [ "$(wc -l <stderr)" -eq 1 ] &&
        [ "$(cat stderr)" = "$want" ]; then
-        ok "refuses: $*"
+        ok "$what"
     else
-        not_ok "refuses: $*"
+        not_ok "$what"
         diag "exit status $st (want 2)" "want: $want" "got:" "$(cat stderr)"
         [ -s stdout ] && diag "stdout:" "$(head -n 5 stdout)"
     fi

@@ -63,6 +63,13 @@ int st_cli_main(int argc, char **argv)
     return st_arg_error(1, "unknown subcommand '%s'", cmd);
 }
 
+const st_args_spec st_cli_config_args = {
+    .overrides = 1,
+    .positionals = {"CONFIG"},
+    .n_positionals = 1,
+    .n_required = 1,
+};
+
 int st_cli_run_job(int argc, char **argv, const st_args *a, st_cli_job job,
                    const void *job_arg)
 {

@@ -1,5 +1,6 @@
 /* The command line: st_cli_main hands each subcommand to its entry point
- * (commands.h); the frame that train and sample share. */
+ * (commands.h); the argument table and the run frame that several
+ * commands share. */
 #ifndef ST_CLI_H
 #define ST_CLI_H
 
@@ -9,6 +10,10 @@
 
 /* Run the command line; returns the process exit status. */
 int st_cli_main(int argc, char **argv);
+
+/* The arguments of train, check and runtime-info: [-s SECTION.KEY=VALUE]...
+ * CONFIG. */
+extern const st_args_spec st_cli_config_args;
 
 /* The work of a command that runs on every rank with a configuration. */
 typedef int (*st_cli_job)(const st_config *cfg, st_runtime *rt, const void *job_arg);

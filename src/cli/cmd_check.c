@@ -2,21 +2,15 @@
  * print it resolved, every value with where it came from.  No MPI. */
 #include "cli/commands.h"
 #include "cli/args.h"
+#include "cli/cli.h"
 #include "config/config.h"
 
 #include <stdio.h>
 
-static const st_args_spec check_args = {
-    .overrides = 1,
-    .positionals = {"CONFIG"},
-    .n_positionals = 1,
-    .n_required = 1,
-};
-
 int st_cmd_check(int argc, char **argv)
 {
     st_args a;
-    int rc = st_args_parse(&check_args, argc, argv, NULL, &a);
+    int rc = st_args_parse(&st_cli_config_args, argc, argv, NULL, &a);
     if (rc)
         return rc;
     st_config cfg;

@@ -5,19 +5,13 @@
  * with any, CONFIG is required. */
 #include "cli/commands.h"
 #include "cli/args.h"
+#include "cli/cli.h"
 #include "comm/groups.h"
 #include "config/config.h"
 #include "runtime/device.h"
 #include "runtime/runtime.h"
 
 #include <string.h>
-
-static const st_args_spec runtime_info_spec = {
-    .overrides = 1,
-    .positionals = {"CONFIG"},
-    .n_positionals = 1,
-    .n_required = 1,
-};
 
 /* The identity line of this rank, from the configuration at path (NULL:
  * the defaults). */
@@ -58,7 +52,7 @@ int st_cmd_runtime_info(int argc, char **argv)
     st_args a;
     memset(&a, 0, sizeof a);
     if (argc > 2) {
-        int rc = st_args_parse(&runtime_info_spec, argc, argv, NULL, &a);
+        int rc = st_args_parse(&st_cli_config_args, argc, argv, NULL, &a);
         if (rc)
             return rc;
     }

@@ -5,13 +5,6 @@
 #include "cli/cli.h"
 #include "train/train.h"
 
-static const st_args_spec train_args = {
-    .overrides = 1,
-    .positionals = {"CONFIG"},
-    .n_positionals = 1,
-    .n_required = 1,
-};
-
 static int train_job(const st_config *cfg, st_runtime *rt, const void *unused)
 {
     (void)unused;
@@ -21,6 +14,6 @@ static int train_job(const st_config *cfg, st_runtime *rt, const void *unused)
 int st_cmd_train(int argc, char **argv)
 {
     st_args a;
-    int rc = st_args_parse(&train_args, argc, argv, NULL, &a);
+    int rc = st_args_parse(&st_cli_config_args, argc, argv, NULL, &a);
     return rc ? rc : st_cli_run_job(argc, argv, &a, train_job, NULL);
 }
