@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "base/log.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -126,6 +127,7 @@ static int take_option(const st_args_spec *spec, int argc, char **argv, int *i, 
 
 int st_args_parse(const st_args_spec *spec, int argc, char **argv, void *dest, st_args *a)
 {
+    assert(spec->n_options <= ST_ARGS_MAX_OPTIONS);
     memset(a, 0, sizeof *a);
     for (int i = 2; i < argc; i++) {
         const char *arg = argv[i];

@@ -46,10 +46,14 @@ typedef struct {
                                  * and is the message for a fraction */
 } st_arg_option;
 
+/* In an st_args_spec initialiser: the options of a static table. */
+#define ST_ARGS_OPTIONS(table) \
+    .options = (table), .n_options = (int)(sizeof(table) / sizeof((table)[0]))
+
 typedef struct {
     int overrides;              /* takes -s/--set SECTION.KEY=VALUE */
     const st_arg_option *options;
-    int n_options;
+    int n_options;              /* at most ST_ARGS_MAX_OPTIONS */
     const char *positionals[ST_ARGS_MAX_POSITIONALS]; /* names, as in the usage */
     int n_positionals;          /* at most this many */
     int n_required;             /* st_args_parse refuses fewer (see st_args_missing) */

@@ -72,8 +72,7 @@ static const st_arg_option bench_options[] = {
  * the order bench-comm has always reported its errors in. */
 static const st_args_spec bench_spec = {
     .overrides = 1,
-    .options = bench_options,
-    .n_options = sizeof bench_options / sizeof bench_options[0],
+    ST_ARGS_OPTIONS(bench_options),
     .positionals = {"CONFIG"},
     .n_positionals = 1,
 };

@@ -54,8 +54,7 @@ static const st_arg_option estimate_options[] = {
  * reported it missing at the last argument, not one past it. */
 static const st_args_spec estimate_spec = {
     .overrides = 1,
-    .options = estimate_options,
-    .n_options = sizeof estimate_options / sizeof estimate_options[0],
+    ST_ARGS_OPTIONS(estimate_options),
     .positionals = {"CONFIG"},
     .n_positionals = 1,
 };

@@ -25,8 +25,7 @@ static const st_arg_option prepare_options[] = {
 };
 
 static const st_args_spec prepare_spec = {
-    .options = prepare_options,
-    .n_options = sizeof prepare_options / sizeof prepare_options[0],
+    ST_ARGS_OPTIONS(prepare_options),
     .positionals = {"INPUT", "OUT_PREFIX"},
     .n_positionals = 2,
     .n_required = 2,

@@ -29,8 +29,7 @@ static const st_arg_option sample_options[] = {
 
 static const st_args_spec sample_spec = {
     .overrides = 1,
-    .options = sample_options,
-    .n_options = sizeof sample_options / sizeof sample_options[0],
+    ST_ARGS_OPTIONS(sample_options),
     .positionals = {"CONFIG"},
     .n_positionals = 1,
     .n_required = 1,
