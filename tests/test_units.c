@@ -1,7 +1,9 @@
 /* Unit tests of the CPU kernels, the optimizer, the schedules and the
  * tracking allocator, each against an independent float64 reference or a
- * closed-form value. */
+ * closed-form value; and of how the test-only hooks read their
+ * environment variables. */
 #include "base/alloc.h"
+#include "base/log.h"
 #include "config/config.h"
 #include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h"
@@ -9,6 +11,7 @@
 #include "engine/lr_schedule.h"
 #include "kernels/cpu_adamw.h"
 #include "base/rng.h"
+#include "base/test_faults.h"
 #include "tap.h"
 
 #include <math.h>
@@ -233,6 +236,47 @@ static void test_alloc(void)
     tap_ok(st_mem_total() == base, "everything returned");
 }
 
+/* The test hooks read their variables as shardtrain(1) describes them;
+ * a malformed value prints one error line (on stderr) and is status 2. */
+static void test_fault_hooks(void)
+{
+    static const char steps[] = "SHARDTRAIN_TEST_NONFINITE_STEPS";
+    setenv(steps, "3,40", 1);
+    tap_ok(st_fault_load_poisoned_steps() == 0 && st_fault_poisoned_step(3) &&
+               st_fault_poisoned_step(40) && !st_fault_poisoned_step(4),
+           "%s=3,40 poisons steps 3 and 40 only", steps);
+    setenv(steps, "3,,4", 1);
+    int bad = st_fault_load_poisoned_steps() == ST_EXIT_USAGE;
+    setenv(steps, "0", 1);
+    bad = bad && st_fault_load_poisoned_steps() == ST_EXIT_USAGE;
+    tap_ok(bad, "%s=3,,4 and =0 are usage errors", steps);
+    unsetenv(steps);
+    tap_ok(st_fault_load_poisoned_steps() == 0 && !st_fault_poisoned_step(3),
+           "%s unset poisons nothing", steps);
+
+    setenv("SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT", "4", 1);
+    int crash = st_fault_crash_in_checkpoint(4) && !st_fault_crash_in_checkpoint(3);
+    unsetenv("SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT");
+    tap_ok(crash && !st_fault_crash_in_checkpoint(0) && !st_fault_crash_in_checkpoint(4),
+           "SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT names the one step to crash in");
+
+    st_fault_kernels v = ST_FAULT_KERNELS_CPU;
+    setenv("SHARDTRAIN_TEST_KERNELS", "cpu-bf16params", 1);
+    int kern = st_fault_kernels_variant(&v) == 0 && v == ST_FAULT_KERNELS_CPU_BF16PARAMS;
+    setenv("SHARDTRAIN_TEST_KERNELS", "", 1);
+    kern = kern && st_fault_kernels_variant(&v) == 0 && v == ST_FAULT_KERNELS_CPU;
+    setenv("SHARDTRAIN_TEST_KERNELS", "cuda-nope", 1);
+    kern = kern && st_fault_kernels_variant(&v) == ST_EXIT_USAGE;
+    unsetenv("SHARDTRAIN_TEST_KERNELS");
+    tap_ok(kern && st_fault_kernels_variant(&v) == 0 && v == ST_FAULT_KERNELS_CPU,
+           "SHARDTRAIN_TEST_KERNELS: cpu-bf16params, empty or unset is cpu, else an error");
+
+    setenv("SHARDTRAIN_DEBUG_IO", "", 1);
+    int dbg = st_fault_debug_io();
+    unsetenv("SHARDTRAIN_DEBUG_IO");
+    tap_ok(dbg && !st_fault_debug_io(), "SHARDTRAIN_DEBUG_IO counts when set, even empty");
+}
+
 int main(void)
 {
     test_gemm();
@@ -243,5 +287,6 @@ int main(void)
     test_adamw();
     test_xent();
     test_alloc();
+    test_fault_hooks();
     return tap_done();
 }

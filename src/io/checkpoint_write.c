@@ -1,5 +1,5 @@
-/* Writing checkpoints (see checkpoint.h), and the preemption signals that
- * ask for one.  The write is ordered so that a crash at any moment leaves
+/* Writing checkpoints (see checkpoint.h); train/boundary.c decides when.
+ * The write is ordered so that a crash at any moment leaves
  * the previous checkpoint loadable: every file goes into a temporary
  * directory and is fsynced; after a collective (every shard is on disk)
  * rank 0 writes the manifest, renames the directory into place, and only
@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/files.h"
+#include "base/test_faults.h"
 #include "config/schema.h"
 
 #include <dirent.h>
@@ -18,62 +19,12 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-extern char **environ;
-
-/* ---- signals ---------------------------------------------------------- */
-
-static volatile sig_atomic_t pending_signal;
-
-static void on_signal(int sig) { pending_signal = sig; }
-
-void st_ckpt_install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    /* Restart interrupted system calls: MPI and file I/O in flight must not
-     * see EINTR because a flag was set. */
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-int st_ckpt_signal_pending(void) { return pending_signal; }
-
-void st_ckpt_requeue(const st_config *cfg, int rank)
-{
-    const char *job = getenv("SLURM_JOB_ID");
-    if (!cfg->checkpoint.requeue || rank != 0 || !job || !*job)
-        return;
-    /* argv, not a shell string: the job id is never parsed by a shell. */
-    char *argv[] = {"scontrol", "requeue", (char *)job, NULL};
-    pid_t pid;
-    int err = posix_spawnp(&pid, "scontrol", NULL, NULL, argv, environ);
-    if (err) {
-        st_warn("cannot run scontrol requeue %s: %s; the job is not requeued", job,
-                strerror(err));
-        return;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        st_warn("scontrol requeue %s failed (status %d); the job is not requeued", job,
-                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    else
-        st_info("shardtrain: requeued Slurm job %s", job);
-}
 
 /* ---- filesystem helpers ----------------------------------------------- */
 
@@ -157,12 +108,6 @@ static int64_t file_bytes_of(const st_fsdp *f)
     return b;
 }
 
-static long crash_step(void)
-{
-    const char *s = getenv("SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT");
-    return s && *s ? strtol(s, NULL, 10) : -1;
-}
-
 /* Write this rank's shard; hashes[0] = whole file, hashes[1..] = blocks.
  * The arrays are backend memory: they cross to the host through a bounded
  * staging buffer, and the writer streams, so the bytes and hashes do not
@@ -190,7 +135,7 @@ static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_
                 bad = hw_write(&w, stage, sizeof(float) * (size_t)n);
             }
             /* Testing aid: die between the writes of a checkpoint. */
-            if (u == 0 && k == 0 && crash_step() == step)
+            if (u == 0 && k == 0 && st_fault_crash_in_checkpoint(step))
                 _exit(ST_EXIT_FAILURE);
         }
     }
@@ -457,7 +402,7 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
     if (writer) {
         snprintf(path, sizeof path, "%s/shard_%05d-of-%05d.bin", tmp, f->shard_rank, f->S);
         rc = write_shard(f, path, step, mine);
-    } else if (crash_step() == step) {
+    } else if (st_fault_crash_in_checkpoint(step)) {
         _exit(ST_EXIT_FAILURE);
     }
     uint64_t *all = rt->rank == 0 ? st_alloc(sizeof(uint64_t) * (size_t)stride *
@@ -475,31 +420,4 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
     if (!rc)
         st_info("shardtrain: checkpoint %s/step_%08lld written", dir, (long long)step);
     return rc;
-}
-
-int st_ckpt_step_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
-                          int64_t done)
-{
-    const int last = done >= cfg->train.steps;
-    const int64_t every = cfg->checkpoint.every;
-    int saved = 0, rc = 0;
-    if (every > 0 && (done % every == 0 || last)) {
-        if ((rc = st_ckpt_save(f, cfg, rt, done)))
-            return rc;
-        saved = 1;
-    }
-    /* At the last step the run is finishing anyway. */
-    if (last)
-        return 0;
-    int sig = st_runtime_agree(st_ckpt_signal_pending());
-    if (!sig)
-        return 0;
-    if (!saved && (rc = st_ckpt_save(f, cfg, rt, done)))
-        return rc;
-    st_warn("rank %d: %s received; checkpoint of step %lld written, exiting with status %d "
-            "(resume with checkpoint.resume = auto)", rt->rank,
-            sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "a signal",
-            (long long)done, ST_EXIT_PREEMPTED);
-    st_ckpt_requeue(cfg, rt->rank);
-    return ST_EXIT_PREEMPTED;
 }

@@ -20,6 +20,7 @@
 #include "io/hf_import.h"
 #include "kernels/cpu_ops.h"
 #include "base/log.h"
+#include "base/test_faults.h"
 #include "io/safetensors_parse.h"
 
 #include <errno.h>
@@ -553,7 +554,7 @@ int st_hf_load_slices(const char *init, const st_model *m, const st_model_config
             io->data_total += map[i].t->end - map[i].t->begin;
         rc = read_slices(&s, m, map, lo, len, dst, io);
     }
-    if (!rc && getenv("SHARDTRAIN_DEBUG_IO"))
+    if (!rc && st_fault_debug_io())
         fprintf(stderr, "shardtrain: debug: rank %d read %llu of %llu tensor data bytes "
                 "and %llu header bytes from %d files\n", st_log_rank(),
                 (unsigned long long)io->data_read, (unsigned long long)io->data_total,

@@ -15,6 +15,7 @@
 #include "kernels/cpu_model.h"
 #include "kernels/cpu_ops.h"
 #include "base/log.h"
+#include "base/test_faults.h"
 #include "kernels/cpu_adamw.h"
 
 #include <stdio.h>
@@ -209,7 +210,6 @@ static const st_kernels cpu_bf16params_kernels = {
 
 int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out)
 {
-    static const char var[] = "SHARDTRAIN_TEST_KERNELS";
     if (device >= 0) {
         /* The fused attention kernels (cuda/attention.h) are written for
          * two head widths; say so before any work rather than fail at the
@@ -231,16 +231,10 @@ int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **o
         }
         return st_kernels_cuda_open(cfg->train.precision == ST_PREC_BF16, out);
     }
-    const char *s = getenv(var);
-    if (!s || !*s || !strcmp(s, "cpu")) {
-        *out = &cpu_kernels;
-        return 0;
-    }
-    if (!strcmp(s, "cpu-bf16params")) {
-        *out = &cpu_bf16params_kernels;
-        return 0;
-    }
-    st_error(var, "'%s' is not a kernels backend this build can test; hint: "
-             "cpu or cpu-bf16params", s);
-    return ST_EXIT_USAGE;
+    st_fault_kernels variant;
+    int rc = st_fault_kernels_variant(&variant);
+    if (!rc)
+        *out = variant == ST_FAULT_KERNELS_CPU_BF16PARAMS ? &cpu_bf16params_kernels
+                                                          : &cpu_kernels;
+    return rc;
 }
