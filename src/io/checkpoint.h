@@ -1,7 +1,7 @@
 /* Sharded, verified, reshardable checkpoints: saving (checkpoint_write.c),
- * reading, validation and resharding (checkpoint_read.c) and `shardtrain
- * export` (cli/cmd_export.c).  When to save is the train loop's policy
- * (train/boundary.h).
+ * reading, validation and resharding (checkpoint_read.c) and the export to
+ * Hugging Face (export.c; the command is cli/cmd_export.c).  When to save
+ * is the train loop's policy (train/boundary.h).
  *
  * A checkpoint is DIR/step_NNNNNNNN/ holding manifest.json and one file per
  * shard index, shard_IIIII-of-SSSSS.bin.  A shard file holds, for each unit
@@ -83,7 +83,7 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
 int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
                    int64_t *start_step);
 
-/* ---- export (cli/cmd_export.c) ---------------------------------------- */
+/* ---- export (export.c) ------------------------------------------------ */
 
 /* The work of `shardtrain export`: the checkpoint `ckpt` (a step directory,
  * or a directory whose `latest` names one) to out_dir as a Hugging Face
