@@ -1,10 +1,11 @@
 /* The subcommands' entry points, one src/cli/cmd_NAME.c each.  Every one
  * takes the whole command line (argv[0] "shardtrain", argv[1] the
  * subcommand), so the positions its errors name are indexes of argv; parses
- * its arguments with args.h before anything else starts (a typo costs one
- * line, not one per rank after a launcher round trip); calls into the
- * modules below the cli for the work; and returns the process exit status
- * (see shardtrain(1), EXIT STATUS). */
+ * its arguments with args.h (keys, with its two fixed forms, compares them
+ * itself) before anything else starts, so a typo costs one line, not one
+ * per rank after a launcher round trip; calls into the modules below the
+ * cli for the work; and returns the process exit status (see
+ * shardtrain(1), EXIT STATUS). */
 #ifndef ST_COMMANDS_H
 #define ST_COMMANDS_H
 
