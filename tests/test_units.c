@@ -1,8 +1,10 @@
-/* Unit tests of the CPU kernels, the optimizer, the schedules and the
- * tracking allocator, each against an independent float64 reference or a
- * closed-form value; and of how the test-only hooks read their
- * environment variables. */
+/* Unit tests of the CPU kernels, the optimizer, the schedules, the
+ * tracking allocator and the atomic file write, each against an
+ * independent float64 reference, a closed-form value or the files left
+ * behind; and of how the test-only hooks read their environment
+ * variables. */
 #include "base/alloc.h"
+#include "base/files.h"
 #include "base/log.h"
 #include "config/config.h"
 #include "kernels/cpu_gemm.h"
@@ -14,10 +16,14 @@
 #include "base/test_faults.h"
 #include "tap.h"
 
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static float *randn(int64_t n, uint64_t seed)
 {
@@ -236,6 +242,68 @@ static void test_alloc(void)
     tap_ok(st_mem_total() == base, "everything returned");
 }
 
+static int write_hello(int fd, void *ctx)
+{
+    (void)ctx;
+    return st_write_all(fd, "hello\n", 6);
+}
+
+static int write_fails(int fd, void *ctx)
+{
+    (void)ctx;
+    if (st_write_all(fd, "half", 4))
+        return -1;
+    errno = ENOSPC;
+    return -1;
+}
+
+/* Whether path holds exactly text. */
+static int holds(const char *path, const char *text)
+{
+    char buf[64] = "";
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    return f && n == strlen(text) && memcmp(buf, text, n) == 0;
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static void test_atomic_write(void)
+{
+    char dir[] = "/tmp/st_units_XXXXXX", f[64], tmp[64], sub[80];
+    if (!tap_ok(mkdtemp(dir) != NULL, "a scratch directory"))
+        return;
+    snprintf(f, sizeof f, "%s/f", dir);
+    snprintf(tmp, sizeof tmp, "%s/f.tmp", dir);
+    int step = st_file_write_atomic(f, tmp, 0644, write_hello, NULL);
+    tap_ok(step == ST_ATOMIC_DONE && holds(f, "hello\n") && !exists(tmp),
+           "atomic write: the file holds the bytes, no temporary is left");
+    step = st_file_write_atomic(f, tmp, 0644, write_fails, NULL);
+    tap_ok(step == ST_ATOMIC_WRITE && errno == ENOSPC && holds(f, "hello\n") && !exists(tmp),
+           "a failed write keeps the old file and its errno, and removes the temporary");
+    mkdir(tmp, 0700);
+    step = st_file_write_atomic(f, tmp, 0644, write_hello, NULL);
+    tap_ok(step == ST_ATOMIC_CREATE && holds(f, "hello\n"),
+           "a temporary that cannot be created is reported as such");
+    rmdir(tmp);
+    snprintf(sub, sizeof sub, "%s/x", f);
+    unlink(f);
+    mkdir(f, 0700);
+    mkdir(sub, 0700);
+    step = st_file_write_atomic(f, tmp, 0644, write_hello, NULL);
+    tap_ok(step == ST_ATOMIC_RENAME && !exists(tmp),
+           "a rename over a non-empty directory fails and removes the temporary");
+    rmdir(sub);
+    rmdir(f);
+    tap_ok(rmdir(dir) == 0, "nothing else was left behind");
+}
+
 /* The test hooks read their variables as shardtrain(1) describes them;
  * a malformed value prints one error line (on stderr) and is status 2. */
 static void test_fault_hooks(void)
@@ -287,6 +355,7 @@ int main(void)
     test_adamw();
     test_xent();
     test_alloc();
+    test_atomic_write();
     test_fault_hooks();
     return tap_done();
 }

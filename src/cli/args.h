@@ -9,6 +9,7 @@
 #ifndef ST_ARGS_H
 #define ST_ARGS_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "config/config.h"
@@ -84,8 +85,9 @@ int st_args_missing(const st_args_spec *spec, const st_args *a, int n, int posit
 /* Where option `name` last got its value (0 when it was not given). */
 int st_args_value_at(const st_args_spec *spec, const st_args *a, const char *name);
 
-/* Print the error for argument argno and return ST_EXIT_USAGE.  fmt has
- * one %s, filled with arg. */
-int st_arg_error(int argno, const char *fmt, const char *arg);
+/* Print the error for argument argno and return ST_EXIT_USAGE
+ * (st_arg_verror: for wrappers with their own arguments). */
+int st_arg_error(int argno, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int st_arg_verror(int argno, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 #endif

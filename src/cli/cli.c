@@ -46,7 +46,7 @@ int st_cli_main(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(usage_text, stderr);
-        return st_arg_error(1, "missing subcommand%s", "");
+        return st_arg_error(1, "missing subcommand");
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {

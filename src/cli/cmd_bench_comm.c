@@ -87,12 +87,10 @@ static int parse_bench_args(int argc, char **argv, bench_args *b, st_args *a)
     if (rc)
         return rc;
     if (b->min_bytes > b->max_bytes) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%" PRId64 " > --max-bytes %" PRId64, b->min_bytes,
-                 b->max_bytes);
         int min_at = st_args_value_at(&bench_spec, a, "--min-bytes");
         return st_arg_error(min_at ? min_at : st_args_value_at(&bench_spec, a, "--max-bytes"),
-                            "--min-bytes %s", msg);
+                            "--min-bytes %" PRId64 " > --max-bytes %" PRId64, b->min_bytes,
+                            b->max_bytes);
     }
     return st_args_missing(&bench_spec, a, 1, argc); /* one past the last */
 }

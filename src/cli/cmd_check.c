@@ -4,6 +4,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "config/config.h"
+#include "config/origin.h"
 
 #include <stdio.h>
 

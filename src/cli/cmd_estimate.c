@@ -204,8 +204,7 @@ int st_cmd_estimate(int argc, char **argv)
     if ((rc = st_args_missing(&estimate_spec, &a, 1, argc - 1)))
         return rc;
     if (o.time && o.cluster.tflops <= 0)
-        return st_arg_error(argc - 1,
-                            "--time needs --tflops, the compute rate achieved per GPU%s", "");
+        return st_arg_error(argc - 1, "--time needs --tflops, the compute rate achieved per GPU");
     st_config cfg;
     rc = st_config_load(&cfg, a.positional[0], a.overrides, a.n_overrides);
     if (rc == 0)

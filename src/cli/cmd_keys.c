@@ -19,5 +19,5 @@ int st_cmd_keys(int argc, char **argv)
         st_schema_print_man(stdout);
         return 0;
     }
-    return st_arg_error(2, "usage: shardtrain keys [--man]%s", "");
+    return st_arg_error(2, "usage: shardtrain keys [--man]");
 }

@@ -42,31 +42,6 @@ static int rm_rf(const char *path)
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static int fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    int r = fsync(fd);
-    close(fd);
-    return r;
-}
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* ---- one shard file ---------------------------------------------------- */
 
 /* Streams bytes to a file while hashing the whole file and each block. */
@@ -79,7 +54,7 @@ typedef struct {
 
 static int hw_write(hashed_writer *w, const void *data, size_t n)
 {
-    if (write_all(w->fd, data, n))
+    if (st_write_all(w->fd, data, n))
         return -1;
     XXH64_update(w->all, data, n);
     const char *p = data;
@@ -329,23 +304,29 @@ static void prune(const char *dir, int64_t keep, int64_t current)
     free(steps);
 }
 
+/* A NUL-terminated line as a whole file, for st_file_write_atomic. */
+static int write_text(int fd, void *text)
+{
+    return st_write_all(fd, text, strlen(text));
+}
+
 /* Rank 0, after every shard is on disk. */
 static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t step,
                    const char *tmp, const uint64_t *all, int64_t n_blocks, int stride)
 {
     const char *dir = cfg->checkpoint.dir;
-    char path[8400], final[8400], old[8400];
+    char path[8400], final[8400], old[8400], latest[8400];
     json_t *root = manifest_json(f, cfg, rt, step, all, n_blocks, stride);
     snprintf(path, sizeof path, "%s/%s", tmp, ST_CKPT_MANIFEST);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
     json_decref(root);
-    int bad = fd < 0 || !text || write_all(fd, text, strlen(text)) || write_all(fd, "\n", 1) ||
-              fsync(fd) != 0;
+    int bad = fd < 0 || !text || st_write_all(fd, text, strlen(text)) ||
+              st_write_all(fd, "\n", 1) || fsync(fd) != 0;
     free(text);
     if (fd >= 0 && close(fd) != 0)
         bad = 1;
-    if (bad || fsync_path(tmp) != 0) {
+    if (bad || st_fsync_dir(tmp) != 0) {
         st_error(path, "cannot write checkpoint manifest: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
@@ -358,20 +339,16 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
         st_error(final, "cannot replace existing checkpoint: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
-    if (rename(tmp, final) != 0 || fsync_path(dir) != 0) {
+    if (rename(tmp, final) != 0 || st_fsync_dir(dir) != 0) {
         st_error(final, "cannot rename checkpoint into place: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
     snprintf(path, sizeof path, "%s/.latest.tmp", dir);
     char line[64];
-    int len = snprintf(line, sizeof line, "step_%08lld\n", (long long)step);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    bad = fd < 0 || write_all(fd, line, (size_t)len) || fsync(fd) != 0;
-    if (fd >= 0 && close(fd) != 0)
-        bad = 1;
-    snprintf(old, sizeof old, "%s/%s", dir, ST_CKPT_LATEST);
-    if (bad || rename(path, old) != 0 || fsync_path(dir) != 0) {
-        st_error(old, "cannot update the latest pointer: %s", strerror(errno));
+    snprintf(line, sizeof line, "step_%08lld\n", (long long)step);
+    snprintf(latest, sizeof latest, "%s/%s", dir, ST_CKPT_LATEST);
+    if (st_file_write_atomic(latest, path, 0666, write_text, line)) {
+        st_error(latest, "cannot update the latest pointer: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
     prune(dir, cfg->checkpoint.keep, step);

@@ -25,6 +25,7 @@
 #include "io/safetensors_write.h"
 #include "runtime/signals.h"
 #include "train/boundary.h"
+#include "config/origin.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,15 +38,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void error_at_key(const st_config *cfg, const char *section, const char *key,
-                         const char *fmt, const char *detail)
-{
-    const char *file = NULL;
-    int line = 0;
-    st_config_origin_of(cfg, section, key, &file, &line);
-    st_error_at(file ? file : cfg->path, line, fmt, detail);
 }
 
 int st_train_check_environment(const st_config *cfg, st_runtime *rt, const st_kernels **k)
@@ -106,28 +98,20 @@ static int train_check(train_run *r)
     r->rank = r->rt->rank;
     r->B = cfg->train.micro_batch;
     r->T = cfg->model.seq_len;
-    if (cfg->train.global_batch % (r->B * r->dp) != 0) {
-        char detail[160];
-        snprintf(detail, sizeof detail, "%lld x %d", (long long)r->B, r->dp);
-        error_at_key(cfg, "train", "global_batch",
-                     "train.global_batch is not a multiple of micro_batch x "
-                     "data-parallel ranks (%s); hint: change global_batch or micro_batch",
-                     detail);
-        return ST_EXIT_USAGE;
-    }
+    if (cfg->train.global_batch % (r->B * r->dp) != 0)
+        return st_config_error(cfg, "train", "global_batch",
+                               "train.global_batch is not a multiple of micro_batch x "
+                               "data-parallel ranks (%lld x %d); hint: change global_batch "
+                               "or micro_batch", (long long)r->B, r->dp);
     r->accum = cfg->train.global_batch / (r->B * r->dp);
-    if (!cfg->data.train[0]) {
-        error_at_key(cfg, "data", "train",
-                     "data.train is empty%s; hint: point it at token shards, "
-                     "e.g. made by `shardtrain prepare`", "");
-        return ST_EXIT_USAGE;
-    }
-    if (cfg->train.eval_every > 0 && !cfg->data.val[0]) {
-        error_at_key(cfg, "train", "eval_every",
-                     "train.eval_every is set but data.val is empty%s; "
-                     "hint: set data.val or eval_every = 0", "");
-        return ST_EXIT_USAGE;
-    }
+    if (!cfg->data.train[0])
+        return st_config_error(cfg, "data", "train",
+                               "data.train is empty; hint: point it at token shards, "
+                               "e.g. made by `shardtrain prepare`");
+    if (cfg->train.eval_every > 0 && !cfg->data.val[0])
+        return st_config_error(cfg, "train", "eval_every",
+                               "train.eval_every is set but data.val is empty; "
+                               "hint: set data.val or eval_every = 0");
     return st_fault_load_poisoned_steps();
 }
 
@@ -139,11 +123,11 @@ static int open_data(const st_config *cfg, st_dataset *train_ds, st_dataset *val
     int line;
     const int64_t T = cfg->model.seq_len, V = cfg->model.vocab_size;
     st_config_origin_of(cfg, "data", "train", &file, &line);
-    int rc = st_dataset_open(train_ds, cfg->data.train, T, V, file ? file : cfg->path, line);
+    int rc = st_dataset_open(train_ds, cfg->data.train, T, V, file, line);
     if (rc || !cfg->data.val[0])
         return rc;
     st_config_origin_of(cfg, "data", "val", &file, &line);
-    rc = st_dataset_open(val_ds, cfg->data.val, T, V, file ? file : cfg->path, line);
+    rc = st_dataset_open(val_ds, cfg->data.val, T, V, file, line);
     if (rc)
         st_dataset_close(train_ds);
     return rc;
