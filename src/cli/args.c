@@ -1,11 +1,15 @@
-/* Command-line helpers (see args.h).  strtoll/strtod accept leading
+/* The command-line parser (see args.h).  strtoll/strtod accept leading
  * blanks and stop at the first bad character; a value is valid only when
  * the whole string was consumed and it lies in range, so "2x" and "" are
- * errors rather than 2 and 0. */
+ * errors rather than 2 and 0.  An option takes the next argument as its
+ * value whatever it looks like, so `--prompt -s` prompts with "-s". */
 #include "cli/args.h"
 #include "base/log.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +32,7 @@ int st_arg_error(int argno, const char *fmt, ...)
     return rc;
 }
 
-int st_arg_int(const char *s, long long lo, long long hi, long long *out)
+static int whole_int(const char *s, long long lo, long long hi, long long *out)
 {
     char *end;
     errno = 0;
@@ -39,7 +43,7 @@ int st_arg_int(const char *s, long long lo, long long hi, long long *out)
     return 0;
 }
 
-int st_arg_double(const char *s, double lo, double hi, double *out)
+static int whole_double(const char *s, double lo, double hi, double *out)
 {
     char *end;
     errno = 0;
@@ -50,18 +54,127 @@ int st_arg_double(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
-int st_arg_override(int argc, char **argv, int *i, int offset, st_override *ov, int *n_ov)
+static int is_one_of(const char *const *choices, const char *s)
+{
+    for (; *choices; choices++)
+        if (!strcmp(*choices, s))
+            return 1;
+    return 0;
+}
+
+/* Check value s (argument `at`) of option o and store it in dest. */
+static int store_value(const st_arg_option *o, const char *s, int at, void *dest)
+{
+    char *field = (char *)dest + o->offset;
+    long long i;
+    double x;
+    switch (o->kind) {
+    case ST_ARG_FLAG:
+        *(int *)field = 1;
+        return 0;
+    case ST_ARG_STRING:
+        if (o->choices && !is_one_of(o->choices, s))
+            return st_arg_error(at, o->bad, s);
+        *(const char **)field = s;
+        return 0;
+    case ST_ARG_INT:
+        if (whole_int(s, o->min, o->max, &i))
+            return st_arg_error(at, o->bad, s);
+        *(int64_t *)field = i;
+        return 0;
+    case ST_ARG_NUMBER:
+        if (whole_double(s, o->lo, o->hi, &x) || (o->hi_open && x >= o->hi))
+            return st_arg_error(at, o->bad, s);
+        if (o->not_whole && x != floor(x))
+            return st_arg_error(at, o->not_whole, s);
+        *(double *)field = x;
+        return 0;
+    }
+    return 0;
+}
+
+static int find_option(const st_args_spec *spec, const char *name)
+{
+    for (int k = 0; k < spec->n_options; k++)
+        if (!strcmp(spec->options[k].name, name))
+            return k;
+    return -1;
+}
+
+/* -s/--set at argv[*i]: its SECTION.KEY=VALUE is the next argument. */
+static int take_override(int argc, char **argv, int *i, st_args *a)
 {
     const char *arg = argv[*i];
-    if (strcmp(arg, "-s") && strcmp(arg, "--set"))
-        return -1;
     if (*i + 1 >= argc)
-        return st_arg_error(*i + offset, "%s needs SECTION.KEY=VALUE", arg);
-    if (*n_ov == ST_MAX_OVERRIDES)
-        return st_arg_error(*i + offset, "more than 256 overrides");
-    ov[*n_ov].text = argv[*i + 1];
-    ov[*n_ov].argno = *i + 1 + offset;
-    (*n_ov)++;
+        return st_arg_error(*i, "%s needs SECTION.KEY=VALUE", arg);
+    if (a->n_overrides == ST_MAX_OVERRIDES)
+        return st_arg_error(*i, "more than 256 overrides");
+    a->overrides[a->n_overrides].text = argv[*i + 1];
+    a->overrides[a->n_overrides].argno = *i + 1;
+    a->n_overrides++;
     (*i)++;
     return 0;
+}
+
+/* The option at argv[*i], and its value when it takes one. */
+static int take_option(const st_args_spec *spec, int argc, char **argv, int *i, void *dest,
+                       st_args *a)
+{
+    const char *arg = argv[*i];
+    int k = find_option(spec, arg);
+    if (k < 0)
+        return st_arg_error(*i, "unknown option '%s'", arg);
+    const st_arg_option *o = &spec->options[k];
+    if (o->kind == ST_ARG_FLAG) {
+        a->value_at[k] = *i;
+        return store_value(o, arg, *i, dest);
+    }
+    if (*i + 1 >= argc)
+        return st_arg_error(*i, "%s needs a value", arg);
+    a->value_at[k] = ++*i;
+    return o->check == ST_ARG_CHECK_WHEN_READ ? store_value(o, argv[*i], *i, dest) : 0;
+}
+
+int st_args_parse(const st_args_spec *spec, int argc, char **argv, void *dest, st_args *a)
+{
+    assert(spec->n_options <= ST_ARGS_MAX_OPTIONS);
+    memset(a, 0, sizeof *a);
+    for (int i = 2; i < argc; i++) {
+        const char *arg = argv[i];
+        int rc;
+        if (spec->overrides && (!strcmp(arg, "-s") || !strcmp(arg, "--set")))
+            rc = take_override(argc, argv, &i, a);
+        else if (arg[0] == '-' && arg[1] != '\0') /* a lone "-" is a path */
+            rc = take_option(spec, argc, argv, &i, dest, a);
+        else if (a->n_positional == spec->n_positionals)
+            rc = st_arg_error(i, "unexpected argument '%s'", arg);
+        else {
+            a->positional[a->n_positional++] = arg;
+            rc = 0;
+        }
+        if (rc)
+            return rc;
+    }
+    int rc = st_args_missing(spec, a, spec->n_required, argc);
+    for (int k = 0; k < spec->n_options && !rc; k++) {
+        const st_arg_option *o = &spec->options[k];
+        int at = a->value_at[k];
+        if (at && o->check == ST_ARG_CHECK_AT_END)
+            rc = store_value(o, argv[at], at, dest);
+    }
+    return rc;
+}
+
+int st_args_missing(const st_args_spec *spec, const st_args *a, int n, int position)
+{
+    if (a->n_positional >= n)
+        return 0;
+    return st_arg_error(position, "missing %s",
+                        spec->n_positionals == 1 ? spec->positionals[0] : "arguments");
+}
+
+int st_args_value_at(const st_args_spec *spec, const st_args *a, const char *name)
+{
+    int k = find_option(spec, name);
+    return k < 0 ? 0 : a->value_at[k];
 }

@@ -1,4 +1,9 @@
-/* `shardtrain bench-comm` (see bench_comm.h).  Training throughput on many
+/* `shardtrain bench-comm`: bandwidth of the collectives the FSDP engine
+ * runs (all_gather, reduce_scatter, all_reduce on float32), over the same
+ * process groups and backend a training run with the same configuration
+ * would use, reported like nccl-tests (time, algbw, busbw, #wrong).
+ *
+ * Training throughput on many
  * ranks is bounded by the gathers and reductions of the FSDP engine, so
  * this measures exactly those calls - through comm.h, on the groups and
  * backend that st_groups_create builds from the same configuration - rather
@@ -8,7 +13,7 @@
  * is worse than a slow one. */
 #include "st_build.h"
 
-#include "cli/cmd_bench_comm.h"
+#include "cli/commands.h"
 #include "cli/args.h"
 #include "base/alloc.h"
 #include "comm/comm.h"
@@ -18,8 +23,8 @@
 #include "base/log.h"
 #include "runtime/runtime.h"
 
-#include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,108 +42,57 @@
 #define MAX_BYTES_LIMIT (INT64_C(1) << 32)
 
 typedef struct {
-    st_override overrides[ST_MAX_OVERRIDES];
-    int n_overrides;
     int64_t min_bytes, max_bytes, iters, warmup;
     const char *group;
-    const char *config;
 } bench_args;
 
 enum { COLL_ALL_GATHER, COLL_REDUCE_SCATTER, COLL_ALL_REDUCE, N_COLL };
 static const char *const coll_name[N_COLL] = {"all_gather", "reduce_scatter", "all_reduce"};
 
-/* argno is the position on the shardtrain command line: ours + 1, since
- * the CLI hands us argv + 1. */
-static int bad_arg(int index, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int bad_arg(int index, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = st_arg_verror(index + 1, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+static const char *const group_names[] = {"world", "shard", "replicate", NULL};
 
-static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    long long v;
-    if (st_arg_int(s, lo, hi, &v))
-        return -1;
-    *out = v;
-    return 0;
-}
+/* The counts are checked as they are read, --group only once all are. */
+static const st_arg_option bench_options[] = {
+    {.name = "--min-bytes", .kind = ST_ARG_INT, .offset = offsetof(bench_args, min_bytes),
+     .min = 1, .max = MAX_BYTES_LIMIT,
+     .bad = "--min-bytes '%s' is not a byte count in [1, 4294967296]"},
+    {.name = "--max-bytes", .kind = ST_ARG_INT, .offset = offsetof(bench_args, max_bytes),
+     .min = 1, .max = MAX_BYTES_LIMIT,
+     .bad = "--max-bytes '%s' is not a byte count in [1, 4294967296]"},
+    {.name = "--iters", .kind = ST_ARG_INT, .offset = offsetof(bench_args, iters),
+     .min = 1, .max = 1000000000, .bad = "--iters '%s' is not an integer in [1, 1000000000]"},
+    {.name = "--warmup", .kind = ST_ARG_INT, .offset = offsetof(bench_args, warmup),
+     .min = 0, .max = 1000000000, .bad = "--warmup '%s' is not an integer in [0, 1000000000]"},
+    {.name = "--group", .kind = ST_ARG_STRING, .offset = offsetof(bench_args, group),
+     .check = ST_ARG_CHECK_AT_END, .choices = group_names,
+     .bad = "--group '%s' is not world, shard or replicate"},
+};
+
+/* CONFIG is counted after the sizes are compared (st_args_missing below),
+ * the order bench-comm has always reported its errors in. */
+static const st_args_spec bench_spec = {
+    .overrides = 1,
+    ST_ARGS_OPTIONS(bench_options),
+    .positionals = {"CONFIG"},
+    .n_positionals = 1,
+};
 
 /* Everything is validated here, before MPI starts, so a typo costs one
  * error line instead of one per rank after a launcher round trip. */
-static int parse_bench_args(int argc, char **argv, bench_args *a)
+static int parse_bench_args(int argc, char **argv, bench_args *b, st_args *a)
 {
-    memset(a, 0, sizeof *a);
-    a->min_bytes = 1024;
-    a->max_bytes = INT64_C(16) << 20;
-    a->iters = 20;
-    a->warmup = 5;
-    a->group = "world";
-    int min_at = 0, max_at = 0, group_at = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        int taken = st_arg_override(argc, argv, &i, 1, a->overrides, &a->n_overrides);
-        if (taken >= 0) {
-            if (taken)
-                return taken;
-            continue;
-        }
-        if (arg[0] == '-' && arg[1] != '\0') {
-            int64_t *dst = NULL, lo = 1, hi = MAX_BYTES_LIMIT;
-            const char *what = NULL;
-            if (!strcmp(arg, "--min-bytes")) {
-                dst = &a->min_bytes;
-                what = "--min-bytes '%s' is not a byte count in [1, 4294967296]";
-                min_at = i + 1; /* the value's index */
-            } else if (!strcmp(arg, "--max-bytes")) {
-                dst = &a->max_bytes;
-                what = "--max-bytes '%s' is not a byte count in [1, 4294967296]";
-                max_at = i + 1;
-            } else if (!strcmp(arg, "--iters")) {
-                dst = &a->iters;
-                hi = 1000000000;
-                what = "--iters '%s' is not an integer in [1, 1000000000]";
-            } else if (!strcmp(arg, "--warmup")) {
-                dst = &a->warmup;
-                lo = 0;
-                hi = 1000000000;
-                what = "--warmup '%s' is not an integer in [0, 1000000000]";
-            } else if (!strcmp(arg, "--group")) {
-                if (i + 1 >= argc)
-                    return bad_arg(i, "%s needs a value", arg);
-                a->group = argv[++i];
-                group_at = i;
-                continue;
-            } else {
-                return bad_arg(i, "unknown option '%s'", arg);
-            }
-            if (i + 1 >= argc)
-                return bad_arg(i, "%s needs a value", arg);
-            i++;
-            if (parse_count(argv[i], lo, hi, dst))
-                return bad_arg(i, what, argv[i]);
-            continue;
-        }
-        if (a->config)
-            return bad_arg(i, "unexpected argument '%s'", arg);
-        a->config = arg;
+    *b = (bench_args){.min_bytes = 1024, .max_bytes = INT64_C(16) << 20, .iters = 20,
+                      .warmup = 5, .group = "world"};
+    int rc = st_args_parse(&bench_spec, argc, argv, b, a);
+    if (rc)
+        return rc;
+    if (b->min_bytes > b->max_bytes) {
+        int min_at = st_args_value_at(&bench_spec, a, "--min-bytes");
+        return st_arg_error(min_at ? min_at : st_args_value_at(&bench_spec, a, "--max-bytes"),
+                            "--min-bytes %" PRId64 " > --max-bytes %" PRId64, b->min_bytes,
+                            b->max_bytes);
     }
-    if (strcmp(a->group, "world") && strcmp(a->group, "shard") &&
-        strcmp(a->group, "replicate"))
-        return bad_arg(group_at, "--group '%s' is not world, shard or replicate", a->group);
-    if (a->min_bytes > a->max_bytes) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "%" PRId64 " > --max-bytes %" PRId64, a->min_bytes,
-                 a->max_bytes);
-        return bad_arg(min_at ? min_at : max_at, "--min-bytes %s", msg);
-    }
-    if (!a->config)
-        return bad_arg(argc, "missing CONFIG"); /* one past the last */
-    return 0;
+    return st_args_missing(&bench_spec, a, 1, argc); /* one past the last */
 }
 
 /* Where the collectives read and write.  The mpi backend works on host
@@ -442,10 +396,11 @@ static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args 
     return st_runtime_agree(rc);
 }
 
-int st_bench_comm_main(int argc, char **argv)
+int st_cmd_bench_comm(int argc, char **argv)
 {
-    bench_args a;
-    int rc = parse_bench_args(argc, argv, &a);
+    bench_args b;
+    st_args a;
+    int rc = parse_bench_args(argc, argv, &b, &a);
     if (rc)
         return rc;
 
@@ -457,7 +412,7 @@ int st_bench_comm_main(int argc, char **argv)
     memset(&g, 0, sizeof g);
     rc = st_runtime_init(&rt, NULL, NULL);
     if (rc == 0) {
-        rc = st_runtime_agree(st_config_load(&cfg, a.config, a.overrides, a.n_overrides));
+        rc = st_runtime_agree(st_config_load(&cfg, a.positional[0], a.overrides, a.n_overrides));
         loaded = 1;
     }
     /* The device decides the backend (auto), and ranks may disagree about
@@ -467,7 +422,7 @@ int st_bench_comm_main(int argc, char **argv)
     if (rc == 0)
         rc = st_groups_create(&g, &rt, &cfg);
     if (rc == 0)
-        rc = bench_all(&g, &rt, &a, &wrong);
+        rc = bench_all(&g, &rt, &b, &wrong);
     if (rc == 0 && wrong > 0) {
         if (rt.rank == 0)
             st_error(NULL, "%" PRId64 " output elements of the collectives differ from the "

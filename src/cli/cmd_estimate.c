@@ -3,15 +3,15 @@
  * shape), the largest micro-batch that fits a device, and with --time the
  * projected step time from projection.c.  Needs no MPI and no data: it
  * reads only the configuration. */
+#include "cli/commands.h"
 #include "cli/args.h"
 #include "plan/estimate.h"
 #include "base/log.h"
 #include "model/model.h"
 #include "plan/projection.h"
 
-#include <errno.h>
 #include <jansson.h>
-#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +26,38 @@ typedef struct {
     int json, time;
     st_cluster cluster;
 } options;
+
+/* Every value is checked as it is read, in command-line order; all share
+ * the two messages. */
+#define NUMBER_OPTION(opt, field, low, high)                                            \
+    {.name = opt, .kind = ST_ARG_NUMBER, .offset = offsetof(options, field), .lo = low,   \
+     .hi = high, .bad = "'%s' is not a valid number here"}
+#define WHOLE_OPTION(opt, field, low, high)                                             \
+    {.name = opt, .kind = ST_ARG_NUMBER, .offset = offsetof(options, field), .lo = low,   \
+     .hi = high, .bad = "'%s' is not a valid number here",                                \
+     .not_whole = "'%s' is not a whole number"}
+
+static const st_arg_option estimate_options[] = {
+    {.name = "--json", .kind = ST_ARG_FLAG, .offset = offsetof(options, json)},
+    {.name = "--time", .kind = ST_ARG_FLAG, .offset = offsetof(options, time)},
+    WHOLE_OPTION("--nodes", nodes, 1, 1e6),
+    WHOLE_OPTION("--tasks-per-node", tasks, 1, 1e4),
+    NUMBER_OPTION("--device-mem", device_gib, 1e-6, 1e12),
+    NUMBER_OPTION("--tflops", cluster.tflops, 1e-6, 1e12),
+    NUMBER_OPTION("--intra-bw", cluster.intra_bw_gbs, 1e-6, 1e12),
+    NUMBER_OPTION("--inter-bw", cluster.inter_bw_gbs, 1e-6, 1e12),
+    NUMBER_OPTION("--intra-lat", cluster.intra_lat_us, 0, 1e12),
+    NUMBER_OPTION("--inter-lat", cluster.inter_lat_us, 0, 1e12),
+};
+
+/* CONFIG is counted here rather than by st_args_parse: estimate has always
+ * reported it missing at the last argument, not one past it. */
+static const st_args_spec estimate_spec = {
+    .overrides = 1,
+    ST_ARGS_OPTIONS(estimate_options),
+    .positionals = {"CONFIG"},
+    .n_positionals = 1,
+};
 
 static int hybrid_S(const st_config *cfg, const options *o)
 {
@@ -120,85 +152,32 @@ static int print_time(const st_model *m, const st_config *cfg, const options *o,
     return 0;
 }
 
-int st_estimate_main(int argc, char **argv)
+/* The estimate of configuration cfg, as a table or as JSON. */
+static int report(const st_config *cfg, options *o)
 {
-    options o = {1, 8, 0, 0, 0, {0}};
-    st_cluster_defaults(&o.cluster);
-    st_override ov[ST_MAX_OVERRIDES];
-    int n_ov = 0;
-    const char *path = NULL;
-    /* argv[0] is "estimate"; argument i is argument i + 1 of the command line. */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int argno = i + 1;
-        double *target = NULL, lo = 0, hi = 1e12;
-        if (!strcmp(a, "--json")) { o.json = 1; continue; }
-        if (!strcmp(a, "--time")) { o.time = 1; continue; }
-        int taken = st_arg_override(argc, argv, &i, 1, ov, &n_ov);
-        if (taken >= 0) {
-            if (taken)
-                return taken;
-            continue;
-        }
-        if (!strcmp(a, "--nodes")) target = &o.nodes, lo = 1, hi = 1e6;
-        else if (!strcmp(a, "--tasks-per-node")) target = &o.tasks, lo = 1, hi = 1e4;
-        else if (!strcmp(a, "--device-mem")) target = &o.device_gib, lo = 1e-6;
-        else if (!strcmp(a, "--tflops")) target = &o.cluster.tflops, lo = 1e-6;
-        else if (!strcmp(a, "--intra-bw")) target = &o.cluster.intra_bw_gbs, lo = 1e-6;
-        else if (!strcmp(a, "--inter-bw")) target = &o.cluster.inter_bw_gbs, lo = 1e-6;
-        else if (!strcmp(a, "--intra-lat")) target = &o.cluster.intra_lat_us;
-        else if (!strcmp(a, "--inter-lat")) target = &o.cluster.inter_lat_us;
-        else if (a[0] == '-' && a[1])
-            return st_arg_error(argno, "unknown option '%s'", a);
-        else if (path)
-            return st_arg_error(argno, "unexpected argument '%s'", a);
-        else {
-            path = a;
-            continue;
-        }
-        if (i + 1 >= argc)
-            return st_arg_error(argno, "%s needs a value", a);
-        if (st_arg_double(argv[i + 1], lo, hi, target))
-            return st_arg_error(argno + 1, "'%s' is not a valid number here", argv[i + 1]);
-        if ((target == &o.nodes || target == &o.tasks) && *target != floor(*target))
-            return st_arg_error(argno + 1, "'%s' is not a whole number", argv[i + 1]);
-        i++;
-    }
-    if (!path)
-        return st_arg_error(argc, "missing CONFIG");
-    if (o.time && o.cluster.tflops <= 0)
-        return st_arg_error(argc, "--time needs --tflops, the compute rate achieved per GPU");
-    st_config cfg;
-    int rc = st_config_load(&cfg, path, ov, n_ov);
-    if (rc) {
-        st_config_free(&cfg);
-        return rc;
-    }
-    const int world = (int)(o.nodes * o.tasks);
-    o.cluster.nodes = (int)o.nodes;
-    o.cluster.gpus_per_node = (int)o.tasks;
-    if (cfg.parallel.shard_size > 0 && world % cfg.parallel.shard_size) {
+    const int world = (int)(o->nodes * o->tasks);
+    o->cluster.nodes = (int)o->nodes;
+    o->cluster.gpus_per_node = (int)o->tasks;
+    if (cfg->parallel.shard_size > 0 && world % cfg->parallel.shard_size) {
         st_error(NULL, "parallel.shard_size %lld does not divide %d ranks; hint: change "
-                 "--nodes/--tasks-per-node or shard_size", (long long)cfg.parallel.shard_size,
+                 "--nodes/--tasks-per-node or shard_size", (long long)cfg->parallel.shard_size,
                  world);
-        st_config_free(&cfg);
         return ST_EXIT_USAGE;
     }
     st_model m;
-    if ((rc = st_model_init(&m, &cfg.model))) {
-        st_config_free(&cfg);
+    int rc = st_model_init(&m, &cfg->model);
+    if (rc)
         return rc;
-    }
-    if (o.json) {
+    if (o->json) {
         json_t *js = json_object();
         for (int i = 0; i < 4; i++) {
             json_t *s = json_object();
-            json_object_set_new(s, "none", json_estimate(&m, &cfg, &o, strategies[i], 0));
-            json_object_set_new(s, "full", json_estimate(&m, &cfg, &o, strategies[i], 1));
+            json_object_set_new(s, "none", json_estimate(&m, cfg, o, strategies[i], 0));
+            json_object_set_new(s, "full", json_estimate(&m, cfg, o, strategies[i], 1));
             json_object_set_new(js, st_enum_name("parallel", "strategy", strategies[i]), s);
         }
-        if (o.time)
-            rc = print_time(&m, &cfg, &o, js);
+        if (o->time)
+            rc = print_time(&m, cfg, o, js);
         if (!rc) {
             char *text = json_dumps(js, JSON_COMPACT);
             printf("%s\n", text);
@@ -206,11 +185,30 @@ int st_estimate_main(int argc, char **argv)
         }
         json_decref(js);
     } else {
-        print_table(&m, &cfg, &o);
-        if (o.time)
-            rc = print_time(&m, &cfg, &o, NULL);
+        print_table(&m, cfg, o);
+        if (o->time)
+            rc = print_time(&m, cfg, o, NULL);
     }
     st_model_free(&m);
+    return rc;
+}
+
+int st_cmd_estimate(int argc, char **argv)
+{
+    options o = {.nodes = 1, .tasks = 8};
+    st_cluster_defaults(&o.cluster);
+    st_args a;
+    int rc = st_args_parse(&estimate_spec, argc, argv, &o, &a);
+    if (rc)
+        return rc;
+    if ((rc = st_args_missing(&estimate_spec, &a, 1, argc - 1)))
+        return rc;
+    if (o.time && o.cluster.tflops <= 0)
+        return st_arg_error(argc - 1, "--time needs --tflops, the compute rate achieved per GPU");
+    st_config cfg;
+    rc = st_config_load(&cfg, a.positional[0], a.overrides, a.n_overrides);
+    if (rc == 0)
+        rc = report(&cfg, &o);
     st_config_free(&cfg);
     return rc;
 }

@@ -1,7 +1,8 @@
 /* Process groups (see groups.h): the pure layout arithmetic, the MPI
- * communicators built from it, and the hidden `runtime-info` command that
- * shows a launch's identity and grouping before anyone spends a GPU-hour
- * on a job whose ranks do not know who they are.
+ * communicators built from it, and their description for the identity
+ * line (the hidden `runtime-info` command, cli/cmd_runtime_info.c, shows a
+ * launch's identity and grouping before anyone spends a GPU-hour on a job
+ * whose ranks do not know who they are).
  *
  * Failure discipline: every check that can fail on some ranks but not on
  * others is followed by an agreement (an all-reduce of the status) before
@@ -10,7 +11,6 @@
 
 #include "comm/groups.h"
 #include "comm/comm_backends.h"
-#include "runtime/device.h"
 #include "base/log.h"
 #include "runtime/watchdog.h"
 #include "config/origin.h"
@@ -309,40 +309,4 @@ void st_groups_describe(const st_groups *g, char *shard, char *replicate, size_t
     describe_one(shard, n, l->shard_rank, l->shard_size, l->shard_group * l->shard_size, 1);
     describe_one(replicate, n, l->replicate_rank, l->replicate_size, l->replicate_group,
                  l->shard_size);
-}
-
-int st_runtime_info_main(const char *config_path_or_null, const st_override *ov, int n_ov)
-{
-    st_runtime rt;
-    st_config cfg;
-    st_groups g;
-    int loaded = 0;
-    memset(&g, 0, sizeof g);
-    int rc = st_runtime_init(&rt, NULL, NULL);
-    if (rc == 0) {
-        /* Overrides without a file apply to an empty one, so
-         * `runtime-info -s parallel.strategy=...` works on its own. */
-        const char *path = config_path_or_null;
-        if (!path && n_ov > 0)
-            path = "/dev/null";
-        rc = path ? st_config_load(&cfg, path, ov, n_ov) : st_config_defaults(&cfg);
-        loaded = 1;
-    }
-    /* The same file on every rank gives the same verdict; the device does
-     * not, so agree before the collectives of st_groups_create.  Sharing a
-     * GPU is allowed here: the command reports, it does not train. */
-    if (rc == 0)
-        rc = st_runtime_agree(st_device_bind(&rt, &cfg, 1));
-    if (rc == 0)
-        rc = st_groups_create(&g, &rt, &cfg);
-    if (rc == 0) {
-        char shard[160], rep[160];
-        st_groups_describe(&g, shard, rep, sizeof shard);
-        st_runtime_log_identity(&rt, shard, rep);
-    }
-    st_groups_destroy(&g);
-    if (loaded)
-        st_config_free(&cfg);
-    st_runtime_finalize();
-    return rc;
 }

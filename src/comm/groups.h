@@ -61,10 +61,4 @@ void st_groups_destroy(st_groups *g);
  * replicate group, elided past 8 members). */
 void st_groups_describe(const st_groups *g, char *shard, char *replicate, size_t n);
 
-/* `shardtrain runtime-info [CONFIG]` (hidden): start the runtime, bind the
- * device, build the groups and print each rank's identity line, then shut
- * down.  Loads CONFIG with the overrides when given, else the defaults.
- * Initialises and finalises MPI itself.  Returns an exit status. */
-int st_runtime_info_main(const char *config_path_or_null, const st_override *ov, int n_ov);
-
 #endif

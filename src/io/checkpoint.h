@@ -1,7 +1,7 @@
 /* Sharded, verified, reshardable checkpoints: saving (checkpoint_write.c),
- * reading, validation and resharding (checkpoint_read.c) and `shardtrain
- * export` (cli/cmd_export.c).  When to save is the train loop's policy
- * (train/boundary.h).
+ * reading, validation and resharding (checkpoint_read.c) and the export to
+ * Hugging Face (export.c; the command is cli/cmd_export.c).  When to save
+ * is the train loop's policy (train/boundary.h).
  *
  * A checkpoint is DIR/step_NNNNNNNN/ holding manifest.json and one file per
  * shard index, shard_IIIII-of-SSSSS.bin.  A shard file holds, for each unit
@@ -83,9 +83,14 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
 int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
                    int64_t *start_step);
 
-/* ---- export (cli/cmd_export.c) ---------------------------------------- */
+/* ---- export (export.c) ------------------------------------------------ */
 
-/* `shardtrain export CKPT OUT_DIR`: one process, no MPI. */
-int st_export_main(const char *ckpt, const char *out_dir);
+/* The work of `shardtrain export`: the checkpoint `ckpt` (a step directory,
+ * or a directory whose `latest` names one) to out_dir as a Hugging Face
+ * model directory (model.safetensors and config.json).  One process, no
+ * MPI.  On success dir (n bytes) holds the step directory read and *step
+ * its step.  Returns an exit status, the error printed. */
+int st_ckpt_export_hf(const char *ckpt, const char *out_dir, char *dir, size_t n,
+                      int64_t *step);
 
 #endif

@@ -49,7 +49,7 @@ void st_dataset_train_window(const st_dataset *ds, uint64_t seed, int64_t step,
  * of the set, wrapping around, so every eval sees the same tokens. */
 void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out);
 
-/* `shardtrain prepare`: byte-level tokenise a text file (token = byte,
+/* The work of `shardtrain prepare` (prepare.c): byte-level tokenise a text file (token = byte,
  * vocab 256) into OUT_PREFIX_train_NNNNNN.bin and OUT_PREFIX_val_NNNNNN.bin
  * (version 1, uint16), the last val_fraction of the bytes going to val,
  * at most shard_tokens per file.  Prints what it wrote; returns an exit

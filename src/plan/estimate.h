@@ -37,8 +37,4 @@ void st_estimate_memory_traced(const st_model *m, const st_config *cfg, int stra
 int64_t st_estimate_max_micro_batch(const st_model *m, const st_config *cfg, int strategy,
                                     int world, int S, int ckpt, double device_bytes);
 
-/* `shardtrain estimate`: argv[0] is "estimate"; argument i is argument
- * i + 1 of the command line (for error positions).  Needs no MPI. */
-int st_estimate_main(int argc, char **argv);
-
 #endif

@@ -1,0 +1,255 @@
+/* The work of `shardtrain prepare` (the command is cli/cmd_prepare.c):
+ * turn a plain text file into train and val shards with the byte-level
+ * tokeniser (token = byte value, vocabulary 256), so a demo or a test
+ * needs no external tokeniser.  The val split is the tail of the text
+ * rather than random bytes, so no val window has ever been seen in
+ * training.  Each shard is written through st_write_token_file, which
+ * writes atomically. */
+#include "io/data.h"
+
+#include "base/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Read a whole file.  Missing, unreadable and empty inputs are the user's
+ * to fix (ST_EXIT_USAGE); an I/O error part-way is a runtime failure. */
+static int read_input(const char *path, unsigned char **data, int64_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        st_error(path, "cannot open input: %s; check the path", strerror(errno));
+        return ST_EXIT_USAGE;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        st_error(path, "cannot stat input: %s", strerror(errno));
+        close(fd);
+        return ST_EXIT_FAILURE;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        st_error(path, "input is a directory; give a text file");
+        close(fd);
+        return ST_EXIT_USAGE;
+    }
+    /* Grow as we go rather than trusting st_size, so pipes and files that
+     * change under us still read correctly. */
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 &&
+                 (uintmax_t)st.st_size < (uintmax_t)SIZE_MAX
+                     ? (size_t)st.st_size + 1 : 65536;
+    size_t n = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf) {
+        st_error(path, "out of memory reading the input");
+        close(fd);
+        return ST_EXIT_FAILURE;
+    }
+    for (;;) {
+        if (n == cap) {
+            if (cap > SIZE_MAX / 2) {
+                st_error(path, "input too large");
+                free(buf);
+                close(fd);
+                return ST_EXIT_FAILURE;
+            }
+            unsigned char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                st_error(path, "out of memory reading the input");
+                free(buf);
+                close(fd);
+                return ST_EXIT_FAILURE;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            /* EISDIR and friends mean the path is not readable text. */
+            int usage = errno == EISDIR || errno == EACCES;
+            st_error(path, "cannot read input: %s", strerror(errno));
+            free(buf);
+            close(fd);
+            return usage ? ST_EXIT_USAGE : ST_EXIT_FAILURE;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    if (close(fd) != 0) {
+        st_error(path, "cannot close input: %s", strerror(errno));
+        free(buf);
+        return ST_EXIT_FAILURE;
+    }
+    if (n == 0) {
+        st_error(path, "input is empty; give a non-empty text file");
+        free(buf);
+        return ST_EXIT_USAGE;
+    }
+    if ((uintmax_t)n > (uintmax_t)INT64_MAX) {
+        st_error(path, "input too large");
+        free(buf);
+        return ST_EXIT_FAILURE;
+    }
+    *data = buf;
+    *len = (int64_t)n;
+    return 0;
+}
+
+/* mkdir -p of the directory part of out_prefix. */
+static int make_parent_dirs(const char *out_prefix)
+{
+    char *dir = strdup(out_prefix);
+    if (!dir) {
+        st_error(out_prefix, "out of memory");
+        return ST_EXIT_FAILURE;
+    }
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) {
+        free(dir);
+        return 0;
+    }
+    *slash = '\0';
+    for (char *p = dir + 1; ; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            int e = errno;
+            st_error(dir, "cannot create output directory: %s", strerror(e));
+            free(dir);
+            return e == EACCES || e == ENOTDIR || e == EROFS
+                       ? ST_EXIT_USAGE : ST_EXIT_FAILURE;
+        }
+        *p = saved;
+        if (saved == '\0')
+            break;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        st_error(dir, "output directory is not a directory; choose another OUT_PREFIX");
+        free(dir);
+        return ST_EXIT_USAGE;
+    }
+    free(dir);
+    return 0;
+}
+
+static char *shard_path(const char *out_prefix, const char *split, int64_t k)
+{
+    size_t len = strlen(out_prefix) + strlen(split) + 48;
+    char *p = malloc(len);
+    if (p)
+        snprintf(p, len, "%s_%s_%06lld.bin", out_prefix, split, (long long)k);
+    return p;
+}
+
+/* Write bytes [0, n) as shards PREFIX_SPLIT_000000.bin, ..., then delete
+ * higher-numbered shards of the same split left by an earlier run: they
+ * would otherwise be picked up by the data glob and silently mix old text
+ * into the set. */
+static int write_split(const char *out_prefix, const char *split,
+                       const unsigned char *bytes, int64_t n, int64_t shard_tokens,
+                       uint32_t *scratch)
+{
+    int64_t k = 0;
+    for (int64_t off = 0; off < n; off += shard_tokens, k++) {
+        int64_t m = n - off < shard_tokens ? n - off : shard_tokens;
+        for (int64_t i = 0; i < m; i++)
+            scratch[i] = bytes[off + i];
+        char *path = shard_path(out_prefix, split, k);
+        if (!path) {
+            st_error(out_prefix, "out of memory");
+            return ST_EXIT_FAILURE;
+        }
+        int rc = st_write_token_file(path, scratch, m, 1);
+        if (rc == 0)
+            st_info("wrote %s (%lld tokens)", path, (long long)m);
+        free(path);
+        if (rc != 0)
+            return rc;
+    }
+    for (;; k++) {
+        char *path = shard_path(out_prefix, split, k);
+        if (!path) {
+            st_error(out_prefix, "out of memory");
+            return ST_EXIT_FAILURE;
+        }
+        int rc = unlink(path);
+        int e = errno;
+        if (rc == 0)
+            st_info("removed stale %s", path);
+        else if (e != ENOENT)
+            st_error(path, "cannot remove stale shard: %s; delete it by hand",
+                     strerror(e));
+        free(path);
+        if (rc != 0)
+            return e == ENOENT ? 0 : ST_EXIT_FAILURE;
+    }
+}
+
+int st_prepare_text(const char *input, const char *out_prefix,
+                    double val_fraction, int64_t shard_tokens)
+{
+    if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
+        st_error(NULL, "val fraction %g is outside [0, 1)", val_fraction);
+        return ST_EXIT_USAGE;
+    }
+    if (shard_tokens < 1) {
+        st_error(NULL, "shard size %lld must be at least 1 token",
+                 (long long)shard_tokens);
+        return ST_EXIT_USAGE;
+    }
+    /* The header's count is an int32. */
+    if (shard_tokens > INT32_MAX)
+        shard_tokens = INT32_MAX;
+
+    unsigned char *bytes;
+    int64_t n;
+    int rc = read_input(input, &bytes, &n);
+    if (rc != 0)
+        return rc;
+
+    int64_t n_val = (int64_t)((double)n * val_fraction);
+    if (n_val >= n)           /* rounding of a fraction just under 1 */
+        n_val = n - 1;
+    int64_t n_train = n - n_val;
+    if (val_fraction > 0.0 && n_val < 2) {
+        st_error(input, "%lld bytes with val fraction %g leave %lld val tokens, "
+                 "fewer than 2; use a larger input or --val-fraction 0",
+                 (long long)n, val_fraction, (long long)n_val);
+        free(bytes);
+        return ST_EXIT_USAGE;
+    }
+
+    rc = make_parent_dirs(out_prefix);
+    if (rc != 0) {
+        free(bytes);
+        return rc;
+    }
+    int64_t biggest = n_train > n_val ? n_train : n_val;
+    size_t scratch_len = (size_t)(biggest < shard_tokens ? biggest : shard_tokens);
+    uint32_t *scratch = scratch_len <= SIZE_MAX / sizeof(uint32_t)
+                            ? malloc(scratch_len * sizeof(uint32_t)) : NULL;
+    if (!scratch) {
+        st_error(input, "out of memory");
+        free(bytes);
+        return ST_EXIT_FAILURE;
+    }
+    rc = write_split(out_prefix, "train", bytes, n_train, shard_tokens, scratch);
+    if (rc == 0)
+        rc = write_split(out_prefix, "val", bytes + n_train, n_val, shard_tokens,
+                         scratch);
+    free(scratch);
+    free(bytes);
+    return rc;
+}
