@@ -48,23 +48,39 @@ ranks() {
     fi
 }
 
+# write_base_ini FILE [DATA_DIR]: the tiny configuration the training tests
+# start from, on the shards of prepare_test_data [DATA_DIR] (default $TMP):
+# gpt2 of preset tiny on 32-token sequences, global batch 8 in micro-batches
+# of 4, 4 steps, seed 5, lr 3e-3 after 1 warmup step, metrics every step.
+# Scripts vary it with -s SECTION.KEY=VALUE on their command lines.
+write_base_ini() {
+    cat >"$1" <<EOF_BASE
+[model]
+arch = gpt2
+preset = tiny
+seq_len = 32
+[data]
+train = ${2:-$TMP}/data/sh_train_*.bin
+[train]
+micro_batch = 4
+global_batch = 8
+steps = 4
+seed = 5
+[optim]
+lr = 3e-3
+warmup_steps = 1
+[log]
+every = 1
+EOF_BASE
+}
+
+# compare_runs ARGS...: tests/compare_runs.py (two runs' losses and final
+# weights; see its options)
+compare_runs() { python3 "$top_srcdir/tests/compare_runs.py" "$@"; }
+
 # same_tensors A B: safetensors files A and B hold the same tensor names,
 # dtypes, shapes and bytes (headers may differ in order and metadata).
-same_tensors() {
-    python3 - "$1" "$2" <<'EOF_TENSORS'
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    return {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in hdr.items() if k != "__metadata__"}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys() and a, (sorted(a), sorted(b))
-bad = [k for k in a if a[k] != b[k]]
-assert not bad, bad
-EOF_TENSORS
-}
+same_tensors() { compare_runs --exact --only weights "$1" "$2"; }
 
 # In CI a missing prerequisite is a failure, never a skip.
 require() {
