@@ -151,8 +151,9 @@ def tensors(path):
 def compare_weights(a, b):
     fa, fb = weights_file(a), weights_file(b)
     if o.files:
-        if open(fa, "rb").read() != open(fb, "rb").read():
-            fail("the weights files differ")
+        raw = open(fa, "rb").read()
+        if not raw or raw != open(fb, "rb").read():
+            fail("the weights files differ (or are empty)")
         return "weights files identical"
     wa, wb = tensors(fa), tensors(fb)
     if wa.keys() != wb.keys() or not wa:
