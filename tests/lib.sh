@@ -48,19 +48,44 @@ ranks() {
     fi
 }
 
-# write_base_ini FILE [DATA_DIR]: the tiny configuration the training tests
-# start from, on the shards of prepare_test_data [DATA_DIR] (default $TMP):
-# gpt2 of preset tiny on 32-token sequences, global batch 8 in micro-batches
-# of 4, 4 steps, seed 5, lr 3e-3 after 1 warmup step, metrics every step.
-# Scripts vary it with -s SECTION.KEY=VALUE on their command lines.
+# write_base_ini FILE [SECTION.KEY=VALUE...]: the tiny configuration the
+# training tests start from: gpt2 of preset tiny on 32-token sequences, the
+# shards of prepare_test_data, global batch 8 in micro-batches of 4, 4
+# steps, seed 5, lr 3e-3 after 1 warmup step, metrics every step.  Scripts
+# vary it with -s SECTION.KEY=VALUE on their command lines; a configuration
+# that must carry its changes itself (a job script takes a config path
+# alone) gives them here: each replaces its key in the file, or is added to
+# its section.
 write_base_ini() {
-    cat >"$1" <<EOF_BASE
+    _ini=$1
+    shift
+    awk '
+    BEGIN {
+        for (i = 1; i < ARGC; i++) {
+            dot = index(ARGV[i], "."); eq = index(ARGV[i], "=")
+            s = substr(ARGV[i], 1, dot - 1); k = substr(ARGV[i], dot + 1, eq - dot - 1)
+            val[s, k] = substr(ARGV[i], eq + 1)
+            if (!(s in keys)) order[++n] = s
+            keys[s] = keys[s] " " k
+        }
+        ARGC = 1
+    }
+    function add(s,   m, j, list) {   # the keys of section s not in the base
+        m = split(keys[s], list, " ")
+        for (j = 1; j <= m; j++)
+            if (!((s, list[j]) in done)) { print list[j] " = " val[s, list[j]]; done[s, list[j]] = 1 }
+    }
+    /^\[/ { if (sec != "") add(sec); sec = substr($0, 2, length($0) - 2); had[sec] = 1; print; next }
+    (sec, $1) in val { print $1 " = " val[sec, $1]; done[sec, $1] = 1; next }
+    { print }
+    END { add(sec); for (j = 1; j <= n; j++) if (!(order[j] in had)) { print "[" order[j] "]"; add(order[j]) } }
+    ' "$@" >"$_ini" <<EOF_BASE
 [model]
 arch = gpt2
 preset = tiny
 seq_len = 32
 [data]
-train = ${2:-$TMP}/data/sh_train_*.bin
+train = $TMP/data/sh_train_*.bin
 [train]
 micro_batch = 4
 global_batch = 8
