@@ -7,8 +7,8 @@ DIR/ckpt/final/model.safetensors.  With TOL: each loss within TOL relative
 to B's, and the fp32 weights within TOL norm-wise over all parameters.
 With --exact: equal losses and the same tensors bit for bit (names, dtypes,
 shapes and bytes; the headers may differ in order and metadata).  Either
-way both runs log the same steps, at least one (STEPS of them when given),
-and every compared value is finite.  Exit status 0 when they agree; one
+way both runs log the same training steps, at least one (STEPS of them
+when given), and every compared loss (or --field) is finite.  Exit status 0 when they agree; one
 "# ..." line with the worst differences (or what does not match).
 
 Norm-wise, not per tensor: the key bias of attention has an exactly zero
