@@ -1,4 +1,5 @@
-"""compare_runs.py [OPTION...] A B [TOL [STEPS]]: two training runs agree.
+"""compare_runs.py [OPTION...] A B TOL [STEPS]
+compare_runs.py --exact [OPTION...] A B [STEPS]: two training runs agree.
 
 A and B are run directories (log.dir = DIR/logs, checkpoint.dir = DIR/ckpt);
 B is the reference.  Compared: the loss of every training line of
@@ -55,11 +56,10 @@ def steps_spec(spec):
     return out
 
 
-p = argparse.ArgumentParser(usage=__doc__.split("\n")[0])
+p = argparse.ArgumentParser(usage="\n".join(__doc__.split("\n")[:2]))
 p.add_argument("a")
 p.add_argument("b")
-p.add_argument("tol", nargs="?", type=float)
-p.add_argument("count", nargs="?", type=int)
+p.add_argument("rest", nargs="*", metavar="TOL STEPS")
 p.add_argument("--exact", action="store_true")
 p.add_argument("--files", action="store_true")
 p.add_argument("--only", choices=("metrics", "weights"))
@@ -71,9 +71,11 @@ p.add_argument("--resumed-at", type=int)
 p.add_argument("--last", action="store_true")
 p.add_argument("--steps", type=steps_spec)
 p.add_argument("--logs-a", default="logs")
-o = p.parse_args()
-if (o.tol is None) == (not o.exact):
-    p.error("give either TOL or --exact")
+o = p.parse_intermixed_args()
+if len(o.rest) > (1 if o.exact else 2) or (not o.exact and not o.rest):
+    p.error("A B TOL [STEPS], or --exact A B [STEPS]")
+o.tol = None if o.exact else float(o.rest[0])
+o.count = int(o.rest[-1]) if len(o.rest) == (1 if o.exact else 2) else None
 if o.records is not None and not o.exact:
     p.error("--records and --records-but compare exactly: give --exact")
 exact = o.exact
