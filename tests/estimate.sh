@@ -13,12 +13,12 @@ export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
 
 prepare_test_data
 
-# config FILE PRESET SEQ_LEN MICRO_BATCH STEPS: the base of tests/lib.sh at
-# the defaults of global_batch, seed, lr and warmup, in the file itself (it
-# goes to every estimate and train command below)
+# config FILE PRESET SEQ_LEN MICRO_BATCH STEPS: the base of tests/lib.sh with
+# the defaults of global_batch (one micro-batch per rank), seed, lr and
+# warmup, in the file itself (it goes to every estimate and train command)
 config() {
     write_base_ini "$1" model.preset="$2" model.seq_len="$3" train.micro_batch="$4" \
-        train.steps="$5" train.global_batch=1 train.seed=1337 optim.lr=3e-4 optim.warmup_steps=0
+        train.steps="$5" train.global_batch train.seed optim.lr optim.warmup_steps
 }
 config "$TMP/tiny.ini" tiny 32 2 2
 # gpt2-124m with a short context: the state (2 GB at one rank) dominates,

@@ -55,7 +55,8 @@ ranks() {
 # vary it with -s SECTION.KEY=VALUE on their command lines; a configuration
 # that must carry its changes itself (a job script takes a config path
 # alone) gives them here: each replaces its key in the file, or is added to
-# its section.
+# its section.  A bare SECTION.KEY leaves the key out of the file (some
+# defaults, global_batch's, follow other keys: -s cannot restore them).
 write_base_ini() {
     _ini=$1
     shift
@@ -63,7 +64,9 @@ write_base_ini() {
     BEGIN {
         for (i = 1; i < ARGC; i++) {
             dot = index(ARGV[i], "."); eq = index(ARGV[i], "=")
-            s = substr(ARGV[i], 1, dot - 1); k = substr(ARGV[i], dot + 1, eq - dot - 1)
+            s = substr(ARGV[i], 1, dot - 1)
+            if (eq == 0) { drop[s, substr(ARGV[i], dot + 1)] = 1; continue }
+            k = substr(ARGV[i], dot + 1, eq - dot - 1)
             val[s, k] = substr(ARGV[i], eq + 1)
             if (!(s in keys)) order[++n] = s
             keys[s] = keys[s] " " k
@@ -76,6 +79,7 @@ write_base_ini() {
             if (!((s, list[j]) in done)) { print list[j] " = " val[s, list[j]]; done[s, list[j]] = 1 }
     }
     /^\[/ { if (sec != "") add(sec); sec = substr($0, 2, length($0) - 2); had[sec] = 1; print; next }
+    (sec, $1) in drop { next }
     (sec, $1) in val { print $1 " = " val[sec, $1]; done[sec, $1] = 1; next }
     { print }
     END { add(sec); for (j = 1; j <= n; j++) if (!(order[j] in had)) { print "[" order[j] "]"; add(order[j]) } }
