@@ -461,15 +461,17 @@ static float *stage_alloc(void)
 {
     float *s = malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
     if (!s)
-        st_die(ST_EXIT_FAILURE, "out of memory allocating a host staging buffer");
+        st_error(NULL, "out of memory allocating a host staging buffer");
     return s;
 }
 
 /* Random initial values, made on the host piece by piece (each element
  * depends only on its index, so the pieces add up to the whole). */
-static void init_random(st_fsdp *f, uint64_t seed)
+static int init_random(st_fsdp *f, uint64_t seed)
 {
     float *stage = stage_alloc();
+    if (!stage)
+        return ST_EXIT_FAILURE;
     for (int u = 0; u < f->n_units; u++) {
         const st_fsdp_unit *x = &f->units[u];
         for (int64_t a = 0; a < x->shard; a += ST_FSDP_STAGE) {
@@ -479,6 +481,7 @@ static void init_random(st_fsdp *f, uint64_t seed)
         }
     }
     free(stage);
+    return 0;
 }
 
 /* Weights from files: each rank reads only its own slices, all units in one
@@ -550,10 +553,8 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_group
     f->targets = k->alloc(sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
     f->sums = k->alloc(2 * sizeof(double), ST_MEM_OTHER);
 
-    if (strcmp(cfg->model.init, "random") == 0) {
-        init_random(f, (uint64_t)cfg->train.seed);
-        return 0;
-    }
+    if (strcmp(cfg->model.init, "random") == 0)
+        return init_random(f, (uint64_t)cfg->train.seed);
     return init_from_files(f);
 }
 

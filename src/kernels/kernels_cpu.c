@@ -15,7 +15,9 @@
 #include "kernels/cpu_model.h"
 #include "kernels/cpu_ops.h"
 #include "base/log.h"
+#include "base/test_faults.h"
 #include "kernels/cpu_adamw.h"
+#include "config/origin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,7 @@ static size_t cpu_scratch_bytes(const st_model *m, int64_t B)
 static const float *f32(const void *p, st_dtype pdt)
 {
     if (pdt != ST_DT_F32)
-        st_die(ST_EXIT_FAILURE, "internal: the cpu kernels were given bf16 parameters");
+        st_bug("the cpu kernels were given bf16 parameters");
     return p;
 }
 
@@ -209,38 +211,23 @@ static const st_kernels cpu_bf16params_kernels = {
 
 int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out)
 {
-    static const char var[] = "SHARDTRAIN_TEST_KERNELS";
     if (device >= 0) {
         /* The fused attention kernels (cuda/attention.h) are written for
          * two head widths; say so before any work rather than fail at the
          * first block. */
         const int64_t hd = cfg->model.d_model / cfg->model.n_head;
-        if (hd != 64 && hd != 128) {
-            const char *file = NULL;
-            int line = 0;
-            st_config_origin_of(cfg, "model", "n_head", &file, &line);
-            char detail[96];
-            snprintf(detail, sizeof detail, "d_model %lld / n_head %lld = %lld",
-                     (long long)cfg->model.d_model, (long long)cfg->model.n_head,
-                     (long long)hd);
-            st_error_at(file ? file : cfg->path, line,
-                        "the CUDA kernels take attention head widths 64 and 128, not %s; "
-                        "hint: change model.n_head or model.d_model, or set "
-                        "train.device = cpu", detail);
-            return ST_EXIT_USAGE;
-        }
+        if (hd != 64 && hd != 128)
+            return st_config_error(cfg, "model", "n_head", "the CUDA kernels take attention "
+                                   "head widths 64 and 128, not d_model %lld / n_head %lld = "
+                                   "%lld; hint: change model.n_head or model.d_model, or set "
+                                   "train.device = cpu", (long long)cfg->model.d_model,
+                                   (long long)cfg->model.n_head, (long long)hd);
         return st_kernels_cuda_open(cfg->train.precision == ST_PREC_BF16, out);
     }
-    const char *s = getenv(var);
-    if (!s || !*s || !strcmp(s, "cpu")) {
-        *out = &cpu_kernels;
-        return 0;
-    }
-    if (!strcmp(s, "cpu-bf16params")) {
-        *out = &cpu_bf16params_kernels;
-        return 0;
-    }
-    st_error(var, "'%s' is not a kernels backend this build can test; hint: "
-             "cpu or cpu-bf16params", s);
-    return ST_EXIT_USAGE;
+    st_fault_kernels variant;
+    int rc = st_fault_kernels_variant(&variant);
+    if (!rc)
+        *out = variant == ST_FAULT_KERNELS_CPU_BF16PARAMS ? &cpu_bf16params_kernels
+                                                          : &cpu_kernels;
+    return rc;
 }

@@ -57,12 +57,14 @@ static void check(cudaError_t e, const char *call)
 {
     if (e == cudaSuccess)
         return;
-    st_die(ST_EXIT_FAILURE, "CUDA: %s failed: %s; hint: %s", call, cudaGetErrorString(e),
-           e == cudaErrorMemoryAllocation
-               ? "lower train.micro_batch, turn on train.activation_checkpointing or "
-                 "shard over more ranks (shardtrain estimate --device-mem)"
-               : "check the GPU with nvidia-smi; rerun under compute-sanitizer to "
-                 "find a faulting kernel");
+    /* The kernels interface returns nothing, and a failed launch leaves the
+     * device state unknown: the run cannot continue. */
+    st_fatal("CUDA: %s failed: %s; hint: %s", call, cudaGetErrorString(e),
+             e == cudaErrorMemoryAllocation
+                 ? "lower train.micro_batch, turn on train.activation_checkpointing or "
+                   "shard over more ranks (shardtrain estimate --device-mem)"
+                 : "check the GPU with nvidia-smi; rerun under compute-sanitizer to "
+                   "find a faulting kernel");
 }
 
 /* ---- memory ---------------------------------------------------------- */
@@ -75,7 +77,7 @@ static void remember(void *p, size_t bytes, int cat)
         size_t cap = cu.cap_blocks ? 2 * cu.cap_blocks : 256;
         struct dev_block *b = realloc(cu.blocks, cap * sizeof *b);
         if (!b)
-            st_die(ST_EXIT_FAILURE, "out of host memory for the device block table");
+            st_fatal("out of host memory for the device block table"); /* like st_alloc */
         cu.blocks = b;
         cu.cap_blocks = cap;
     }
@@ -92,8 +94,7 @@ static void forget(void *p)
         cu.blocks[i] = cu.blocks[--cu.n_blocks];
         return;
     }
-    st_die(ST_EXIT_FAILURE, "internal: freeing device memory the cuda backend did not "
-           "allocate");
+    st_bug("freeing device memory the cuda backend did not allocate");
 }
 
 static void *cuda_alloc(size_t bytes, st_mem_cat cat)
@@ -189,8 +190,8 @@ static st_cuda_model_ctx *ctx_for(const st_model *m)
 static void expect_mode(st_dtype pdt)
 {
     if ((pdt == ST_DT_BF16) != cu.bf16)
-        st_die(ST_EXIT_FAILURE, "internal: the cuda kernels in %s mode were given %s "
-               "parameters", cu.bf16 ? "bf16" : "fp32", pdt == ST_DT_BF16 ? "bf16" : "fp32");
+        st_bug("the cuda kernels in %s mode were given %s parameters",
+               cu.bf16 ? "bf16" : "fp32", pdt == ST_DT_BF16 ? "bf16" : "fp32");
 }
 
 static int64_t rows(const st_model *m, int64_t B) { return B * m->T; }
