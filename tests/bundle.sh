@@ -69,28 +69,9 @@ else not_ok "system mpirun cannot start there (exit $st)"; diag "$(cat "$TMP/sys
 
 # ---- training -------------------------------------------------------------
 prepare_test_data
-cat >"$TMP/gpt2.ini" <<EOF2
-[model]
-arch = gpt2
-preset = tiny
-seq_len = 32
-[data]
-train = $TMP/data/sh_train_*.bin
-[train]
-micro_batch = 4
-global_batch = 8
-steps = 4
-seed = 11
-[parallel]
-strategy = full_shard
-[optim]
-lr = 3e-3
-warmup_steps = 1
-[log]
-every = 1
-EOF2
-args() { # NAME: the train arguments for run NAME
-    echo "train -s log.dir=$TMP/$1/logs -s checkpoint.dir=$TMP/$1/ckpt $TMP/gpt2.ini"
+write_base_ini "$TMP/base.ini"
+args() { # NAME: the train arguments for run NAME (the base with seed 11)
+    echo "train -s train.seed=11 -s log.dir=$TMP/$1/logs -s checkpoint.dir=$TMP/$1/ckpt $TMP/base.ini"
 }
 final() { echo "$TMP/$1/ckpt/final/model.safetensors"; }
 
@@ -113,14 +94,8 @@ if [ "$st" -eq 0 ] && [ -s "$(final b1)" ]; then ok "bundle: one rank, no launch
 else not_ok "bundle: one rank, no launcher, trains (exit $st)"; diag "$(tail -n 8 "$TMP/b1.err")"; fi
 check "bundle: one rank's final weights equal the normal binary's byte for byte" \
     same_tensors "$(final b1)" "$(final sys1)"
-losses() { # NAME: the logged losses, one per line
-    python3 -c 'import json, sys
-for l in open(sys.argv[1]):
-    if "\"loss\"" in l: print(repr(json.loads(l)["loss"]))' "$TMP/$1/logs/metrics.jsonl"
-}
-if [ "$(losses b1 | wc -l)" -eq 4 ] && [ "$(losses b1)" = "$(losses sys1)" ]; then
-    ok "bundle: the same 4 losses as the normal binary"
-else not_ok "bundle: the same 4 losses as the normal binary"; diag "$(losses b1)" "vs" "$(losses sys1)"; fi
+check "bundle: the same 4 losses as the normal binary" \
+    compare_runs --exact --only metrics "$TMP/b1" "$TMP/sys1" 4
 
 bundled b2 mpirun --oversubscribe -np 2 shardtrain $(args b2) -s train.micro_batch=2
 st=$?
@@ -134,29 +109,5 @@ check "bundle: two ranks' final weights equal the system mpirun's byte for byte"
 check "bundle: no Open MPI or PMIx messages on stderr" \
     test -z "$(cat "$TMP/b1.err" "$TMP/b2.err" | grep -v '^shardtrain: ')"
 # As tests/fsdp.sh: losses and weights (norm-wise) within 1e-5 relative.
-python3 - "$TMP/b2" "$TMP/b1" 1e-5 <<'EOF2'
-import json, math, struct, sys
-from array import array
-def losses(d):
-    return [json.loads(l)["loss"] for l in open(d + "/logs/metrics.jsonl") if '"loss"' in l]
-def weights(d):
-    raw = open(d + "/ckpt/final/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    out = {}
-    for k, v in json.loads(raw[8:8 + n]).items():
-        if k != "__metadata__":
-            a = array("f"); a.frombytes(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            out[k] = a
-    return out
-a, b, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
-la, lb = losses(a), losses(b)
-assert len(la) == len(lb) == 4, (len(la), len(lb))
-wl = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
-wa, wb = weights(a), weights(b)
-assert wa.keys() == wb.keys()
-ww = math.sqrt(sum((x - y) ** 2 for k in wa for x, y in zip(wa[k], wb[k])) /
-               sum(y * y for k in wb for y in wb[k]))
-print("# 2 vs 1 rank: losses rel %.1e, weights rel %.1e" % (wl, ww))
-sys.exit(not (wl <= tol and ww <= tol))
-EOF2
-check "bundle: two ranks match one rank within 1e-5 (as tests/fsdp.sh)" test $? -eq 0
+check "bundle: two ranks match one rank within 1e-5 (as tests/fsdp.sh)" \
+    compare_runs "$TMP/b2" "$TMP/b1" 1e-5 4

@@ -19,35 +19,17 @@ prepare_test_data
 
 # d_model 128, d_ff 512 make each of 4 shard files span two 1 MiB checksum blocks,
 # so ranged reads cross block and file boundaries.
-cat >"$TMP/gpt2.ini" <<EOF2
-[model]
-arch = gpt2
-preset = tiny
-d_model = 128
-d_ff = 512
-seq_len = 32
-[data]
-train = $TMP/data/sh_train_*.bin
-[train]
-micro_batch = 1
-global_batch = 8
-steps = 6
-seed = 5
-[optim]
-lr = 3e-3
-warmup_steps = 1
-[checkpoint]
-every = 2
-[log]
-every = 1
-EOF2
+write_base_ini "$TMP/base.ini"
+gpt2="-s model.d_model=128 -s model.d_ff=512 -s train.micro_batch=1 -s train.steps=6 \
+    -s checkpoint.every=2"
+sets=$gpt2
 
 # run NAME NP [-s ...]: train on NP ranks (1 = no launcher) into $TMP/NAME
 run() {
     name=$1 np=$2
     shift 2
-    set -- train -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$@" \
-        "${CFG:-$TMP/gpt2.ini}"
+    set -- train $sets -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$@" \
+        "${CFG:-$TMP/base.ini}"
     if [ "$np" -eq 1 ]; then
         timeout 600 "$SHARDTRAIN" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
     else
@@ -56,36 +38,13 @@ run() {
     fi
 }
 
-# metrics lines of a run after step FROM, without the timing-dependent fields
-metrics_after() { # NAME FROM
-    "$PY" - "$TMP/$1/logs/metrics.jsonl" "$2" <<'EOF2'
-import json, sys
-for line in open(sys.argv[1]):
-    d = json.loads(line)
-    if d["step"] > int(sys.argv[2]):
-        for k in ("time_ms", "tokens_per_s", "peak_bytes", "mfu"):
-            d.pop(k, None)
-        print(json.dumps(d, sort_keys=True))
-EOF2
-}
-
-# losses of A and B after step FROM within TOL relative, at every logged step
-losses_close() { # A B FROM TOL
-    "$PY" - "$TMP/$1/logs/metrics.jsonl" "$TMP/$2/logs/metrics.jsonl" "$3" "$4" <<'EOF2'
-import json, sys
-def losses(p):
-    out = {}
-    for l in open(p):
-        d = json.loads(l)
-        if "loss" in d and d["step"] > int(sys.argv[3]):
-            out[d["step"]] = d["loss"]
-    return out
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert a and a.keys() == b.keys(), (a, b)
-worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
-print("# worst relative loss difference %.3g over steps %s" % (worst, sorted(a)))
-sys.exit(0 if worst <= float(sys.argv[4]) else 1)
-EOF2
+# same_metrics A B [OPTION...]: every metrics line of A and B identical
+# but the timing-dependent fields (tests/compare_runs.py options)
+same_metrics() {
+    _a=$1 _b=$2
+    shift 2
+    compare_runs --exact --only metrics --records-but time_ms,tokens_per_s,peak_bytes,mfu "$@" \
+        "$TMP/$_a" "$TMP/$_b"
 }
 
 errors() { grep -c '^shardtrain: error:' "$1"; }
@@ -115,23 +74,21 @@ check "manifest: step, layout, one file per rank, per-block checksums" test ! -s
 # ---- 1. same layout: bit-identical ---------------------------------------
 run R4 4 -s checkpoint.resume="$TMP/A/ckpt/step_00000004"
 check "resume at 4 ranks full_shard runs" grep -q "resumed from .*step_00000004 at step 4" "$TMP/R4.out"
-metrics_after A 4 >"$TMP/A.after"
-metrics_after R4 0 >"$TMP/R4.after"
 check "same layout: metrics after the resume point identical (steps 5, 6)" \
-    sh -c "test \$(wc -l <'$TMP/A.after') -eq 2 && cmp -s '$TMP/A.after' '$TMP/R4.after'"
+    same_metrics R4 A --resumed-at 4 --steps 5-6
 check "same layout: final weights identical" \
     cmp -s "$TMP/A/ckpt/final/model.safetensors" "$TMP/R4/ckpt/final/model.safetensors"
 
 # ---- 2. other world sizes and strategies ---------------------------------
 run R2 2 -s checkpoint.resume="$TMP/A/ckpt/step_00000004"
-check "4 -> 2 ranks full_shard: losses within 1e-5" losses_close A R2 4 1e-5
+check "4 -> 2 ranks full_shard: losses within 1e-5" compare_runs --only metrics --resumed-at 4 "$TMP/R2" "$TMP/A" 1e-5
 run R8 8 -s parallel.strategy=hybrid_shard -s parallel.shard_size=4 \
     -s checkpoint.resume="$TMP/A/ckpt/step_00000004"
-check "4 -> 8 ranks hybrid_shard 2x4: losses within 1e-5" losses_close A R8 4 1e-5
+check "4 -> 8 ranks hybrid_shard 2x4: losses within 1e-5" compare_runs --only metrics --resumed-at 4 "$TMP/R8" "$TMP/A" 1e-5
 check "hybrid_shard writes one file per shard index (4, not 8)" \
     test "$(ls "$TMP/R8/ckpt/step_00000006" | grep -c '^shard_')" -eq 4
 run R1 1 -s parallel.strategy=no_shard -s checkpoint.resume="$TMP/A/ckpt/step_00000004"
-check "4 -> 1 rank no_shard: losses within 1e-5" losses_close A R1 4 1e-5
+check "4 -> 1 rank no_shard: losses within 1e-5" compare_runs --only metrics --resumed-at 4 "$TMP/R1" "$TMP/A" 1e-5
 run R8b 1 -s parallel.strategy=no_shard -s checkpoint.resume="$TMP/R8/ckpt/step_00000006" \
     -s train.steps=6
 check "a hybrid 2x4 checkpoint loads on 1 rank" grep -q "resumed from .*step_00000006 at step 6" "$TMP/R8b.out"
@@ -172,7 +129,7 @@ expect_load_error "a damaged manifest: exit 2, one error naming it" \
 expect_load_error "checkpoint.resume names nothing: exit 2, one line" \
     "no such checkpoint" E4 1 -s checkpoint.resume="$TMP/nowhere"
 expect_load_error "checkpoint.resume names a file: exit 2, one line" \
-    "not a checkpoint" E5 1 -s checkpoint.resume="$TMP/gpt2.ini"
+    "not a checkpoint" E5 1 -s checkpoint.resume="$TMP/base.ini"
 expect_load_error "checkpoint.resume names a directory without a checkpoint: exit 2, one line" \
     "not a checkpoint" E6 1 -s checkpoint.resume="$TMP/data"
 # auto: latest (step 6) is corrupt, step 4 is good
@@ -180,8 +137,7 @@ run F 4 -s checkpoint.dir="$TMP/flip" -s checkpoint.every=0
 check "auto with a corrupt latest: warns naming the file and falls back" \
     sh -c "grep -q 'warning: .*shard_00002-of-00004.bin: checksum mismatch.*falling back' '$TMP/F.err' &&
            grep -q 'resumed from .*step_00000004 at step 4' '$TMP/F.out'"
-metrics_after F 0 >"$TMP/F.after"
-check "the fallback run continues exactly" cmp -s "$TMP/A.after" "$TMP/F.after"
+check "the fallback run continues exactly" same_metrics F A --resumed-at 4
 run G 2 -s checkpoint.dir="$TMP/trunc" -s checkpoint.every=0
 check "auto with a truncated latest falls back too" \
     sh -c "grep -q 'warning: .*shard_00001-of-00004.bin: .*truncated' '$TMP/G.err' &&
@@ -196,7 +152,7 @@ check "keep = 2: latest names the newest" test "$(cat "$TMP/K/ckpt/latest")" = s
 # ---- 5. SIGUSR1 -------------------------------------------------------------
 # Enough steps that the signal lands mid-run; the marker in the config name
 # lets pkill find exactly the rank processes (not mpirun, not other tests).
-cp "$TMP/gpt2.ini" "$TMP/sigmark.ini"
+cp "$TMP/base.ini" "$TMP/sigmark.ini"
 CFG="$TMP/sigmark.ini"
 run U 4 -s train.steps=40 -s checkpoint.every=0
 # The reference must really be uninterrupted (a hang guard's SIGTERM would
@@ -219,9 +175,7 @@ check "SIGUSR1: one checkpoint, of a mid-run step ($pstep)" \
 run P 4 -s train.steps=40 -s checkpoint.every=0
 CFG=
 check "resume after SIGUSR1 completes" grep -q "resumed from .*step_0*$pstep at step $pstep" "$TMP/P.out"
-metrics_after U 0 >"$TMP/U.all"
-metrics_after P 0 >"$TMP/P.all"
-check "preempted + resumed metrics equal the uninterrupted run's" cmp -s "$TMP/U.all" "$TMP/P.all"
+check "preempted + resumed metrics equal the uninterrupted run's" same_metrics P U
 check "preempted + resumed final weights equal" \
     cmp -s "$TMP/U/ckpt/final/model.safetensors" "$TMP/P/ckpt/final/model.safetensors"
 
@@ -257,33 +211,23 @@ check "crash: latest still names step 2, no step 4, the partial write left aside
     -a -d "$TMP/X/ckpt/.tmp-step_00000004"
 run X 4
 check "crash: auto resumes from step 2" grep -q "resumed from .*step_00000002 at step 2" "$TMP/X.out"
-metrics_after A 2 >"$TMP/A.after2"
-metrics_after X 2 | tail -n 4 >"$TMP/X.after2"   # after the lines of the crashed run
-check "crash: the resumed run equals the uninterrupted one" \
-    sh -c "test \$(wc -l <'$TMP/A.after2') -eq 4 && cmp -s '$TMP/A.after2' '$TMP/X.after2' && cmp -s '$TMP/A/ckpt/final/model.safetensors' '$TMP/X/ckpt/final/model.safetensors'"
+# X's log holds the crashed run's lines, then the resumed run's: the last of each step
+if same_metrics X A --after 2 --last --steps 3-6 &&
+    cmp -s "$TMP/A/ckpt/final/model.safetensors" "$TMP/X/ckpt/final/model.safetensors"
+then ok "crash: the resumed run equals the uninterrupted one"
+else not_ok "crash: the resumed run equals the uninterrupted one"; fi
 check "crash: the leftover temporary directory is removed by the next save" \
     test ! -e "$TMP/X/ckpt/.tmp-step_00000004"
 
 # ---- 7. export --------------------------------------------------------------
-"$SHARDTRAIN" check "$TMP/gpt2.ini" >"$TMP/gpt2.check"
-cat >"$TMP/llama.ini" <<EOF2
-[model]
-arch = llama
-preset = tiny
-seq_len = 32
-[data]
-train = $TMP/data/sh_train_*.bin
-[train]
-micro_batch = 2
-global_batch = 4
-steps = 2
-[checkpoint]
-every = 2
-EOF2
-"$SHARDTRAIN" check "$TMP/llama.ini" >"$TMP/llama.check"
-CFG="$TMP/llama.ini"
+"$SHARDTRAIN" check $gpt2 "$TMP/base.ini" >"$TMP/gpt2.check"
+# The export's llama: the base at the defaults of seed, lr, warmup and log.every
+llama="-s model.arch=llama -s train.micro_batch=2 -s train.global_batch=4 -s train.steps=2 \
+    -s train.seed=1337 -s optim.lr=3e-4 -s optim.warmup_steps=0 -s log.every=10 -s checkpoint.every=2"
+"$SHARDTRAIN" check $llama "$TMP/base.ini" >"$TMP/llama.check"
+sets=$llama
 run L 2
-CFG=
+sets=$gpt2
 # compare_export CKPT_RUN OUT CHECK_FILE: every tensor equal, config.json right
 compare_export() {
     "$PY" - "$TMP/$1/ckpt/final/model.safetensors" "$2" "$3" <<'EOF2'

@@ -13,11 +13,12 @@ export OMP_NUM_THREADS=1   # up to 4 ranks on 2 cores
 
 prepare_test_data
 
-# config FILE PRESET SEQ_LEN MICRO_BATCH STEPS
+# config FILE PRESET SEQ_LEN MICRO_BATCH STEPS: the base of tests/lib.sh with
+# the defaults of global_batch (one micro-batch per rank), seed, lr and
+# warmup, in the file itself (it goes to every estimate and train command)
 config() {
-    printf '[model]\npreset = %s\nseq_len = %s\n[data]\ntrain = %s\n' "$2" "$3" \
-        "$TMP/data/sh_train_*.bin" >"$1"
-    printf '[train]\nmicro_batch = %s\nsteps = %s\n[log]\nevery = 1\n' "$4" "$5" >>"$1"
+    write_base_ini "$1" model.preset="$2" model.seq_len="$3" train.micro_batch="$4" \
+        train.steps="$5" train.global_batch train.seed optim.lr optim.warmup_steps
 }
 config "$TMP/tiny.ini" tiny 32 2 2
 # gpt2-124m with a short context: the state (2 GB at one rank) dominates,

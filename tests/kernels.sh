@@ -17,33 +17,15 @@ unset SHARDTRAIN_TEST_KERNELS
 prepare_test_data
 
 # Evaluation on, so the forward-only schedule runs on the backend too.
-cat >"$TMP/cfg.ini" <<EOF2
-[model]
-preset = tiny
-seq_len = 32
-[data]
-train = $TMP/data/sh_train_*.bin
-val = $TMP/data/sh_val_*.bin
-[train]
-micro_batch = 2
-global_batch = 8
-steps = 4
-seed = 5
-eval_every = 2
-eval_batches = 1
-[optim]
-lr = 3e-3
-warmup_steps = 1
-[log]
-every = 1
-EOF2
+write_base_ini "$TMP/base.ini"
+sets="-s train.micro_batch=2 -s train.eval_every=2 -s train.eval_batches=1"
 
 # run NAME NP KERNELS [-s ...]: train with SHARDTRAIN_TEST_KERNELS=KERNELS
 run() {
     name=$1 np=$2 kern=$3
     shift 3
-    set -- train -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$@" \
-        "$TMP/cfg.ini"
+    set -- train $sets -s data.val="$TMP/data/sh_val_*.bin" -s log.dir="$TMP/$name/logs" \
+        -s checkpoint.dir="$TMP/$name/ckpt" "$@" "$TMP/base.ini"
     SHARDTRAIN_TEST_KERNELS=$kern ranks "$np" 300 "$SHARDTRAIN" "$@" \
         >"$TMP/$name.out" 2>"$TMP/$name.err"
 }
@@ -61,17 +43,11 @@ for line in open(sys.argv[1]):
 EOF2
 }
 
-# same NAME_A NAME_B FIELDS...: byte-identical metrics FIELDS and final weights
-same() {
-    a=$1 b=$2
-    shift 2
-    [ -s "$TMP/$a/ckpt/final/model.safetensors" ] && [ -s "$TMP/$b/ckpt/final/model.safetensors" ] &&
-        [ "$(metrics "$a" "$@" | grep -c grad_norm)" -eq 4 ] &&
-        [ "$(metrics "$a" "$@")" = "$(metrics "$b" "$@")" ] &&
-        cmp -s "$TMP/$a/ckpt/final/model.safetensors" "$TMP/$b/ckpt/final/model.safetensors"
-}
+# same NAME_A NAME_B FIELDS: byte-identical metrics FIELDS (a comma list)
+# of 4 steps and final weights
+same() { compare_runs --exact --files --records "$3" "$TMP/$1" "$TMP/$2" 4; }
 
-numbers="step loss lr grad_norm val_loss state_bytes"
+numbers=step,loss,lr,grad_norm,val_loss,state_bytes
 
 # pair NAME NP [-s ...]: the same run on both backends; both must succeed
 pair() {
@@ -85,14 +61,14 @@ pair() {
 bf="-s train.precision=bf16"
 pair bf_np1 1 $bf
 check "bf16, 1 rank: identical metrics and final weights with cpu-bf16params" \
-    same bf_np1 bf_np1.b16 $numbers
+    same bf_np1 bf_np1.b16 "$numbers"
 pair bf_full4 4 $bf -s parallel.strategy=full_shard
 check "bf16, full_shard on 4: identical metrics and final weights with cpu-bf16params" \
-    same bf_full4 bf_full4.b16 $numbers
+    same bf_full4 bf_full4.b16 "$numbers"
 pair bf_hyb4 4 $bf -s parallel.strategy=hybrid_shard -s parallel.shard_size=2 \
     -s parallel.reduce_dtype=bf16
 check "bf16, hybrid_shard 2 x 2, bf16 reduction: identical metrics and final weights" \
-    same bf_hyb4 bf_hyb4.b16 $numbers
+    same bf_hyb4 bf_hyb4.b16 "$numbers"
 
 # The words path was taken: gathered units of 2 bytes per element instead of
 # 4 lower the peak when the units are really gathered.
@@ -104,27 +80,26 @@ check "full_shard on 4: bf16 words lower peak_bytes ($p_cpu -> $p_b16)" \
 # fp32: the backend's bf16 path is never used, not even its memory.
 pair fp_np1 1
 check "fp32, 1 rank: the hook changes nothing (peak_bytes included)" \
-    same fp_np1 fp_np1.b16 $numbers peak_bytes
+    same fp_np1 fp_np1.b16 "$numbers,peak_bytes"
 pair fp_full4 4 -s parallel.strategy=full_shard
 check "fp32, full_shard on 4: the hook changes nothing (peak_bytes included)" \
-    same fp_full4 fp_full4.b16 $numbers peak_bytes
+    same fp_full4 fp_full4.b16 "$numbers,peak_bytes"
 
 # The comparison can fail: fp32 against bf16, and a run one seed apart.
-if same fp_np1 bf_np1.b16 $numbers; then
+if same fp_np1 bf_np1.b16 "$numbers"; then
     not_ok "the comparison did not tell fp32 from bf16"
 else
     ok "the comparison tells fp32 from bf16"
 fi
 run seed_np1 1 cpu-bf16params $bf -s train.seed=6
-if same bf_np1 seed_np1 $numbers; then
+if same bf_np1 seed_np1 "$numbers"; then
     not_ok "the comparison did not tell a different seed"
 else
     ok "the comparison tells a different seed"
 fi
 
 # A bad hook value: exit status 2 and one error line.
-SHARDTRAIN_TEST_KERNELS=cuda-nope "$SHARDTRAIN" train -s log.dir="$TMP/bad/logs" \
-    -s checkpoint.dir="$TMP/bad/ckpt" "$TMP/cfg.ini" >"$TMP/bad.out" 2>"$TMP/bad.err"
+run bad 1 cuda-nope
 st=$?
 check "a bad SHARDTRAIN_TEST_KERNELS is exit status 2 ($st)" test "$st" -eq 2
 check "... with one error line naming the variable" \

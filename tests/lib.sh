@@ -48,23 +48,68 @@ ranks() {
     fi
 }
 
+# write_base_ini FILE [SECTION.KEY=VALUE...]: the tiny configuration the
+# training tests start from: gpt2 of preset tiny on 32-token sequences, the
+# shards of prepare_test_data, global batch 8 in micro-batches of 4, 4
+# steps, seed 5, lr 3e-3 after 1 warmup step, metrics every step.  Scripts
+# vary it with -s SECTION.KEY=VALUE on their command lines; a configuration
+# that must carry its changes itself (a job script takes a config path
+# alone) gives them here: each replaces its key in the file, or is added to
+# its section.  A bare SECTION.KEY leaves the key out of the file (some
+# defaults, global_batch's, follow other keys: -s cannot restore them).
+write_base_ini() {
+    _ini=$1
+    shift
+    awk '
+    BEGIN {
+        for (i = 1; i < ARGC; i++) {
+            dot = index(ARGV[i], "."); eq = index(ARGV[i], "=")
+            s = substr(ARGV[i], 1, dot - 1)
+            if (eq == 0) { drop[s, substr(ARGV[i], dot + 1)] = 1; continue }
+            k = substr(ARGV[i], dot + 1, eq - dot - 1)
+            val[s, k] = substr(ARGV[i], eq + 1)
+            if (!(s in keys)) order[++n] = s
+            keys[s] = keys[s] " " k
+        }
+        ARGC = 1
+    }
+    function add(s,   m, j, list) {   # the keys of section s not in the base
+        m = split(keys[s], list, " ")
+        for (j = 1; j <= m; j++)
+            if (!((s, list[j]) in done)) { print list[j] " = " val[s, list[j]]; done[s, list[j]] = 1 }
+    }
+    /^\[/ { if (sec != "") add(sec); sec = substr($0, 2, length($0) - 2); had[sec] = 1; print; next }
+    (sec, $1) in drop { next }
+    (sec, $1) in val { print $1 " = " val[sec, $1]; done[sec, $1] = 1; next }
+    { print }
+    END { add(sec); for (j = 1; j <= n; j++) if (!(order[j] in had)) { print "[" order[j] "]"; add(order[j]) } }
+    ' "$@" >"$_ini" <<EOF_BASE
+[model]
+arch = gpt2
+preset = tiny
+seq_len = 32
+[data]
+train = $TMP/data/sh_train_*.bin
+[train]
+micro_batch = 4
+global_batch = 8
+steps = 4
+seed = 5
+[optim]
+lr = 3e-3
+warmup_steps = 1
+[log]
+every = 1
+EOF_BASE
+}
+
+# compare_runs ARGS...: tests/compare_runs.py (two runs' losses and final
+# weights; see its options)
+compare_runs() { python3 "$top_srcdir/tests/compare_runs.py" "$@"; }
+
 # same_tensors A B: safetensors files A and B hold the same tensor names,
 # dtypes, shapes and bytes (headers may differ in order and metadata).
-same_tensors() {
-    python3 - "$1" "$2" <<'EOF_TENSORS'
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    return {k: (v["dtype"], v["shape"], raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in hdr.items() if k != "__metadata__"}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys() and a, (sorted(a), sorted(b))
-bad = [k for k in a if a[k] != b[k]]
-assert not bad, bad
-EOF_TENSORS
-}
+same_tensors() { compare_runs --exact --only weights "$1" "$2"; }
 
 # In CI a missing prerequisite is a failure, never a skip.
 require() {

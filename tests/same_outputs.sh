@@ -19,29 +19,10 @@ export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 
 prepare_test_data
 
-cat >"$TMP/base.ini" <<EOF2
-[model]
-arch = gpt2
-preset = tiny
-seq_len = 32
-[data]
-train = $TMP/data/sh_train_*.bin
-val = $TMP/data/sh_val_*.bin
-[train]
-micro_batch = 1
-global_batch = 8
-steps = 4
-seed = 7
-eval_every = 2
-eval_batches = 2
-[optim]
-lr = 3e-3
-warmup_steps = 1
-[checkpoint]
-every = 2
-[log]
-every = 1
-EOF2
+# The base of tests/lib.sh with evaluation and checkpoints, in the file
+# itself: every command of both binaries below reads this one file.
+write_base_ini "$TMP/base.ini" data.val="$TMP/data/sh_val_*.bin" train.micro_batch=1 \
+    train.seed=7 train.eval_every=2 train.eval_batches=2 checkpoint.every=2
 
 # Both binaries run in the same directory $TMP/run (the manifest records
 # the paths), which is then moved to $TMP/old or $TMP/new.

@@ -21,36 +21,7 @@ cfg() { slurm_test_cfg "$1" "${2:-3}"; }
 
 # same A B: losses of every step and final weights of runs A and B agree
 # within 1e-5 relative (the reduction order differs between layouts).
-same() {
-    python3 - "$W/$1" "$W/$2" <<'EOF'
-import json, math, struct, sys
-from array import array
-def losses(d):
-    return [json.loads(l)["loss"] for l in open(d + "/logs/metrics.jsonl") if '"loss"' in l]
-def weights(d):
-    raw = open(d + "/ckpt/final/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    out = {}
-    for k, v in json.loads(raw[8:8 + n]).items():
-        if k != "__metadata__":
-            a = array("f"); a.frombytes(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            out[k] = a
-    return out
-a, b = sys.argv[1], sys.argv[2]
-la, lb = losses(a), losses(b)
-if len(la) != len(lb) or not la:
-    print("# %d losses against %d" % (len(la), len(lb))); sys.exit(1)
-dl = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
-wa, wb = weights(a), weights(b)
-if wa.keys() != wb.keys():
-    print("# different tensors"); sys.exit(1)
-num = sum((x - y) ** 2 for k in wa for x, y in zip(wa[k], wb[k]))
-den = sum(y * y for k in wb for y in wb[k])
-dw = math.sqrt(num / den)
-print("# %d losses rel %.1e, weights rel %.1e" % (len(la), dl, dw))
-sys.exit(not (dl <= 1e-5 and dw <= 1e-5))
-EOF
-}
+same() { compare_runs "$W/$1" "$W/$2" 1e-5; }
 
 # job NAME SCRIPT [SBATCH-OPTION...]: sbatch --wait with a hang guard;
 # status in $st, the job's output in $W/NAME.out.

@@ -320,32 +320,15 @@ slurm_test_begin() {
     prepare_test_data "$W"
 }
 
-# slurm_test_cfg NAME STEPS [EXTRA]: a tiny config whose logs and weights
-# go to $W/NAME; EXTRA is appended to its [checkpoint] section.
+# slurm_test_cfg NAME STEPS [SECTION.KEY=VALUE...]: the base configuration
+# of tests/lib.sh on the CPU, whose logs and weights go to $W/NAME.  All in
+# the file: the job scripts take a config path alone.
 slurm_test_cfg() {
-    cat >"$W/$1.ini" <<EOF
-[model]
-arch = gpt2
-preset = tiny
-seq_len = 32
-[data]
-train = $W/data/sh_train_*.bin
-[train]
-device = cpu
-micro_batch = 2
-global_batch = 8
-steps = $2
-seed = 11
-[optim]
-lr = 3e-3
-warmup_steps = 1
-[log]
-every = 1
-dir = $W/$1/logs
-[checkpoint]
-dir = $W/$1/ckpt
-${3:-}
-EOF
+    _name=$1 _steps=$2
+    shift 2
+    write_base_ini "$W/$_name.ini" data.train="$W/data/sh_train_*.bin" train.device=cpu \
+        train.micro_batch=2 train.steps="$_steps" train.seed=11 log.dir="$W/$_name/logs" \
+        checkpoint.dir="$W/$_name/ckpt" "$@"
 }
 
 case "${0##*/}" in

@@ -6,28 +6,14 @@
 
 prepare_test_data
 
-# base config: tiny gpt2, short sequences
-write_cfg() { # FILE ARCH
-    f=$1 arch=$2
-    cat >"$f" <<EOF2
-[model]
-arch = $arch
-preset = tiny
-seq_len = 32
-[data]
-train = $TMP/data/sh_train_*.bin
-val = $TMP/data/sh_val_*.bin
-[train]
-micro_batch = 4
-global_batch = 8
-steps = 12
-seed = 5
-[optim]
-lr = 3e-3
-warmup_steps = 2
-[log]
-every = 1
-EOF2
+# The base with evaluation data, 12 steps and 2 warmup steps.
+write_base_ini "$TMP/base.ini"
+sets="-s train.steps=12 -s optim.warmup_steps=2"
+# st COMMAND [ARG...]: shardtrain COMMAND ARGS on that configuration
+st() {
+    _cmd=$1
+    shift
+    "$SHARDTRAIN" "$_cmd" $sets -s data.val="$TMP/data/sh_val_*.bin" "$@" "$TMP/base.ini"
 }
 
 # metrics FILE FIELD: the field of every non-eval line, one per line
@@ -43,15 +29,14 @@ for line in open(sys.argv[1]):
 ' "$@"
 }
 
-run_train() { # NAME CFG [-s ...]: runs into $TMP/NAME
-    name=$1 cfg=$2
-    shift 2
-    "$SHARDTRAIN" train -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" \
-        "$@" "$cfg" >"$TMP/$name.out" 2>"$TMP/$name.err"
+run_train() { # NAME [-s ...]: runs into $TMP/NAME
+    name=$1
+    shift
+    st train -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$@" \
+        >"$TMP/$name.out" 2>"$TMP/$name.err"
 }
 
-write_cfg "$TMP/gpt2.ini" gpt2
-if run_train a "$TMP/gpt2.ini"; then ok "tiny gpt2 trains"; else not_ok "tiny gpt2 trains"; diag "$(cat "$TMP/a.err")"; fi
+if run_train a; then ok "tiny gpt2 trains"; else not_ok "tiny gpt2 trains"; diag "$(cat "$TMP/a.err")"; fi
 check "one metrics line per step" test "$(metrics "$TMP/a/logs/metrics.jsonl" loss | wc -l)" -eq 12
 python3 - "$TMP/a/logs/metrics.jsonl" <<'EOF2' && ok "metrics lines carry every field" || not_ok "metrics lines carry every field"
 import json, sys
@@ -76,64 +61,54 @@ sb=$(metrics "$TMP/a/logs/metrics.jsonl" state_bytes | tail -n 1)
 check "state_bytes = 16 x parameters ($sb = 16 x $nparams)" test "$sb" -eq $((16 * nparams))
 
 # Determinism: a rerun gives identical metrics, timing aside.
-run_train b "$TMP/gpt2.ini"
+run_train b
 for field in loss lr grad_norm state_bytes peak_bytes; do
-    if [ "$(metrics "$TMP/a/logs/metrics.jsonl" $field)" = "$(metrics "$TMP/b/logs/metrics.jsonl" $field)" ]; then
+    if compare_runs --exact --only metrics --field $field "$TMP/a" "$TMP/b"; then
         ok "rerun: identical $field"
     else
         not_ok "rerun: identical $field"
     fi
 done
 check "rerun: identical final weights" cmp -s "$TMP/a/ckpt/final/model.safetensors" "$TMP/b/ckpt/final/model.safetensors"
-check "threads do not change results" sh -c "OMP_NUM_THREADS=1 \"$SHARDTRAIN\" train -s log.dir=$TMP/c1/logs -s checkpoint.dir=$TMP/c1/ckpt $TMP/gpt2.ini >/dev/null 2>&1 && cmp -s $TMP/a/ckpt/final/model.safetensors $TMP/c1/ckpt/final/model.safetensors"
+if (OMP_NUM_THREADS=1 && export OMP_NUM_THREADS && run_train c1) &&
+    cmp -s "$TMP/a/ckpt/final/model.safetensors" "$TMP/c1/ckpt/final/model.safetensors"
+then ok "threads do not change results"; else not_ok "threads do not change results"; fi
 
 # Accumulation: the same global batch in 1, 2 or 8 micro-batches.
-close_losses() { # A B TOL
-    python3 - "$@" <<'EOF2'
-import json, sys
-def losses(p):
-    return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
-a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
-worst = max(abs(x - y) / abs(y) for x, y in zip(a, b))
-print("# worst relative difference %.2e" % worst)
-sys.exit(not (len(a) == len(b) and worst <= tol))
-EOF2
-}
-run_train m8 "$TMP/gpt2.ini" -s train.micro_batch=8
-run_train m1 "$TMP/gpt2.ini" -s train.micro_batch=1
-check "micro_batch 8 (no accumulation) = micro_batch 4 x 2 within 1e-5" close_losses "$TMP/m8/logs/metrics.jsonl" "$TMP/a/logs/metrics.jsonl" 1e-5
-check "micro_batch 1 x 8 = micro_batch 4 x 2 within 1e-5" close_losses "$TMP/m1/logs/metrics.jsonl" "$TMP/a/logs/metrics.jsonl" 1e-5
+run_train m8 -s train.micro_batch=8
+run_train m1 -s train.micro_batch=1
+check "micro_batch 8 (no accumulation) = micro_batch 4 x 2 within 1e-5" compare_runs --only metrics "$TMP/m8" "$TMP/a" 1e-5
+check "micro_batch 1 x 8 = micro_batch 4 x 2 within 1e-5" compare_runs --only metrics "$TMP/m1" "$TMP/a" 1e-5
 
 # Activation recomputation: same numbers, less memory.
-run_train ck "$TMP/gpt2.ini" -s train.activation_checkpointing=full
-check "activation_checkpointing = full: identical losses" test "$(metrics "$TMP/ck/logs/metrics.jsonl" loss)" = "$(metrics "$TMP/a/logs/metrics.jsonl" loss)"
+run_train ck -s train.activation_checkpointing=full
+check "activation_checkpointing = full: identical losses" compare_runs --exact --only metrics "$TMP/ck" "$TMP/a"
 pk_full=$(metrics "$TMP/a/logs/metrics.jsonl" peak_bytes | tail -n 1)
 pk_ck=$(metrics "$TMP/ck/logs/metrics.jsonl" peak_bytes | tail -n 1)
 check "activation_checkpointing lowers peak_bytes ($pk_full -> $pk_ck)" test "$pk_ck" -lt "$pk_full"
 
 # bf16 (emulated): trains, and its first loss is within 2e-2 of fp32's.
-run_train bf "$TMP/gpt2.ini" -s train.precision=bf16
+run_train bf -s train.precision=bf16
 bf_first=$(metrics "$TMP/bf/logs/metrics.jsonl" loss | head -n 1)
 check "bf16 first loss within 2e-2 of fp32 ($bf_first vs $first)" python3 -c "import sys; sys.exit(not (abs($bf_first - $first) / $first < 2e-2))"
 check "bf16 keeps the same state_bytes (fp32 master)" test "$(metrics "$TMP/bf/logs/metrics.jsonl" state_bytes | tail -n 1)" -eq "$sb"
 
 # Llama, with evaluation.
-write_cfg "$TMP/llama.ini" llama
-if run_train ll "$TMP/llama.ini" -s train.eval_every=6 -s train.eval_batches=2; then ok "tiny llama trains"; else not_ok "tiny llama trains"; diag "$(cat "$TMP/ll.err")"; fi
+if run_train ll -s model.arch=llama -s train.eval_every=6 -s train.eval_batches=2; then ok "tiny llama trains"; else not_ok "tiny llama trains"; diag "$(cat "$TMP/ll.err")"; fi
 lf=$(metrics "$TMP/ll/logs/metrics.jsonl" loss | head -n 1)
 ll=$(metrics "$TMP/ll/logs/metrics.jsonl" loss | tail -n 1)
 check "llama loss falls ($lf -> $ll)" python3 -c "import sys; sys.exit(not ($ll < $lf - 0.3))"
 check "val_loss logged at steps 6 and 12" test "$(grep -c '"val_loss"' "$TMP/ll/logs/metrics.jsonl")" -eq 2
 
 # Weights round trip: model.init reads the final weights back.
-run_train re "$TMP/gpt2.ini" -s model.init="$TMP/a/ckpt/final/model.safetensors" -s train.steps=1
+run_train re -s model.init="$TMP/a/ckpt/final/model.safetensors" -s train.steps=1
 re1=$(metrics "$TMP/re/logs/metrics.jsonl" loss | head -n 1)
 check "model.init continues from trained weights (first loss $re1 < $first - 0.3)" python3 -c "import sys; sys.exit(not ($re1 < $first - 0.3))"
 
 # Sampling.
-"$SHARDTRAIN" sample --tokens 40 --temperature 0 --prompt "ROMEO:" -s checkpoint.dir="$TMP/a/ckpt" "$TMP/gpt2.ini" >"$TMP/s1" 2>"$TMP/s1.err"
+st sample --tokens 40 --temperature 0 --prompt "ROMEO:" -s checkpoint.dir="$TMP/a/ckpt" >"$TMP/s1" 2>"$TMP/s1.err"
 check "sample prints the prompt and 40 tokens" test "$(head -c 6 "$TMP/s1")" = "ROMEO:" -a "$(wc -c <"$TMP/s1")" -eq 47
-"$SHARDTRAIN" sample --tokens 40 --temperature 0 --prompt "ROMEO:" -s checkpoint.dir="$TMP/a/ckpt" "$TMP/gpt2.ini" >"$TMP/s2" 2>&1
+st sample --tokens 40 --temperature 0 --prompt "ROMEO:" -s checkpoint.dir="$TMP/a/ckpt" >"$TMP/s2" 2>&1
 check "greedy sampling is deterministic" cmp -s "$TMP/s1" "$TMP/s2"
 
 # Errors: exit 2 and one line naming the problem.
@@ -146,20 +121,21 @@ expect_error() { # DESCRIPTION PATTERN COMMAND...
     else not_ok "$d (exit $rc)"; diag "$(cat "$TMP/err")"; fi
 }
 printf 'garbage that is not a token file at all, long enough to have a header? no\n' >"$TMP/bad.bin"
-expect_error "bad data file: exit 2 naming it" "bad.bin" "$SHARDTRAIN" train -s data.train="$TMP/bad.bin" -s data.val= "$TMP/gpt2.ini"
-expect_error "no file matches data.train" "no file matches" "$SHARDTRAIN" train -s data.train="$TMP/none_*.bin" "$TMP/gpt2.ini"
-expect_error "vocab too small for the data" "vocab" "$SHARDTRAIN" train -s model.vocab_size=64 "$TMP/gpt2.ini"
-expect_error "device = cuda without a usable GPU (none visible, or a build without CUDA)" "train.device = cuda but \(no CUDA device is visible\|this build has no CUDA backend\)" "$SHARDTRAIN" train -s train.device=cuda "$TMP/gpt2.ini"
-expect_error "sample with missing weights" "cannot open weights" "$SHARDTRAIN" sample -s checkpoint.dir="$TMP/nowhere" "$TMP/gpt2.ini"
+expect_error "bad data file: exit 2 naming it" "bad.bin" st train -s data.train="$TMP/bad.bin" -s data.val=
+expect_error "no file matches data.train" "no file matches" st train -s data.train="$TMP/none_*.bin"
+expect_error "vocab too small for the data" "vocab" st train -s model.vocab_size=64
+expect_error "device = cuda without a usable GPU (none visible, or a build without CUDA)" "train.device = cuda but \(no CUDA device is visible\|this build has no CUDA backend\)" st train -s train.device=cuda
+expect_error "sample with missing weights" "cannot open weights" st sample -s checkpoint.dir="$TMP/nowhere"
 printf 'not safetensors' >"$TMP/bad.safetensors"
-expect_error "model.init not safetensors" "bad.safetensors" "$SHARDTRAIN" train -s model.init="$TMP/bad.safetensors" "$TMP/gpt2.ini"
-expect_error "weights of another shape" "shape" "$SHARDTRAIN" train -s model.init="$TMP/a/ckpt/final/model.safetensors" -s model.d_model=128 "$TMP/gpt2.ini"
-expect_error "checkpoint.resume = a missing PATH is an error, not ignored" "no such checkpoint" "$SHARDTRAIN" train -s checkpoint.resume=/some/ckpt "$TMP/gpt2.ini"
+expect_error "model.init not safetensors" "bad.safetensors" st train -s model.init="$TMP/bad.safetensors"
+expect_error "weights of another shape" "shape" st train -s model.init="$TMP/a/ckpt/final/model.safetensors" -s model.d_model=128
+expect_error "checkpoint.resume = a missing PATH is an error, not ignored" "no such checkpoint" st train -s checkpoint.resume=/some/ckpt
 expect_error "unknown subcommand" "unknown subcommand" "$SHARDTRAIN" frobnicate
 expect_error "train without CONFIG" "missing CONFIG" "$SHARDTRAIN" train
 if command -v mpirun >/dev/null 2>&1; then
-    if mpirun -np 1 "$SHARDTRAIN" train -s log.dir="$TMP/mp/logs" -s checkpoint.dir="$TMP/mp/ckpt" "$TMP/gpt2.ini" >/dev/null 2>&1 &&
-       test "$(metrics "$TMP/mp/logs/metrics.jsonl" loss)" = "$(metrics "$TMP/a/logs/metrics.jsonl" loss)"; then
+    if mpirun -np 1 "$SHARDTRAIN" train $sets -s data.val="$TMP/data/sh_val_*.bin" -s log.dir="$TMP/mp/logs" \
+           -s checkpoint.dir="$TMP/mp/ckpt" "$TMP/base.ini" >/dev/null 2>&1 &&
+       compare_runs --exact --only metrics "$TMP/mp" "$TMP/a"; then
         ok "mpirun -np 1 gives the same losses as a plain run"
     else not_ok "mpirun -np 1 gives the same losses as a plain run"; fi
 else

@@ -21,21 +21,11 @@ T=5   # parallel.timeout_s of the fault runs
 
 prepare_test_data
 
-cat >"$TMP/cfg.ini" <<EOF2
-[model]
-arch = gpt2
-preset = tiny
-seq_len = 32
-[data]
-train = $TMP/data/sh_train_*.bin
-[train]
-micro_batch = 1
-global_batch = 8
-steps = 100000
-seed = 3
-[log]
-every = 1
-EOF2
+write_base_ini "$TMP/base.ini"
+# The base in micro-batches of 1, seed 3, as many steps as the faults need,
+# and the default learning rate (3e-4, no warmup).
+sets="-s train.micro_batch=1 -s train.steps=100000 -s train.seed=3 -s optim.lr=3e-4 \
+    -s optim.warmup_steps=0"
 
 now() { date +%s.%N; }
 elapsed_ok() { # START LIMIT: true while less than LIMIT seconds have passed
@@ -95,8 +85,8 @@ kill_case() {
     shift
     timeout 60 mpirun --oversubscribe --enable-recovery "$@" -np 4 \
         sh -c '"$0" "$@"; echo $? >"'"$TMP"'/'"$name"'.status.$OMPI_COMM_WORLD_RANK"' \
-        "$SHARDTRAIN" train -s parallel.timeout_s=$T -s log.dir="$TMP/$name/logs" \
-        -s checkpoint.dir="$TMP/$name/ckpt" "$TMP/cfg.ini" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+        "$SHARDTRAIN" train $sets -s parallel.timeout_s=$T -s log.dir="$TMP/$name/logs" \
+        -s checkpoint.dir="$TMP/$name/ckpt" "$TMP/base.ini" >"$TMP/$name.out" 2>"$TMP/$name.err" &
     job=$!
     if wait_step $name 2 && victim=$(pid_of $name 2); then
         ok "$name: training runs on 4 ranks (rank 2 is pid $victim)"
@@ -125,8 +115,8 @@ kill_case kill_tcp --mca btl tcp,self
 
 # ---- SIGSTOP of rank 1 ------------------------------------------------------
 name=stop
-timeout 60 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train -s parallel.timeout_s=$T \
-    -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$TMP/cfg.ini" \
+timeout 60 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train $sets -s parallel.timeout_s=$T \
+    -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$TMP/base.ini" \
     >"$TMP/$name.out" 2>"$TMP/$name.err" &
 job=$!
 victim=
@@ -163,14 +153,14 @@ diag "$(grep '^shardtrain: error' "$TMP/$name.err")"
 # step logged before the kill, and ends with the uninterrupted run's losses
 # and weights.
 RES="-s train.steps=40 -s checkpoint.every=2"
-timeout 300 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train $RES \
-    -s log.dir="$TMP/whole/logs" -s checkpoint.dir="$TMP/whole/ckpt" "$TMP/cfg.ini" \
+timeout 300 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train $sets $RES \
+    -s log.dir="$TMP/whole/logs" -s checkpoint.dir="$TMP/whole/ckpt" "$TMP/base.ini" \
     >"$TMP/whole.out" 2>"$TMP/whole.err"
 check "resume: the uninterrupted 40-step run completes ($?)" test -s "$TMP/whole/ckpt/final/model.safetensors"
 name=killres
-timeout 60 mpirun --oversubscribe --enable-recovery -np 4 "$SHARDTRAIN" train $RES \
+timeout 60 mpirun --oversubscribe --enable-recovery -np 4 "$SHARDTRAIN" train $sets $RES \
     -s parallel.timeout_s=$T -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" \
-    "$TMP/cfg.ini" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+    "$TMP/base.ini" >"$TMP/$name.out" 2>"$TMP/$name.err" &
 job=$!
 if wait_step $name 5 && victim=$(pid_of $name 2); then
     kill -9 "$victim"
@@ -184,29 +174,19 @@ latest=$(sed 's/^step_0*//' "$TMP/$name/ckpt/latest" 2>/dev/null)
 check "resume: the survivors did not finish the run" test ! -e "$TMP/$name/ckpt/final/model.safetensors"
 check "resume: the newest checkpoint (step ${latest:-none}) is within 2 steps of the last logged step ($logged)" \
     test -n "$latest" -a "$((logged - ${latest:-0}))" -le 2
-timeout 300 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train $RES \
-    -s log.dir="$TMP/$name/logs2" -s checkpoint.dir="$TMP/$name/ckpt" "$TMP/cfg.ini" \
+timeout 300 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train $sets $RES \
+    -s log.dir="$TMP/$name/logs2" -s checkpoint.dir="$TMP/$name/ckpt" "$TMP/base.ini" \
     >"$TMP/$name.out2" 2>"$TMP/$name.err2"
 check "resume: the same command completes the run ($?)" test -s "$TMP/$name/ckpt/final/model.safetensors"
 check "resume: it starts right after the checkpoint and matches the uninterrupted run" \
-    python3 - "$TMP/whole" "$TMP/$name" "$latest" <<'EOF2'
-import json, sys
-whole, res, latest = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def losses(p):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r}
-a, b = losses(whole + "/logs/metrics.jsonl"), losses(res + "/logs2/metrics.jsonl")
-assert min(b) == latest + 1, (min(b), latest)
-assert max(b) == 40 and all(b[k] == a[k] for k in b), [(k, a[k], b[k]) for k in b if b[k] != a[k]]
-wa = open(whole + "/ckpt/final/model.safetensors", "rb").read()
-wb = open(res + "/ckpt/final/model.safetensors", "rb").read()
-assert wa == wb, "final weights differ"
-EOF2
+    compare_runs --exact --files --logs-a logs2 --resumed-at "$latest" \
+        --steps "$((${latest:-0} + 1))-40" "$TMP/$name" "$TMP/whole"
 
 # ---- no false positive ----------------------------------------------------
 # A short timeout that is still far above any wait of a healthy tiny run.
-timeout 120 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train -s parallel.timeout_s=3 \
+timeout 120 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train $sets -s parallel.timeout_s=3 \
     -s train.steps=6 -s log.dir="$TMP/short/logs" -s checkpoint.dir="$TMP/short/ckpt" \
-    "$TMP/cfg.ini" >"$TMP/short.out" 2>"$TMP/short.err"
+    "$TMP/base.ini" >"$TMP/short.out" 2>"$TMP/short.err"
 st=$?
 check "a healthy run with parallel.timeout_s = 3 succeeds ($st)" test "$st" -eq 0
 check "... without an error line" test "$(grep -c 'shardtrain: error' "$TMP/short.err")" -eq 0
