@@ -41,7 +41,7 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
-#include "comm/comm.h"
+#include "base/dtype.h"
 #include "config/config.h"
 #include "model/model.h"
 
