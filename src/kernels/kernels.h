@@ -96,21 +96,13 @@ struct st_kernels {
                   double grad_scale, int64_t t);
 };
 
-const st_kernels *st_kernels_cpu(void);
-
-/* The backend for this rank: cuda when st_device_bind gave it a GPU
- * (device >= 0, from train.device = cuda, or auto with a GPU visible), else
- * cpu.  SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid
- * (shardtrain(1), ENVIRONMENT), swaps in a CPU backend that takes bf16
- * parameters, to exercise the engine's params_bf16 path without a GPU; any
- * other value is an error.  Returns an exit status; *out is set on
- * success. */
+/* The backend for this rank (kernels.c): cuda when st_device_bind gave it
+ * a GPU (device >= 0, from train.device = cuda, or auto with a GPU
+ * visible), after the cuda backend's own check of the model; else cpu.
+ * SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid (shardtrain(1),
+ * ENVIRONMENT), swaps in a CPU backend that takes bf16 parameters, to
+ * exercise the engine's params_bf16 path without a GPU; any other value is
+ * an error.  Returns an exit status; *out is set on success. */
 int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out);
-
-/* The cuda backend (kernels_cuda.c) on the current CUDA device, in bf16
- * storage mode when bf16 (train.precision = bf16) or fp32: creates its
- * compute stream and hands it to the nccl backend.  Returns an exit
- * status; in a build without CUDA always an error. */
-int st_kernels_cuda_open(int bf16, const st_kernels **out);
 
 #endif

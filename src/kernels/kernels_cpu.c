@@ -10,15 +10,14 @@
  * otherwise have made, so a run on it must match a run on "cpu" bit for
  * bit; tests/kernels.sh checks that, which is how the engine's
  * params_bf16 path is tested before a backend with native bf16 kernels
- * exists.  It is reachable only through SHARDTRAIN_TEST_KERNELS. */
-#include "kernels/kernels.h"
+ * exists.  It is reachable only through SHARDTRAIN_TEST_KERNELS (read by
+ * the selector, kernels.c). */
+#include "kernels/kernels_backends.h"
 #include "kernels/cpu_model.h"
 #include "kernels/cpu_ops.h"
 #include "base/log.h"
 #include "kernels/cpu_adamw.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---- memory ---------------------------------------------------------- */
@@ -205,42 +204,4 @@ static const st_kernels cpu_bf16params_kernels = {
     .head_forward_backward = b16_head,
 };
 
-/* ---- selection ------------------------------------------------------------ */
-
-int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out)
-{
-    static const char var[] = "SHARDTRAIN_TEST_KERNELS";
-    if (device >= 0) {
-        /* The fused attention kernels (cuda/attention.h) are written for
-         * two head widths; say so before any work rather than fail at the
-         * first block. */
-        const int64_t hd = cfg->model.d_model / cfg->model.n_head;
-        if (hd != 64 && hd != 128) {
-            const char *file = NULL;
-            int line = 0;
-            st_config_origin_of(cfg, "model", "n_head", &file, &line);
-            char detail[96];
-            snprintf(detail, sizeof detail, "d_model %lld / n_head %lld = %lld",
-                     (long long)cfg->model.d_model, (long long)cfg->model.n_head,
-                     (long long)hd);
-            st_error_at(file ? file : cfg->path, line,
-                        "the CUDA kernels take attention head widths 64 and 128, not %s; "
-                        "hint: change model.n_head or model.d_model, or set "
-                        "train.device = cpu", detail);
-            return ST_EXIT_USAGE;
-        }
-        return st_kernels_cuda_open(cfg->train.precision == ST_PREC_BF16, out);
-    }
-    const char *s = getenv(var);
-    if (!s || !*s || !strcmp(s, "cpu")) {
-        *out = &cpu_kernels;
-        return 0;
-    }
-    if (!strcmp(s, "cpu-bf16params")) {
-        *out = &cpu_bf16params_kernels;
-        return 0;
-    }
-    st_error(var, "'%s' is not a kernels backend this build can test; hint: "
-             "cpu or cpu-bf16params", s);
-    return ST_EXIT_USAGE;
-}
+const st_kernels *st_kernels_cpu_bf16params(void) { return &cpu_bf16params_kernels; }

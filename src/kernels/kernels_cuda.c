@@ -27,8 +27,30 @@
  * is no recovering mid-step, as with the host allocator's out of memory. */
 #include "st_build.h"
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_backends.h"
 #include "base/log.h"
+
+#include <stdio.h>
+
+/* The fused attention kernels (cuda/attention.h) are written for two head
+ * widths; say so before any work rather than fail at the first block. */
+int st_kernels_cuda_check(const st_config *cfg)
+{
+    const int64_t hd = cfg->model.d_model / cfg->model.n_head;
+    if (hd == 64 || hd == 128)
+        return 0;
+    const char *file = NULL;
+    int line = 0;
+    st_config_origin_of(cfg, "model", "n_head", &file, &line);
+    char detail[96];
+    snprintf(detail, sizeof detail, "d_model %lld / n_head %lld = %lld",
+             (long long)cfg->model.d_model, (long long)cfg->model.n_head, (long long)hd);
+    st_error_at(file ? file : cfg->path, line,
+                "the CUDA kernels take attention head widths 64 and 128, not %s; "
+                "hint: change model.n_head or model.d_model, or set "
+                "train.device = cpu", detail);
+    return ST_EXIT_USAGE;
+}
 
 #ifdef HAVE_CUDA
 
