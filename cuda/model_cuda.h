@@ -42,14 +42,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "model/model.h"
 #include "ops.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* model.h has no C++ guard of its own: its functions are C. */
-#include "model/model.h"
 
 typedef struct {
     cudaStream_t stream;       /* where every call of this context queues work */

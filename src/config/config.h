@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum st_arch { ST_ARCH_GPT2, ST_ARCH_LLAMA };
 enum st_device { ST_DEVICE_AUTO, ST_DEVICE_CPU, ST_DEVICE_CUDA };
 enum st_precision { ST_PREC_FP32, ST_PREC_BF16 };
@@ -112,5 +116,9 @@ void st_config_origin_of(const st_config *cfg, const char *section,
                          const char *key, const char **file, int *line);
 
 const char *st_enum_name(const char *section, const char *key, int value);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,10 @@
 
 #include "model/model.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Saved activations of one block for B sequences (N = B x T rows). */
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;
@@ -52,5 +56,9 @@ double st_head_forward_backward(const st_model *m, const float *head_p,
                                 float *embed_g, int64_t B, const float *in,
                                 const int32_t *targets, float grad_scale,
                                 float *din, float *logits_out, float *scratch);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -12,6 +12,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* C[M,N] = beta*C + op(A)[M,K] * op(B)[K,N], row-major, beta 0 or 1.
  * op(X) = X when the trans flag is 0, X^T when 1; lda/ldb/ldc are row
  * strides of the stored matrices. */
@@ -87,5 +91,9 @@ void st_round_bf16(float *dst, const float *src, int64_t n);
  * collective), and back to float. */
 void st_pack_bf16(uint16_t *dst, const float *src, int64_t n);
 void st_unpack_bf16(float *dst, const uint16_t *src, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

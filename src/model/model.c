@@ -162,7 +162,6 @@ const st_tensor *st_model_find(const st_model *m, const char *name)
     return NULL;
 }
 
-int st_model_head_unit(const st_model *m) { return m->n_units - 1; }
 
 /* FNV-1a of the name: the tensor's random stream, so initial values do not
  * change when tensors are added or reordered. */

@@ -21,6 +21,10 @@
 
 #include "config/config.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum st_unit_kind { ST_UNIT_EMBED, ST_UNIT_BLOCK, ST_UNIT_HEAD };
 enum st_init_kind { ST_INIT_NORMAL, ST_INIT_NORMAL_RESID, ST_INIT_ZERO, ST_INIT_ONE };
 
@@ -61,7 +65,9 @@ typedef struct {
 int st_model_init(st_model *m, const st_model_config *cfg);
 void st_model_free(st_model *m);
 const st_tensor *st_model_find(const st_model *m, const char *name);
-int st_model_head_unit(const st_model *m);
+/* The head is the last unit.  Inline so that the CUDA units
+ * (cuda/model_cuda.cu) need nothing back from libshardtrain.a. */
+static inline int st_model_head_unit(const st_model *m) { return m->n_units - 1; }
 
 /* Initial values of elements [lo, hi) of unit u's flat buffer into out.
  * Each element's value depends only on (seed, tensor name, index), so any
@@ -74,5 +80,9 @@ void st_model_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
  * attention scores and values (forward + backward, causal mask ignored, as
  * PaLM's MFU convention). */
 double st_model_flops_per_token(const st_model *m);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
+#include "kernels/cpu_model.h"
 #include "kernels/cpu_adamw.h"
 
 /* The embedding reads wte at p and, for GPT-2, wpe right after the V x C

@@ -35,9 +35,7 @@
 #include <vector>
 
 #include "attention.h"
-extern "C" {
-#include "kernels/cpu_ops.h"
-}
+#include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
 #include "tap.h"
 
 #define CUDA_OK(call)                                                                   \

@@ -35,9 +35,8 @@
 
 #include <vector>
 
-extern "C" {
+#include "kernels/cpu_model.h" /* C, with their own extern "C" guards */
 #include "kernels/cpu_ops.h"
-}
 #include "model_cuda.h"
 #include "tap.h"
 #include "gpu_check.h"

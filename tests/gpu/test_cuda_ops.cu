@@ -33,9 +33,7 @@
 
 #include <vector>
 
-extern "C" {
-#include "kernels/cpu_ops.h"
-}
+#include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
 #include "cpu_ref.h"
 #include "ops.h"
 #include "tap.h"

@@ -11,9 +11,7 @@
 
 #include <vector>
 
-extern "C" {
-#include "kernels/cpu_ops.h"
-}
+#include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
 #include "ops.h"
 
 /* The emulated shardtrain's device block table (devmem.c), when linked:
