@@ -460,7 +460,7 @@ int st_bench_comm_main(int argc, char **argv)
     if (rc == 0)
         rc = st_runtime_agree(st_device_bind(&rt, &cfg, 1));
     if (rc == 0)
-        rc = st_groups_create(&g, &rt, &cfg);
+        rc = st_groups_create(&g, &rt, &cfg, NULL);
     if (rc == 0)
         rc = bench_all(&g, &rt, &a, &wrong);
     if (rc == 0 && wrong > 0) {

@@ -72,7 +72,7 @@ static int keeps_words(const st_fsdp *f) { return f->pdt == ST_DT_BF16; }
 
 static int gather_start(st_fsdp *f, int u)
 {
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[u];
     if (x->state != UNIT_SHARDED)
         return 0;
@@ -80,12 +80,12 @@ static int gather_start(st_fsdp *f, int u)
         /* Nothing to gather: the shard is the unit.  bf16 compute still
          * needs the rounded copy an all-gather would have delivered. */
         if (keeps_words(f)) {
-            uint16_t *w = k->alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-            k->pack_bf16(w, x->params, x->padded);
+            uint16_t *w = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+            k->ops->pack_bf16(k, w, x->params, x->padded);
             x->full = w;
         } else if (f->bf16) {
-            x->full = k->alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
-            k->round_bf16(x->full, x->params, x->padded);
+            x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+            k->ops->round_bf16(k, x->full, x->params, x->padded);
         } else {
             x->full = x->params;
         }
@@ -93,12 +93,12 @@ static int gather_start(st_fsdp *f, int u)
         return 0;
     }
     if (!keeps_words(f))
-        x->full = k->alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+        x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
     int rc;
     if (f->bf16) {
-        x->gather_send = k->alloc(sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
-        x->gather_recv = k->alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-        k->pack_bf16(x->gather_send, x->params, x->shard);
+        x->gather_send = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
+        x->gather_recv = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+        k->ops->pack_bf16(k, x->gather_send, x->params, x->shard);
         rc = st_comm_allgather(f->groups->shard, x->gather_send, x->gather_recv, x->shard,
                                ST_DT_BF16, &x->gather_req, st_desc("unit", u));
     } else {
@@ -120,10 +120,10 @@ static int gather_wait(st_fsdp *f, int u)
         if (keeps_words(f)) {
             x->full = x->gather_recv;
         } else {
-            f->k->unpack_bf16(x->full, x->gather_recv, x->padded);
-            f->k->free(x->gather_recv);
+            f->k->ops->unpack_bf16(f->k, x->full, x->gather_recv, x->padded);
+            f->k->ops->free(f->k, x->gather_recv);
         }
-        f->k->free(x->gather_send);
+        f->k->ops->free(f->k, x->gather_send);
         x->gather_send = x->gather_recv = NULL;
     }
     x->state = UNIT_GATHERED;
@@ -136,7 +136,7 @@ static int release(st_fsdp *f, int u)
     st_fsdp_unit *x = &f->units[u];
     int rc = gather_wait(f, u);
     if (x->state == UNIT_GATHERED && x->full != x->params)
-        f->k->free(x->full);
+        f->k->ops->free(f->k, x->full);
     x->full = NULL;
     x->state = UNIT_SHARDED;
     return rc;
@@ -155,7 +155,7 @@ static float *grad_target(st_fsdp *f, int u)
     if (f->S == 1 && f->R == 1)
         return x->grads;
     if (!x->full_grad)
-        x->full_grad = f->k->alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+        x->full_grad = f->k->ops->alloc(f->k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
     return x->full_grad;
 }
 
@@ -170,7 +170,7 @@ typedef struct {
 
 static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
 {
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[u];
     memset(p, 0, sizeof *p);
     p->unit = u;
@@ -178,18 +178,18 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
         return 0;
     int rc = 0;
     if (f->reduce_bf16) {
-        p->send16 = k->alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-        p->recv16 = k->alloc(sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
-        k->pack_bf16(p->send16, x->full_grad, x->padded);
-        k->free(x->full_grad);
+        p->send16 = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+        p->recv16 = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
+        k->ops->pack_bf16(k, p->send16, x->full_grad, x->padded);
+        k->ops->free(k, x->full_grad);
         x->full_grad = NULL;
         if (f->S > 1)
             rc = st_comm_reduce_scatter(f->groups->shard, p->send16, p->recv16, x->shard,
                                         ST_DT_BF16, &p->req, st_desc(GRAD_OF, u));
         else
-            k->copy(p->recv16, p->send16, sizeof(uint16_t) * (size_t)x->shard);
+            k->ops->copy(k, p->recv16, p->send16, sizeof(uint16_t) * (size_t)x->shard);
     } else if (f->S > 1) {
-        p->shard_sum = k->alloc(sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        p->shard_sum = k->ops->alloc(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
         rc = st_comm_reduce_scatter(f->groups->shard, x->full_grad, p->shard_sum, x->shard,
                                     ST_DT_F32, &p->req, st_desc(GRAD_OF, u));
     } else {
@@ -204,11 +204,11 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
 {
     if (p->unit < 0)
         return 0;
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[p->unit];
     int rc = st_comm_wait(&p->req);
     if (f->S > 1 && !f->reduce_bf16) {
-        k->free(x->full_grad);
+        k->ops->free(k, x->full_grad);
         x->full_grad = NULL;
     }
     if (!rc && f->R > 1) {
@@ -220,15 +220,15 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
                                        st_desc(GRAD_OF, p->unit));
     }
     if (f->reduce_bf16 && p->recv16) {
-        p->shard_sum = k->alloc(sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
-        k->unpack_bf16(p->shard_sum, p->recv16, x->shard);
-        k->add_inplace(x->grads, p->shard_sum, x->shard);
+        p->shard_sum = k->ops->alloc(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        k->ops->unpack_bf16(k, p->shard_sum, p->recv16, x->shard);
+        k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
     } else if (p->shard_sum) {
-        k->add_inplace(x->grads, p->shard_sum, x->shard);
+        k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
     }
-    k->free(p->shard_sum);
-    k->free(p->send16);
-    k->free(p->recv16);
+    k->ops->free(k, p->shard_sum);
+    k->ops->free(k, p->send16);
+    k->ops->free(k, p->recv16);
     memset(p, 0, sizeof *p);
     p->unit = -1;
     return rc;
@@ -283,25 +283,26 @@ typedef struct {
 static int run_step(st_fsdp *f, const step *s, step_args *a, pending_reduce *pend)
 {
     const st_model *m = f->model;
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     const int H = head_unit(f);
     int u = -1, rc = 0;
     switch (s->kind) {
     case STEP_EMBED_FWD:
-        k->embed_forward(m, f->units[0].full, f->pdt, f->inputs, f->B, res_at(f, 0));
+        k->ops->embed_forward(k, m, f->units[0].full, f->pdt, f->inputs, f->B, res_at(f, 0));
         return 0;
     case STEP_BLOCK_FWD:
-        k->block_forward(m, f->units[s->layer + 1].full, f->pdt, f->B, res_at(f, s->layer),
-                         res_at(f, s->layer + 1), block_acts_mem(f, s->layer));
+        k->ops->block_forward(k, m, f->units[s->layer + 1].full, f->pdt, f->B,
+                              res_at(f, s->layer), res_at(f, s->layer + 1),
+                              block_acts_mem(f, s->layer));
         return 0;
     case STEP_HEAD: {
         const int train = a->grad_scale != 0.0f;
         float *hg = train ? grad_target(f, H) : NULL;
         float *eg = train && m->tied ? grad_target(f, 0) : NULL;
-        k->head_forward_backward(m, f->units[H].full, m->tied ? f->units[0].full : NULL,
-                                 f->pdt, hg, eg, f->B, res_at(f, m->L), f->targets,
-                                 a->grad_scale, f->dres_a, a->logits_out, f->scratch,
-                                 &f->sums[0]);
+        k->ops->head_forward_backward(k, m, f->units[H].full,
+                                      m->tied ? f->units[0].full : NULL, f->pdt, hg, eg, f->B,
+                                      res_at(f, m->L), f->targets, a->grad_scale, f->dres_a,
+                                      a->logits_out, f->scratch, &f->sums[0]);
         if (!train)
             return 0;
         u = H;
@@ -313,19 +314,19 @@ static int run_step(st_fsdp *f, const step *s, step_args *a, pending_reduce *pen
         /* Rebuild this block's activations from its saved input; the output
          * lands in a buffer nothing reads any more. */
         if (recompute(f))
-            k->block_forward(m, f->units[l + 1].full, f->pdt, f->B, res_at(f, l),
-                             res_at(f, l + 1), acts);
+            k->ops->block_forward(k, m, f->units[l + 1].full, f->pdt, f->B, res_at(f, l),
+                                  res_at(f, l + 1), acts);
         /* dres ping-pongs: block L-1 reads dres_a (from the head). */
         int flip = (int)((m->L - 1 - l) % 2);
         float *dout = flip ? f->dres_b : f->dres_a, *din = flip ? f->dres_a : f->dres_b;
-        k->block_backward(m, f->units[l + 1].full, f->pdt, grad_target(f, (int)l + 1), f->B,
-                          res_at(f, l), acts, dout, din, f->scratch);
+        k->ops->block_backward(k, m, f->units[l + 1].full, f->pdt, grad_target(f, (int)l + 1),
+                               f->B, res_at(f, l), acts, dout, din, f->scratch);
         u = (int)l + 1;
         break;
     }
     case STEP_EMBED_BWD: {
         float *dout = m->L % 2 ? f->dres_b : f->dres_a;
-        k->embed_backward(m, grad_target(f, 0), f->inputs, f->B, dout);
+        k->ops->embed_backward(k, m, grad_target(f, 0), f->inputs, f->B, dout);
         u = 0;
         break;
     }
@@ -381,16 +382,16 @@ static int build_steps(const st_fsdp *f, step *steps, int train)
 static void begin_micro(st_fsdp *f, const int32_t *inputs, const int32_t *targets)
 {
     size_t bytes = sizeof(int32_t) * (size_t)(f->B * f->model->T);
-    f->k->from_host(f->inputs, inputs, bytes);
-    f->k->from_host(f->targets, targets, bytes);
-    f->k->zero(&f->sums[0], sizeof(double));
+    f->k->ops->from_host(f->k, f->inputs, inputs, bytes);
+    f->k->ops->from_host(f->k, f->targets, targets, bytes);
+    f->k->ops->zero(f->k, &f->sums[0], sizeof(double));
 }
 
 /* The loss crosses to the host once per micro-step, after the whole
  * schedule is queued: the one point a device backend waits. */
 static void end_micro(st_fsdp *f, double *loss)
 {
-    f->k->to_host(loss, &f->sums[0], sizeof(double));
+    f->k->ops->to_host(f->k, loss, &f->sums[0], sizeof(double));
 }
 
 int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
@@ -413,7 +414,8 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
     size_t logit_bytes = sizeof(float) * (size_t)(f->B * m->T * m->V);
     step *steps = st_alloc(sizeof(step) * (size_t)(2 * m->L + 4), ST_MEM_OTHER);
     int n = build_steps(f, steps, 0);
-    step_args a = {0.0f, 0, logits_out ? f->k->alloc(logit_bytes, ST_MEM_OTHER) : NULL};
+    step_args a = {0.0f, 0,
+                   logits_out ? f->k->ops->alloc(f->k, logit_bytes, ST_MEM_OTHER) : NULL};
     begin_micro(f, inputs, targets);
     int rc = run_schedule(f, steps, n, &a);
     /* Evaluation keeps nothing gathered afterwards. */
@@ -421,8 +423,8 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
         rc = rc ? rc : release(f, u);
     end_micro(f, loss);
     if (logits_out) {
-        f->k->to_host(logits_out, a.logits_out, logit_bytes);
-        f->k->free(a.logits_out);
+        f->k->ops->to_host(f->k, logits_out, a.logits_out, logit_bytes);
+        f->k->ops->free(f->k, a.logits_out);
     }
     st_free(steps);
     return rc;
@@ -443,13 +445,14 @@ static float *array_of(const st_fsdp_unit *x, st_fsdp_array a)
 void st_fsdp_shard_to_host(const st_fsdp *f, int u, st_fsdp_array a, int64_t off, int64_t n,
                            float *dst)
 {
-    f->k->to_host(dst, array_of(&f->units[u], a) + off, sizeof(float) * (size_t)n);
+    f->k->ops->to_host(f->k, dst, array_of(&f->units[u], a) + off, sizeof(float) * (size_t)n);
 }
 
 void st_fsdp_shard_from_host(st_fsdp *f, int u, st_fsdp_array a, int64_t off, int64_t n,
                              const float *src)
 {
-    f->k->from_host(array_of(&f->units[u], a) + off, src, sizeof(float) * (size_t)n);
+    f->k->ops->from_host(f->k, array_of(&f->units[u], a) + off, src,
+                         sizeof(float) * (size_t)n);
 }
 
 /* A host staging buffer of ST_FSDP_STAGE floats.  Like the checkpoint
@@ -508,7 +511,7 @@ static int init_from_files(st_fsdp *f)
 }
 
 int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_groups *groups,
-                   const st_kernels *k)
+                   st_kernels *k)
 {
     memset(f, 0, sizeof *f);
     f->model = m;
@@ -532,23 +535,23 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_group
         x->shard = x->padded / f->S;
         x->lo = (int64_t)f->shard_rank * x->shard;
         size_t bytes = sizeof(float) * (size_t)x->shard;
-        x->params = k->alloc(bytes, ST_MEM_PARAMS);
-        x->grads = k->alloc(bytes, ST_MEM_GRADS);
-        x->adam_m = k->alloc(bytes, ST_MEM_OPTIM);
-        x->adam_v = k->alloc(bytes, ST_MEM_OPTIM);
+        x->params = k->ops->alloc(k, bytes, ST_MEM_PARAMS);
+        x->grads = k->ops->alloc(k, bytes, ST_MEM_GRADS);
+        x->adam_m = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
+        x->adam_v = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
         x->state = UNIT_SHARDED;
     }
     int64_t N = f->B * m->T;
-    f->res = k->alloc(sizeof(float) * (size_t)((m->L + 1) * N * m->C), ST_MEM_ACTS);
+    f->res = k->ops->alloc(k, sizeof(float) * (size_t)((m->L + 1) * N * m->C), ST_MEM_ACTS);
     size_t sets = recompute(f) ? 1 : (size_t)m->L;
-    f->acts_bytes = k->block_acts_bytes(m, f->B);
-    f->acts = k->alloc(sets * f->acts_bytes, ST_MEM_ACTS);
-    f->scratch = k->alloc(k->scratch_bytes(m, f->B), ST_MEM_ACTS);
-    f->dres_a = k->alloc(sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
-    f->dres_b = k->alloc(sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
-    f->inputs = k->alloc(sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
-    f->targets = k->alloc(sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
-    f->sums = k->alloc(2 * sizeof(double), ST_MEM_OTHER);
+    f->acts_bytes = k->ops->block_acts_bytes(k, m, f->B);
+    f->acts = k->ops->alloc(k, sets * f->acts_bytes, ST_MEM_ACTS);
+    f->scratch = k->ops->alloc(k, k->ops->scratch_bytes(k, m, f->B), ST_MEM_ACTS);
+    f->dres_a = k->ops->alloc(k, sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
+    f->dres_b = k->ops->alloc(k, sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
+    f->inputs = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
+    f->targets = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
+    f->sums = k->ops->alloc(k, 2 * sizeof(double), ST_MEM_OTHER);
 
     if (strcmp(cfg->model.init, "random") == 0) {
         init_random(f, (uint64_t)cfg->train.seed);
@@ -561,32 +564,32 @@ void st_fsdp_destroy(st_fsdp *f)
 {
     if (!f->units)
         return;
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     for (int u = 0; u < f->n_units; u++) {
         st_fsdp_unit *x = &f->units[u];
         release(f, u);
-        k->free(x->params);
-        k->free(x->grads);
-        k->free(x->adam_m);
-        k->free(x->adam_v);
-        k->free(x->full_grad);
+        k->ops->free(k, x->params);
+        k->ops->free(k, x->grads);
+        k->ops->free(k, x->adam_m);
+        k->ops->free(k, x->adam_v);
+        k->ops->free(k, x->full_grad);
     }
     st_free(f->units);
-    k->free(f->res);
-    k->free(f->acts);
-    k->free(f->scratch);
-    k->free(f->dres_a);
-    k->free(f->dres_b);
-    k->free(f->inputs);
-    k->free(f->targets);
-    k->free(f->sums);
+    k->ops->free(k, f->res);
+    k->ops->free(k, f->acts);
+    k->ops->free(k, f->scratch);
+    k->ops->free(k, f->dres_a);
+    k->ops->free(k, f->dres_b);
+    k->ops->free(k, f->inputs);
+    k->ops->free(k, f->targets);
+    k->ops->free(k, f->sums);
     memset(f, 0, sizeof *f);
 }
 
 void st_fsdp_zero_grads(st_fsdp *f)
 {
     for (int u = 0; u < f->n_units; u++)
-        f->k->zero(f->units[u].grads, sizeof(float) * (size_t)f->units[u].shard);
+        f->k->ops->zero(f->k, f->units[u].grads, sizeof(float) * (size_t)f->units[u].shard);
 }
 
 int st_fsdp_grad_norm(st_fsdp *f, double *norm)
@@ -596,14 +599,14 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
      * each element once.  The sum stays in backend memory through the
      * all-reduce and crosses to the host once per step. */
     double *ss = &f->sums[1], host = 0.0;
-    f->k->zero(ss, sizeof(double));
+    f->k->ops->zero(f->k, ss, sizeof(double));
     for (int u = 0; u < f->n_units; u++)
-        f->k->sumsq(f->units[u].grads, f->units[u].shard, ss);
+        f->k->ops->sumsq(f->k, f->units[u].grads, f->units[u].shard, ss);
     int rc = 0;
     if (f->S > 1)
         rc = st_comm_allreduce_now(f->groups->shard, ss, 1, ST_DT_F64,
                                    st_desc("the gradient norm", -1));
-    f->k->to_host(&host, ss, sizeof host);
+    f->k->ops->to_host(f->k, &host, ss, sizeof host);
     *norm = sqrt(host);
     return rc;
 }
@@ -623,9 +626,9 @@ void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale)
         if (a >= b)
             continue;
         int64_t off = a - x->lo;
-        f->k->adamw(x->params + off, x->grads + off, x->adam_m + off, x->adam_v + off, b - a,
-                    lr, o->beta1, o->beta2, o->eps, t->decay ? o->weight_decay : 0.0,
-                    grad_scale, f->opt_steps);
+        f->k->ops->adamw(f->k, x->params + off, x->grads + off, x->adam_m + off,
+                         x->adam_v + off, b - a, lr, o->beta1, o->beta2, o->eps,
+                         t->decay ? o->weight_decay : 0.0, grad_scale, f->opt_steps);
     }
 }
 
@@ -633,15 +636,15 @@ int st_fsdp_gather_master(st_fsdp *f, int u, float *out)
 {
     st_fsdp_unit *x = &f->units[u];
     if (f->S == 1) {
-        f->k->to_host(out, x->params, sizeof(float) * (size_t)x->numel);
+        f->k->ops->to_host(f->k, out, x->params, sizeof(float) * (size_t)x->numel);
         return 0;
     }
-    float *full = f->k->alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+    float *full = f->k->ops->alloc(f->k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
     st_comm_req r = {0};
     int rc = st_comm_allgather(f->groups->shard, x->params, full, x->shard, ST_DT_F32, &r,
                                st_desc("the master weights of unit", u));
     rc = rc ? rc : st_comm_wait(&r);
-    f->k->to_host(out, full, sizeof(float) * (size_t)x->numel);
-    f->k->free(full);
+    f->k->ops->to_host(f->k, out, full, sizeof(float) * (size_t)x->numel);
+    f->k->ops->free(f->k, full);
     return rc;
 }

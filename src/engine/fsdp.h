@@ -57,7 +57,7 @@ typedef struct {
     const st_model *model;
     const st_config *cfg;
     st_groups *groups;       /* NULL: one rank, no communication */
-    const st_kernels *k;
+    st_kernels *k;
     int S, R;                /* shard and replicate group sizes */
     int shard_rank;
     int reshard_after_forward;
@@ -83,7 +83,7 @@ typedef struct {
  * from the seed, or this rank's slice of model.init's weights).  Returns
  * an exit status. */
 int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_groups *groups,
-                   const st_kernels *k);
+                   st_kernels *k);
 void st_fsdp_destroy(st_fsdp *f);
 
 void st_fsdp_zero_grads(st_fsdp *f);

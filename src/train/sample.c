@@ -62,12 +62,11 @@ static void emit_token(int tok)
         printf("<%d>", tok);
 }
 
-int st_sample(const st_config *cfg_in, st_runtime *rt, const st_sample_options *opt)
+/* st_sample once the environment is checked. */
+static int sample_on(const st_config *cfg_in, st_runtime *rt, const st_sample_options *opt,
+                     st_kernels *kernels)
 {
-    const st_kernels *kernels = NULL;
-    int rc = st_train_check_environment(cfg_in, rt, &kernels);
-    if (rc)
-        return rc;
+    int rc;
     if (rt->world > 1) {
         st_error(NULL, "sample runs on one rank, launched with %d; hint: run it without "
                  "mpirun or srun", rt->world);
@@ -143,5 +142,14 @@ out:
     st_free(probs);
     st_fsdp_destroy(&eng);
     st_model_free(&model);
+    return rc;
+}
+
+int st_sample(const st_config *cfg_in, st_runtime *rt, const st_sample_options *opt)
+{
+    st_kernels *kernels = NULL;
+    int rc = st_train_check_environment(cfg_in, rt, &kernels);
+    rc = rc ? rc : sample_on(cfg_in, rt, opt, kernels);
+    st_kernels_close(kernels);
     return rc;
 }

@@ -41,7 +41,7 @@ static void error_at_key(const st_config *cfg, const char *section, const char *
     st_error_at(file ? file : cfg->path, line, fmt, detail);
 }
 
-int st_train_check_environment(const st_config *cfg, st_runtime *rt, const st_kernels **k)
+int st_train_check_environment(const st_config *cfg, st_runtime *rt, st_kernels **k)
 {
     const int shared_ok = cfg->parallel.backend == ST_BACKEND_MPI;
     int rc = st_runtime_agree(st_device_bind(rt, cfg, shared_ok));
@@ -248,12 +248,11 @@ static int open_data(const st_config *cfg, st_dataset *train_ds, st_dataset *val
     return rc;
 }
 
-int st_train(const st_config *cfg, st_runtime *rt)
+/* st_train once the environment is checked, on the kernels instance made
+ * for this rank's device. */
+static int train_on(const st_config *cfg, st_runtime *rt, st_kernels *kernels)
 {
-    const st_kernels *kernels = NULL;
-    int rc = st_train_check_environment(cfg, rt, &kernels);
-    if (rc)
-        return rc;
+    int rc;
     const int dp = rt->world, rank = rt->rank;
     const int64_t B = cfg->train.micro_batch, T = cfg->model.seq_len;
     if (cfg->train.global_batch % (B * dp) != 0) {
@@ -284,7 +283,7 @@ int st_train(const st_config *cfg, st_runtime *rt)
         return rc;
     /* Layout errors are found identically on every rank, before any work. */
     st_groups groups;
-    if ((rc = st_groups_create(&groups, rt, cfg)))
+    if ((rc = st_groups_create(&groups, rt, cfg, kernels->stream)))
         return rc;
 
     st_dataset train_ds = {0}, val_ds = {0};
@@ -430,5 +429,14 @@ out:
             st_dataset_close(&val_ds);
     }
     st_groups_destroy(&groups);
+    return rc;
+}
+
+int st_train(const st_config *cfg, st_runtime *rt)
+{
+    st_kernels *kernels = NULL;
+    int rc = st_train_check_environment(cfg, rt, &kernels);
+    rc = rc ? rc : train_on(cfg, rt, kernels);
+    st_kernels_close(kernels);
     return rc;
 }
