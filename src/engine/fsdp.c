@@ -13,14 +13,13 @@
  *
  * Unit memory is the kernels backend's (kernels.h): every op, copy and
  * reduction on it goes through f->k, and values the host needs (initial
- * weights, the loss, the norm) cross through to_host/from_host. */
+ * weights, the loss, the norm) cross through to_host/from_host.  What the
+ * engine does is set by its options (f->opt), never by the configuration
+ * directly, and it opens no files. */
 #include "engine/fsdp.h"
 #include "base/alloc.h"
-#include "io/hf_import.h"
-#include "base/log.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 enum step_kind { STEP_EMBED_FWD, STEP_BLOCK_FWD, STEP_HEAD, STEP_BLOCK_BWD, STEP_EMBED_BWD };
@@ -32,7 +31,7 @@ typedef struct {
 
 static int recompute(const st_fsdp *f)
 {
-    return f->cfg->train.activation_checkpointing == ST_ACKPT_FULL;
+    return f->opt.recompute;
 }
 
 static int head_unit(const st_fsdp *f) { return f->n_units - 1; }
@@ -250,9 +249,9 @@ static void *block_acts_mem(const st_fsdp *f, int64_t layer)
 static int prefetch_after(st_fsdp *f, const step *steps, int n, int k)
 {
     int rc = 0;
-    for (int j = k + 1; j < n && f->in_flight < f->cfg->parallel.prefetch; j++) {
+    for (int j = k + 1; j < n && f->in_flight < f->opt.prefetch; j++) {
         int us[2], m = step_units(f, &steps[j], us);
-        for (int i = 0; i < m && f->in_flight < f->cfg->parallel.prefetch; i++)
+        for (int i = 0; i < m && f->in_flight < f->opt.prefetch; i++)
             if (f->units[us[i]].state == UNIT_SHARDED)
                 rc = rc ? rc : gather_start(f, us[i]);
     }
@@ -399,7 +398,7 @@ int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *t
 {
     step *steps = st_alloc(sizeof(step) * (size_t)(2 * f->model->L + 4), ST_MEM_OTHER);
     int n = build_steps(f, steps, 1);
-    step_args a = {grad_scale, !f->cfg->parallel.no_sync || last_micro, NULL};
+    step_args a = {grad_scale, !f->opt.no_sync || last_micro, NULL};
     begin_micro(f, inputs, targets);
     int rc = run_schedule(f, steps, n, &a);
     end_micro(f, loss);
@@ -455,77 +454,22 @@ void st_fsdp_shard_from_host(st_fsdp *f, int u, st_fsdp_array a, int64_t off, in
                          sizeof(float) * (size_t)n);
 }
 
-/* A host staging buffer of ST_FSDP_STAGE floats.  Like the checkpoint
- * reader's block buffer it is bounded I/O space, not engine state, so it
- * is not counted in the memory categories: a counted one would show up in
- * peak_bytes on layouts that gather nothing and move them away from the
- * estimate for no reason of the model's. */
-static float *stage_alloc(void)
-{
-    float *s = malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
-    if (!s)
-        st_die(ST_EXIT_FAILURE, "out of memory allocating a host staging buffer");
-    return s;
-}
-
-/* Random initial values, made on the host piece by piece (each element
- * depends only on its index, so the pieces add up to the whole). */
-static void init_random(st_fsdp *f, uint64_t seed)
-{
-    float *stage = stage_alloc();
-    for (int u = 0; u < f->n_units; u++) {
-        const st_fsdp_unit *x = &f->units[u];
-        for (int64_t a = 0; a < x->shard; a += ST_FSDP_STAGE) {
-            int64_t n = x->shard - a < ST_FSDP_STAGE ? x->shard - a : ST_FSDP_STAGE;
-            st_model_init_range(f->model, u, x->lo + a, x->lo + a + n, stage, seed);
-            st_fsdp_shard_from_host(f, u, ST_FSDP_PARAMS, a, n, stage);
-        }
-    }
-    free(stage);
-}
-
-/* Weights from files: each rank reads only its own slices, all units in one
- * pass (the files' headers are read once), so the staging holds every
- * slice at once; estimate.c counts it. */
-static int init_from_files(st_fsdp *f)
-{
-    const st_model *m = f->model;
-    int64_t *lo = st_alloc(sizeof(int64_t) * (size_t)m->n_units, ST_MEM_OTHER);
-    int64_t *len = st_alloc(sizeof(int64_t) * (size_t)m->n_units, ST_MEM_OTHER);
-    float **dst = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
-    for (int u = 0; u < m->n_units; u++) {
-        lo[u] = f->units[u].lo;
-        len[u] = f->units[u].shard;
-        dst[u] = st_alloc(sizeof(float) * (size_t)len[u], ST_MEM_OTHER);
-    }
-    int rc = st_hf_load_slices(f->cfg->model.init, m, &f->cfg->model, lo, len, dst, NULL);
-    for (int u = 0; u < m->n_units; u++) {
-        if (!rc)
-            st_fsdp_shard_from_host(f, u, ST_FSDP_PARAMS, 0, len[u], dst[u]);
-        st_free(dst[u]);
-    }
-    st_free(lo);
-    st_free(len);
-    st_free(dst);
-    return rc;
-}
-
-int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_groups *groups,
-                   st_kernels *k)
+int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
+                   st_groups *groups, st_kernels *k)
 {
     memset(f, 0, sizeof *f);
     f->model = m;
-    f->cfg = cfg;
+    f->opt = *opt;
     f->groups = groups;
     f->k = k;
     f->S = groups ? groups->layout.shard_size : 1;
     f->R = groups ? groups->layout.replicate_size : 1;
     f->shard_rank = groups ? groups->layout.shard_rank : 0;
-    f->reshard_after_forward = cfg->parallel.strategy != ST_STRAT_SHARD_GRAD_OP;
-    f->bf16 = cfg->train.precision == ST_PREC_BF16;
-    f->reduce_bf16 = cfg->parallel.reduce_dtype == ST_PREC_BF16;
+    f->reshard_after_forward = opt->reshard_after_forward;
+    f->bf16 = opt->bf16;
+    f->reduce_bf16 = opt->reduce_bf16;
     f->pdt = f->bf16 && k->params_bf16 ? ST_DT_BF16 : ST_DT_F32;
-    f->B = cfg->train.micro_batch;
+    f->B = opt->micro_batch;
     f->n_units = m->n_units;
     f->units = st_alloc(sizeof(st_fsdp_unit) * (size_t)m->n_units, ST_MEM_OTHER);
     for (int u = 0; u < m->n_units; u++) {
@@ -552,12 +496,7 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_group
     f->inputs = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
     f->targets = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
     f->sums = k->ops->alloc(k, 2 * sizeof(double), ST_MEM_OTHER);
-
-    if (strcmp(cfg->model.init, "random") == 0) {
-        init_random(f, (uint64_t)cfg->train.seed);
-        return 0;
-    }
-    return init_from_files(f);
+    return 0;
 }
 
 void st_fsdp_destroy(st_fsdp *f)
@@ -614,7 +553,7 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
 void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale)
 {
     const st_model *m = f->model;
-    const st_optim_config *o = &f->cfg->optim;
+    const double b1 = f->opt.adamw.beta1, b2 = f->opt.adamw.beta2, eps = f->opt.adamw.eps;
     f->opt_steps++;
     /* Each tensor's part inside this rank's slice, with its own decay. */
     for (int i = 0; i < m->n_tensors; i++) {
@@ -627,8 +566,8 @@ void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale)
             continue;
         int64_t off = a - x->lo;
         f->k->ops->adamw(f->k, x->params + off, x->grads + off, x->adam_m + off,
-                         x->adam_v + off, b - a, lr, o->beta1, o->beta2, o->eps,
-                         t->decay ? o->weight_decay : 0.0, grad_scale, f->opt_steps);
+                         x->adam_v + off, b - a, lr, b1, b2, eps,
+                         t->decay ? f->opt.adamw.weight_decay : 0.0, grad_scale, f->opt_steps);
     }
 }
 

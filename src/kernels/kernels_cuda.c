@@ -9,9 +9,9 @@
  * synchronises the host except to_host, which by kernels.h's contract must
  * return complete values, and sync.  The stream, the model context, the
  * sumsq workspace and the block table live in the instance: the file holds
- * no mutable state, so two instances would not share anything.  Memory comes from the stream-ordered allocator
- * (cudaMallocAsync / cudaFreeAsync on the compute stream, with a pool that
- * keeps what it has): the engine allocates and frees gathered units and
+ * no mutable state, so two instances would not share anything.  Memory
+ * comes from the stream-ordered allocator (cudaMallocAsync / cudaFreeAsync
+ * on the compute stream, with a pool that keeps what it has): the engine allocates and frees gathered units and
  * reduction buffers every step, and cudaFree would stall the device each
  * time.  A block freed on the stream is reused only by work queued after
  * the free, which is exactly the engine's order.

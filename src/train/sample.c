@@ -5,6 +5,7 @@
 #include "train/sample.h"
 #include "base/alloc.h"
 #include "engine/fsdp.h"
+#include "train/engine_setup.h"
 #include "base/log.h"
 #include "model/model.h"
 #include "base/rng.h"
@@ -90,7 +91,7 @@ static int sample_on(const st_config *cfg_in, st_runtime *rt, const st_sample_op
     if ((rc = st_model_init(&model, &cfg.model)))
         return rc;
     st_fsdp eng;
-    if ((rc = st_fsdp_create(&eng, &model, &cfg, NULL, kernels))) {
+    if ((rc = st_engine_open(&eng, &model, &cfg, NULL, kernels))) {
         st_fsdp_destroy(&eng);
         st_model_free(&model);
         return rc;

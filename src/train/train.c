@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "runtime/device.h"
 #include "engine/fsdp.h"
+#include "train/engine_setup.h"
 #include "comm/groups.h"
 #include "base/log.h"
 #include "model/model.h"
@@ -295,7 +296,7 @@ static int train_on(const st_config *cfg, st_runtime *rt, st_kernels *kernels)
     rc = open_data(cfg, &train_ds, &val_ds);
     data_open = rc == 0;
     rc = rc ? rc : st_model_init(&model, &cfg->model);
-    rc = rc ? rc : st_fsdp_create(&fsdp, &model, cfg, &groups, kernels);
+    rc = rc ? rc : st_engine_open(&fsdp, &model, cfg, &groups, kernels);
     if (!rc && rank == 0) {
         if (!(rc = st_mkdir_p(cfg->log.dir))) {
             char path[4096];
