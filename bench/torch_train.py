@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch reference trainer for shardtrain's GPU benchmark (docs/gpu.md).
 
-Trains one of shardtrain's model presets (the shapes of src/schema.c's
-st_presets, the tensor layout of src/model_layout.c) on synthetic random
+Trains one of shardtrain's model presets (the shapes of src/config/schema.c's
+st_presets, the tensor layout of src/model/model.c) on synthetic random
 tokens with what a well-tuned single-GPU PyTorch run uses: fp32 master
 weights under bf16 autocast, F.scaled_dot_product_attention(is_causal=True)
 (flash attention on an H100), fused AdamW, global gradient-norm clipping and
@@ -16,7 +16,7 @@ or, when it cannot run (no torch, no CUDA, out of memory at micro-batch 1),
 {"status": "failed", "reason": "..."} with exit status 1 (3 for no torch).
 
 FLOPs per token are counted exactly as shardtrain counts them
-(st_model_flops_per_token in src/model_layout.c): 6 x the parameters of every
+(st_model_flops_per_token in src/model/model.c): 6 x the parameters of every
 matrix product (the output head once, also when tied to the embedding; the
 embedding lookups are not matrix products) + 12 x n_layer x d_model x seq.
 The matrix parameters are read off this model's nn.Linear modules, so the
@@ -38,7 +38,7 @@ import time
 # d_ff {gpt2, llama}, vocab, seq, rope_theta, norm_eps, tied.
 # None keeps shardtrain's default: arch gpt2, n_kv_head = n_head,
 # rope_theta 10000, norm_eps 1e-5, tied true for gpt2 and false for llama.
-# Mirrors src/schema.c st_presets; tests/bench_torch.sh checks the counts
+# Mirrors src/config/schema.c st_presets; tests/bench_torch.sh checks the counts
 # against the shardtrain binary.
 PRESETS = {
     "tiny":       (None,    2,  4, (None, 2),  64,   (256, 176),     256,    64,   None,     None, None),

@@ -1,6 +1,6 @@
 /* Fused AdamW over a flat fp32 shard for the CUDA backend: the moment
  * updates, bias correction, decoupled weight decay and parameter update of
- * st_adamw (src/optim.c) in one pass over p, g, m, v, plus an optional bf16
+ * st_adamw (src/kernels/cpu_adamw.c) in one pass over p, g, m, v, plus an optional bf16
  * copy of the new parameters for the forward pass.  The shard is whatever
  * contiguous slice a rank owns, so the kernel is a plain elementwise loop.
  *

@@ -1,6 +1,6 @@
 /* Fused causal attention kernels (forward and backward) for the CUDA
  * backend; API and layout in attention.h, the numerical reference is
- * st_attention_forward / st_attention_backward in src/cpu_ops.c.
+ * st_attention_forward / st_attention_backward in src/kernels/cpu_ops.c.
  *
  * This first version favours indexing that can be checked by reading over
  * speed: tiles of Q, K, V, dO are staged in shared memory as fp32, every

@@ -1,5 +1,5 @@
 /* Fused causal attention on the GPU: the CUDA counterpart of the CPU
- * reference st_attention_forward / st_attention_backward (src/cpu_ops.h),
+ * reference st_attention_forward / st_attention_backward (src/kernels/cpu_ops.h),
  * with exactly its semantics and strided layout.  Flash-attention style:
  * the T x T score matrix never exists in memory; the forward keeps an
  * online softmax per query row and saves each row's log-sum-exp so the

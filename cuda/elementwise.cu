@@ -1,7 +1,7 @@
 /* Elementwise and gather/scatter kernels of the CUDA backend: bias add and
  * its column-sum backward, GELU, SwiGLU, RoPE, the token/position
  * embedding and its backward, add_inplace and the bf16 casts.  Each kernel
- * is the CPU kernel of src/cpu_ops.c (or src/model.c for the embedding)
+ * is the CPU kernel of src/kernels/cpu_ops.c (or src/kernels/cpu_model.c for the embedding)
  * with its loops turned into a grid: one thread per output element, a
  * grid-stride loop so any size works with a bounded grid, fp32 arithmetic
  * whatever the storage type.  The column sums (bias and embedding

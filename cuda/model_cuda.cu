@@ -1,4 +1,4 @@
-/* The model's units on the GPU (cuda/model_cuda.h): src/model.c's
+/* The model's units on the GPU (cuda/model_cuda.h): src/kernels/cpu_model.c's
  * embedding, block and head, transcribed op for op onto the kernels of
  * cuda/ops.h and cuda/attention.h.  Each function body is written once as
  * a template over the storage type S (float, or uint16_t bf16 words) and
@@ -20,7 +20,7 @@
 
 namespace {
 
-/* Tensors of a block unit, in layout order (as in src/model.c). */
+/* Tensors of a block unit, in layout order (as in src/kernels/cpu_model.c). */
 enum { G_LN1W, G_LN1B, G_ATTW, G_ATTB, G_CPRW, G_CPRB, G_LN2W, G_LN2B,
        G_FCW, G_FCB, G_PRJW, G_PRJB };
 enum { L_NORM1, L_Q, L_K, L_V, L_O, L_NORM2, L_GATE, L_UP, L_DOWN };
@@ -287,7 +287,7 @@ cudaError_t mm(st_cuda_model_ctx *x, int ta, int tb, int64_t M, int64_t N, int64
                         B, ldb, beta, C, ldc, x->stream);
 }
 
-/* src/model.c's linear_forward/linear_backward: Conv1D (GPT-2) weights are
+/* src/kernels/cpu_model.c's linear_forward/linear_backward: Conv1D (GPT-2) weights are
  * [in, out] and y = x W; Linear (Llama) weights are [out, in], y = x W^T. */
 template <class S>
 cudaError_t linear_forward(st_cuda_model_ctx *x, int conv1d, S *y, int64_t ldy,

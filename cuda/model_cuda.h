@@ -1,5 +1,5 @@
 /* The model's units on the GPU: the CUDA twins of the five unit functions
- * of src/model.h (st_embed_forward/backward, st_block_forward/backward,
+ * of src/kernels/cpu_model.h (st_embed_forward/backward, st_block_forward/backward,
  * st_head_forward_backward), which stay the numerical reference.  Each
  * takes the same arguments in the same order, with every pointer a device
  * pointer, plus a trailing context (stream, cuBLASLt context, the model's

@@ -1,5 +1,5 @@
 /* LayerNorm (GPT-2) and RMSNorm (Llama), forward and backward, for the
- * CUDA backend; the reference is src/cpu_ops.c.  Both norms share one
+ * CUDA backend; the reference is src/kernels/cpu_ops.c.  Both norms share one
  * template with a `centered` flag, as the CPU code shares
  * norm_backward_rows / norm_backward_params.
  *

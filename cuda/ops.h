@@ -1,5 +1,5 @@
-/* The CUDA backend's non-attention kernels: the GPU twin of src/cpu_ops.h
- * (plus the embedding of src/model.c and the AdamW of src/optim.c), which
+/* The CUDA backend's non-attention kernels: the GPU twin of src/kernels/cpu_ops.h
+ * (plus the embedding of src/kernels/cpu_model.c and the AdamW of src/kernels/cpu_adamw.c), which
  * stays the numerical reference.  Every argument means what it means there,
  * except that pointers are device pointers and every call is asynchronous on
  * the given stream.

@@ -1,6 +1,6 @@
 /* Fused softmax cross-entropy over the vocabulary for the CUDA backend:
  * the loss of each row and, in the same pass over the logits, their
- * gradient written in place (st_softmax_xent in src/cpu_ops.c is the
+ * gradient written in place (st_softmax_xent in src/kernels/cpu_ops.c is the
  * reference).  The logits are the largest activation of the model
  * (N x V, V up to 128k), so they are read twice and written once and
  * nothing of size N x V is ever allocated.

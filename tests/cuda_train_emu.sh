@@ -3,7 +3,7 @@
 # emulation of tests/gpu/emu/: build_shardtrain.sh links the binary with
 # the CUDA runtime calls mapped onto host memory and the kernels of cuda/
 # run as host fibers, so train.device = cuda binds an emulated cuda:0 and
-# training goes through src/kernels_cuda.c (device memory, model_cuda
+# training goes through src/kernels/kernels_cuda.c (device memory, model_cuda
 # units in fp32 and bf16 storage, AdamW, sumsq) and, on 2 ranks sharing the
 # device with parallel.backend = mpi, through comm_mpi.c's host-staged
 # collectives.  Checked against the CPU backend of the normal binary: fp32

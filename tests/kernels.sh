@@ -1,5 +1,5 @@
 #!/bin/sh
-# The kernels backend seam (src/kernels.h).  SHARDTRAIN_TEST_KERNELS=
+# The kernels backend seam (src/kernels/kernels.h).  SHARDTRAIN_TEST_KERNELS=
 # cpu-bf16params runs the engine's params_bf16 path (gathered units kept as
 # bf16 words, as a GPU backend with bf16 kernels will take them) on CPU ops
 # that widen the words first.  Widened words are exactly the rounded floats

@@ -3,7 +3,9 @@
  * closed-form value. */
 #include "base/alloc.h"
 #include "config/config.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h"
+#include "model/model.h"
 #include "engine/lr_schedule.h"
 #include "kernels/cpu_adamw.h"
 #include "base/rng.h"

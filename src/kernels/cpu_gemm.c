@@ -6,7 +6,7 @@
  * AVX-512 and AVX+FMA and picked at load time by what the CPU supports.  Threads split the
  * output into tiles; the K dimension is always summed by one thread in the
  * same order, so results are bit-identical for any thread count. */
-#include "kernels/cpu_ops.h"
+#include "kernels/cpu_gemm.h"
 #include "base/log.h"
 
 #include <stdlib.h>

@@ -3,6 +3,7 @@
  * softmax cross-entropy.  The engine calls these one unit at a time, which
  * is what lets it gather, compute and free units in turn. */
 #include "kernels/cpu_model.h"
+#include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h"
 
 #include <string.h>

@@ -185,18 +185,6 @@ void st_swiglu_backward(float *d_gate_up, const float *gate_up,
     }
 }
 
-void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta)
-{
-    int64_t half = hd / 2;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < half; i++) {
-            double inv_freq = pow(theta, -(double)(2 * i) / (double)hd);
-            double a = (double)t * inv_freq;
-            cos_t[t * half + i] = (float)cos(a);
-            sin_t[t * half + i] = (float)sin(a);
-        }
-}
-
 void st_rope_apply(float *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
                    int64_t hd, const float *cos_t, const float *sin_t, int inverse)
 {

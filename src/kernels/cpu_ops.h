@@ -6,7 +6,8 @@
  * by one thread in a fixed order, so results do not depend on the number of
  * threads.
  *
- * Shapes: N = rows (batch x time), C = channels.  Row-major throughout. */
+ * Shapes: N = rows (batch x time), C = channels.  Row-major throughout.
+ * The matrix product is cpu_gemm.h. */
 #ifndef ST_CPU_OPS_H
 #define ST_CPU_OPS_H
 
@@ -15,13 +16,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* C[M,N] = beta*C + op(A)[M,K] * op(B)[K,N], row-major, beta 0 or 1.
- * op(X) = X when the trans flag is 0, X^T when 1; lda/ldb/ldc are row
- * strides of the stored matrices. */
-void st_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-             const float *A, int64_t lda, const float *B, int64_t ldb,
-             float beta, float *C, int64_t ldc);
 
 /* out[n,:] += bias; dbias[:] += sum_n dout[n,:] */
 void st_add_bias(float *out, const float *bias, int64_t N, int64_t C);
@@ -54,8 +48,8 @@ void st_swiglu_backward(float *d_gate_up, const float *gate_up,
 /* RoPE (Hugging Face Llama's rotate_half pairing: i with i + hd/2) applied
  * in place to n_heads heads of hd channels at the start of each row of x
  * (row stride ld), positions t = row % T.  cos/sin tables are [T, hd/2].
- * inverse = 1 rotates by -angle (the backward of the forward rotation). */
-void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta);
+ * inverse = 1 rotates by -angle (the backward of the forward rotation).
+ * The tables come from st_rope_tables (model/model.h). */
 void st_rope_apply(float *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
                    int64_t hd, const float *cos_t, const float *sin_t, int inverse);
 

@@ -4,7 +4,6 @@
  * sharded engine all need the layout without the math. */
 #include "model/model.h"
 #include "base/alloc.h"
-#include "kernels/cpu_ops.h"
 #include "base/log.h"
 #include "base/rng.h"
 
@@ -218,4 +217,16 @@ double st_model_flops_per_token(const st_model *m)
     if (m->tied)
         matmul += (double)(m->V * m->C);
     return 6.0 * matmul + 12.0 * (double)(m->L * m->C * m->T);
+}
+
+void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta)
+{
+    int64_t half = hd / 2;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < half; i++) {
+            double inv_freq = pow(theta, -(double)(2 * i) / (double)hd);
+            double a = (double)t * inv_freq;
+            cos_t[t * half + i] = (float)cos(a);
+            sin_t[t * half + i] = (float)sin(a);
+        }
 }

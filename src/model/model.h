@@ -75,6 +75,10 @@ static inline int st_model_head_unit(const st_model *m) { return m->n_units - 1;
 void st_model_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
                          float *out, uint64_t seed);
 
+/* RoPE's cos/sin tables [T, hd/2] for base theta, in double precision
+ * rounded once to float (the CUDA kernels build the same tables). */
+void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta);
+
 /* Training FLOPs per token: 6 x (matrix-multiply parameters, the output
  * head counted once even when tied) + 12 x n_layer x d_model x seq_len for
  * attention scores and values (forward + backward, causal mask ignored, as

@@ -1,5 +1,5 @@
 /* GPU test of the model's units (cuda/model_cuda.h) against the CPU
- * reference of src/model.c: a tiny GPT-2 (tied embeddings) and a tiny
+ * reference of src/kernels/cpu_model.c: a tiny GPT-2 (tied embeddings) and a tiny
  * Llama (grouped-query heads, untied head) with random weights run the
  * embedding, one block and the head forward and backward on both
  * backends, and one TAP line per output x architecture x storage mode

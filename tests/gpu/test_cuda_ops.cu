@@ -1,7 +1,7 @@
 /* GPU test of the CUDA backend's non-attention ops (cuda/ops.h): every op
  * runs on random inputs on the GPU and through its CPU reference from
- * libshardtrain.a (src/cpu_ops.c, the embedding of src/model.c, the AdamW
- * of src/optim.c) on the same inputs, and one TAP line per op x storage
+ * libshardtrain.a (src/kernels/cpu_ops.c, the embedding of src/kernels/cpu_model.c, the AdamW
+ * of src/kernels/cpu_adamw.c) on the same inputs, and one TAP line per op x storage
  * mode x shape reports the largest difference.
  *
  * Error measure: max_i |gpu_i - cpu_i| / max_i |cpu_i| over the whole
@@ -33,7 +33,9 @@
 
 #include <vector>
 
-#include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
+#include "kernels/cpu_gemm.h"
+#include "kernels/cpu_ops.h"
+#include "model/model.h" /* C, with its own extern "C" guard */
 #include "cpu_ref.h"
 #include "ops.h"
 #include "tap.h"

@@ -11,6 +11,7 @@
 
 #include <vector>
 
+#include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
 #include "ops.h"
 
