@@ -1,7 +1,11 @@
-/* Unit tests of the CPU kernels, the optimizer, the schedules and the
- * tracking allocator, each against an independent float64 reference or a
- * closed-form value. */
+/* Unit tests of the CPU kernels, the optimizer, the schedules, the
+ * tracking allocator and the atomic file write, each against an
+ * independent float64 reference, a closed-form value or the files left
+ * behind; and of how the test-only hooks read their environment
+ * variables. */
 #include "base/alloc.h"
+#include "base/files.h"
+#include "base/log.h"
 #include "config/config.h"
 #include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h"
@@ -9,12 +13,17 @@
 #include "engine/lr_schedule.h"
 #include "kernels/cpu_adamw.h"
 #include "base/rng.h"
+#include "base/test_faults.h"
 #include "tap.h"
 
+#include <errno.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static float *randn(int64_t n, uint64_t seed)
 {
@@ -233,6 +242,109 @@ static void test_alloc(void)
     tap_ok(st_mem_total() == base, "everything returned");
 }
 
+static int write_hello(int fd, void *ctx)
+{
+    (void)ctx;
+    return st_write_all(fd, "hello\n", 6);
+}
+
+static int write_fails(int fd, void *ctx)
+{
+    (void)ctx;
+    if (st_write_all(fd, "half", 4))
+        return -1;
+    errno = ENOSPC;
+    return -1;
+}
+
+/* Whether path holds exactly text. */
+static int holds(const char *path, const char *text)
+{
+    char buf[64] = "";
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    return f && n == strlen(text) && memcmp(buf, text, n) == 0;
+}
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static void test_atomic_write(void)
+{
+    char dir[] = "/tmp/st_units_XXXXXX", f[64], tmp[64], sub[80];
+    if (!tap_ok(mkdtemp(dir) != NULL, "a scratch directory"))
+        return;
+    snprintf(f, sizeof f, "%s/f", dir);
+    snprintf(tmp, sizeof tmp, "%s/f.tmp", dir);
+    int step = st_file_write_atomic(f, tmp, 0644, write_hello, NULL);
+    tap_ok(step == ST_ATOMIC_DONE && holds(f, "hello\n") && !exists(tmp),
+           "atomic write: the file holds the bytes, no temporary is left");
+    step = st_file_write_atomic(f, tmp, 0644, write_fails, NULL);
+    tap_ok(step == ST_ATOMIC_WRITE && errno == ENOSPC && holds(f, "hello\n") && !exists(tmp),
+           "a failed write keeps the old file and its errno, and removes the temporary");
+    mkdir(tmp, 0700);
+    step = st_file_write_atomic(f, tmp, 0644, write_hello, NULL);
+    tap_ok(step == ST_ATOMIC_CREATE && holds(f, "hello\n"),
+           "a temporary that cannot be created is reported as such");
+    rmdir(tmp);
+    snprintf(sub, sizeof sub, "%s/x", f);
+    unlink(f);
+    mkdir(f, 0700);
+    mkdir(sub, 0700);
+    step = st_file_write_atomic(f, tmp, 0644, write_hello, NULL);
+    tap_ok(step == ST_ATOMIC_RENAME && !exists(tmp),
+           "a rename over a non-empty directory fails and removes the temporary");
+    rmdir(sub);
+    rmdir(f);
+    tap_ok(rmdir(dir) == 0, "nothing else was left behind");
+}
+
+/* The test hooks read their variables as shardtrain(1) describes them;
+ * a malformed value prints one error line (on stderr) and is status 2. */
+static void test_fault_hooks(void)
+{
+    static const char steps[] = "SHARDTRAIN_TEST_NONFINITE_STEPS";
+    setenv(steps, "3,40", 1);
+    tap_ok(st_fault_load_poisoned_steps() == 0 && st_fault_poisoned_step(3) &&
+               st_fault_poisoned_step(40) && !st_fault_poisoned_step(4),
+           "%s=3,40 poisons steps 3 and 40 only", steps);
+    setenv(steps, "3,,4", 1);
+    int bad = st_fault_load_poisoned_steps() == ST_EXIT_USAGE;
+    setenv(steps, "0", 1);
+    bad = bad && st_fault_load_poisoned_steps() == ST_EXIT_USAGE;
+    tap_ok(bad, "%s=3,,4 and =0 are usage errors", steps);
+    unsetenv(steps);
+    tap_ok(st_fault_load_poisoned_steps() == 0 && !st_fault_poisoned_step(3),
+           "%s unset poisons nothing", steps);
+
+    setenv("SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT", "4", 1);
+    int crash = st_fault_crash_in_checkpoint(4) && !st_fault_crash_in_checkpoint(3);
+    unsetenv("SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT");
+    tap_ok(crash && !st_fault_crash_in_checkpoint(0) && !st_fault_crash_in_checkpoint(4),
+           "SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT names the one step to crash in");
+
+    st_fault_kernels v = ST_FAULT_KERNELS_CPU;
+    setenv("SHARDTRAIN_TEST_KERNELS", "cpu-bf16params", 1);
+    int kern = st_fault_kernels_variant(&v) == 0 && v == ST_FAULT_KERNELS_CPU_BF16PARAMS;
+    setenv("SHARDTRAIN_TEST_KERNELS", "", 1);
+    kern = kern && st_fault_kernels_variant(&v) == 0 && v == ST_FAULT_KERNELS_CPU;
+    setenv("SHARDTRAIN_TEST_KERNELS", "cuda-nope", 1);
+    kern = kern && st_fault_kernels_variant(&v) == ST_EXIT_USAGE;
+    unsetenv("SHARDTRAIN_TEST_KERNELS");
+    tap_ok(kern && st_fault_kernels_variant(&v) == 0 && v == ST_FAULT_KERNELS_CPU,
+           "SHARDTRAIN_TEST_KERNELS: cpu-bf16params, empty or unset is cpu, else an error");
+
+    setenv("SHARDTRAIN_DEBUG_IO", "", 1);
+    int dbg = st_fault_debug_io();
+    unsetenv("SHARDTRAIN_DEBUG_IO");
+    tap_ok(dbg && !st_fault_debug_io(), "SHARDTRAIN_DEBUG_IO counts when set, even empty");
+}
+
 int main(void)
 {
     test_gemm();
@@ -243,5 +355,7 @@ int main(void)
     test_adamw();
     test_xent();
     test_alloc();
+    test_atomic_write();
+    test_fault_hooks();
     return tap_done();
 }

@@ -28,16 +28,18 @@ static size_t mem_peak;
 void *st_alloc(size_t bytes, st_mem_cat cat)
 {
     if ((int)cat < 0 || cat >= ST_MEM_NCAT)
-        st_die(ST_EXIT_FAILURE, "internal: bad memory category %d", (int)cat);
+        st_bug("bad memory category %d", (int)cat);
     size_t total = bytes + HEADER_SPACE;
+    /* Out of memory is fatal: st_alloc's callers (the engine, the kernels,
+     * mid-step) have no error path, see alloc.h. */
     if (total < bytes)
-        st_die(ST_EXIT_FAILURE, "allocation of %zu bytes overflows", bytes);
+        st_fatal("allocation of %zu bytes overflows", bytes);
     total = (total + ST_ALIGN - 1) / ST_ALIGN * ST_ALIGN;
     unsigned char *raw = aligned_alloc(ST_ALIGN, total);
     if (!raw)
-        st_die(ST_EXIT_FAILURE, "out of memory allocating %zu bytes for %s; "
-               "hint: lower train.micro_batch or use a sharded strategy",
-               bytes, st_mem_cat_name(cat));
+        st_fatal("out of memory allocating %zu bytes for %s; "
+                 "hint: lower train.micro_batch or use a sharded strategy",
+                 bytes, st_mem_cat_name(cat));
     memset(raw, 0, total);
     block_header *h = (block_header *)raw;
     h->bytes = bytes;
@@ -57,7 +59,7 @@ void st_free(void *p)
     unsigned char *raw = (unsigned char *)p - HEADER_SPACE;
     block_header *h = (block_header *)raw;
     if (h->magic != HEADER_MAGIC)
-        st_die(ST_EXIT_FAILURE, "internal: st_free of a block not from st_alloc");
+        st_bug("st_free of a block not from st_alloc");
     h->magic = 0;
     mem_current[h->cat] -= h->bytes;
     mem_total -= h->bytes;
@@ -67,7 +69,7 @@ void st_free(void *p)
 void st_mem_count_alloc(st_mem_cat cat, size_t bytes)
 {
     if ((int)cat < 0 || cat >= ST_MEM_NCAT)
-        st_die(ST_EXIT_FAILURE, "internal: bad memory category %d", (int)cat);
+        st_bug("bad memory category %d", (int)cat);
     mem_current[cat] += bytes;
     mem_total += bytes;
     if (mem_total > mem_peak)
@@ -77,8 +79,7 @@ void st_mem_count_alloc(st_mem_cat cat, size_t bytes)
 void st_mem_count_free(st_mem_cat cat, size_t bytes)
 {
     if ((int)cat < 0 || cat >= ST_MEM_NCAT || mem_current[cat] < bytes)
-        st_die(ST_EXIT_FAILURE, "internal: freeing %zu uncounted bytes of %s", bytes,
-               st_mem_cat_name(cat));
+        st_bug("freeing %zu uncounted bytes of %s", bytes, st_mem_cat_name(cat));
     mem_current[cat] -= bytes;
     mem_total -= bytes;
 }

@@ -19,7 +19,7 @@ typedef enum {
 } st_mem_cat;
 
 /* Zeroed, 64-byte aligned.  Out of memory prints one error line and exits
- * with ST_EXIT_FAILURE: there is no sensible recovery mid-step. */
+ * with ST_EXIT_FAILURE (st_fatal): there is no sensible recovery mid-step. */
 void *st_alloc(size_t bytes, st_mem_cat cat);
 void st_free(void *p);
 

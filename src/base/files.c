@@ -1,11 +1,14 @@
-/* Filesystem helpers (see paths.h). */
+/* Filesystem helpers (see files.h). */
 #include "base/files.h"
 #include "base/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int st_mkdir_p(const char *path)
 {
@@ -33,4 +36,87 @@ int st_mkdir_p(const char *path)
         return ST_EXIT_FAILURE;
     }
     return 0;
+}
+
+int st_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int st_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    /* Some file systems refuse fsync on directories; nothing to do. */
+    if (rc != 0 && (errno == EINVAL || errno == EBADF))
+        rc = 0;
+    if (close(fd) != 0)
+        rc = -1;
+    return rc;
+}
+
+int st_fsync_parent(const char *path)
+{
+    char *dir = strdup(path);
+    if (!dir)
+        return -1;
+    char *slash = strrchr(dir, '/');
+    const char *d = ".";
+    if (slash == dir)
+        d = "/";
+    else if (slash) {
+        *slash = '\0';
+        d = dir;
+    }
+    int rc = st_fsync_dir(d);
+    free(dir);
+    return rc;
+}
+
+/* Removes tmp after a failure, keeping the failure's errno for the caller's
+ * message. */
+static int failed(const char *tmp, int step)
+{
+    int saved = errno;
+    unlink(tmp);
+    errno = saved;
+    return step;
+}
+
+int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,
+                         st_file_writer writer, void *ctx)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
+    if (fd < 0)
+        return ST_ATOMIC_CREATE;
+    /* fsync before the rename: otherwise a crash can leave path renamed
+     * but empty. */
+    if (writer(fd, ctx) != 0 || fsync(fd) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return failed(tmp, ST_ATOMIC_WRITE);
+    }
+    if (close(fd) != 0)
+        return failed(tmp, ST_ATOMIC_WRITE);
+    if (rename(tmp, path) != 0)
+        return failed(tmp, ST_ATOMIC_RENAME);
+    /* Make the rename itself durable: a crash could otherwise lose a file
+     * the user was told exists. */
+    return st_fsync_parent(path) != 0 ? ST_ATOMIC_SYNC_DIR : ST_ATOMIC_DONE;
 }

@@ -1,10 +1,45 @@
-/* Small filesystem helpers shared by the train loop, checkpoints and
- * logging. */
-#ifndef ST_PATHS_H
-#define ST_PATHS_H
+/* Small filesystem helpers shared by the train loop, checkpoints, data
+ * shards and weight files: creating directories, writing every byte, and
+ * the one way shardtrain replaces a file so that a reader or a crash never
+ * sees half of it. */
+#ifndef ST_FILES_H
+#define ST_FILES_H
+
+#include <stddef.h>
 
 /* mkdir -p.  Returns 0, or prints an error naming the path and returns
  * ST_EXIT_FAILURE. */
 int st_mkdir_p(const char *path);
+
+/* write(2) all n bytes, retrying when interrupted.  0, or -1 with errno
+ * set. */
+int st_write_all(int fd, const void *buf, size_t n);
+
+/* fsync a directory, making the renames and creations in it durable
+ * (st_fsync_parent: the directory holding path).  0, or -1 with errno
+ * set; a file system that refuses fsync on directories counts as done. */
+int st_fsync_dir(const char *dir);
+int st_fsync_parent(const char *path);
+
+/* Writes a file's bytes to fd: 0, or -1 with errno set. */
+typedef int (*st_file_writer)(int fd, void *ctx);
+
+/* Where st_file_write_atomic stopped; errno says why. */
+enum st_atomic_step {
+    ST_ATOMIC_DONE = 0,
+    ST_ATOMIC_CREATE,     /* the temporary could not be created */
+    ST_ATOMIC_WRITE,      /* writing, syncing or closing the temporary failed */
+    ST_ATOMIC_RENAME,     /* the temporary could not be renamed over path */
+    ST_ATOMIC_SYNC_DIR,   /* path is in place, but its directory could not be synced */
+};
+
+/* Replace path with what writer(fd, ctx) produces, all or nothing: the bytes
+ * go to tmp (a name in path's directory, created with permissions mode
+ * less the umask), which is fsynced, renamed over path, and then the
+ * directory is fsynced.  On a failure before the rename tmp is removed.
+ * Prints nothing, since each kind of file words its errors for its user;
+ * returns an enum st_atomic_step. */
+int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,
+                         st_file_writer writer, void *ctx);
 
 #endif

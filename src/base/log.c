@@ -42,6 +42,11 @@ void st_error_at(const char *file, int line, const char *fmt, ...)
     va_end(ap);
 }
 
+void st_verror_at(const char *file, int line, const char *fmt, va_list ap)
+{
+    vreport("error", file, line, fmt, ap);
+}
+
 void st_warn(const char *fmt, ...)
 {
     va_list ap;
@@ -62,11 +67,35 @@ void st_info(const char *fmt, ...)
     fflush(stdout);
 }
 
+static void vdie(int status, const char *fmt, va_list ap)
+    __attribute__((noreturn));
+static void vdie(int status, const char *fmt, va_list ap)
+{
+    vreport("error", NULL, 0, fmt, ap);
+    exit(status);
+}
+
 void st_die(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vreport("error", NULL, 0, fmt, ap);
+    vdie(status, fmt, ap);
+}
+
+void st_bug(const char *fmt, ...)
+{
+    /* The prefix is added here so that no caller can forget it. */
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    exit(status);
+    st_die(ST_EXIT_FAILURE, "internal: %s", msg);
+}
+
+void st_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vdie(ST_EXIT_FAILURE, fmt, ap);
 }

@@ -31,11 +31,26 @@ void st_error(const char *where, const char *fmt, ...)
 /* "shardtrain: error: FILE:LINE: MESSAGE" (line <= 0 prints FILE only). */
 void st_error_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* st_error_at for wrappers that take their own arguments (st_config_error). */
+void st_verror_at(const char *file, int line, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 void st_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational line on stdout, rank 0 only. */
 void st_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print an error and exit with status.  For the CLI and unrecoverable paths. */
+/* Print an error and exit with status.  For programs' main functions (the
+ * test programs); library code reports with st_error and returns the
+ * status, and the CLI exits with it. */
 void st_die(int status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
+
+/* The two ways library code may end the process, both with
+ * ST_EXIT_FAILURE.  Each use says why returning is not possible there.
+ * st_bug: a state the code never makes ("shardtrain: error: internal:
+ * MESSAGE"), e.g. a bad enum value or a free of a foreign block.
+ * st_fatal: cannot continue and has no error path to return through, e.g.
+ * the tracking allocator out of memory or a failed CUDA call inside a
+ * kernel, both mid-step. */
+void st_bug(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void st_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #endif

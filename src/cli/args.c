@@ -10,12 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-int st_arg_error(int argno, const char *fmt, const char *arg)
+int st_arg_verror(int argno, const char *fmt, va_list ap)
 {
+    /* The message is cut at 512 bytes so the hint always shows. */
     char msg[512];
-    snprintf(msg, sizeof msg, fmt, arg);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     st_error_at("command line", argno, "%s; hint: see shardtrain --help", msg);
     return ST_EXIT_USAGE;
+}
+
+int st_arg_error(int argno, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = st_arg_verror(argno, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int st_arg_int(const char *s, long long lo, long long hi, long long *out)
@@ -48,7 +58,7 @@ int st_arg_override(int argc, char **argv, int *i, int offset, st_override *ov, 
     if (*i + 1 >= argc)
         return st_arg_error(*i + offset, "%s needs SECTION.KEY=VALUE", arg);
     if (*n_ov == ST_MAX_OVERRIDES)
-        return st_arg_error(*i + offset, "more than 256 overrides%s", "");
+        return st_arg_error(*i + offset, "more than 256 overrides");
     ov[*n_ov].text = argv[*i + 1];
     ov[*n_ov].argno = *i + 1 + offset;
     (*n_ov)++;

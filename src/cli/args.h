@@ -8,11 +8,14 @@
 
 #include "config/config.h"
 
+#include <stdarg.h>
+
 #define ST_MAX_OVERRIDES 256
 
-/* Print the error for argument argno and return ST_EXIT_USAGE.  fmt has
- * one %s, filled with arg. */
-int st_arg_error(int argno, const char *fmt, const char *arg);
+/* Print the error for argument argno and return ST_EXIT_USAGE
+ * (st_arg_verror: for wrappers with their own arguments). */
+int st_arg_error(int argno, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int st_arg_verror(int argno, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Whole-string integer / number in [lo, hi]: 0, or -1 when not. */
 int st_arg_int(const char *s, long long lo, long long hi, long long *out);

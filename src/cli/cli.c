@@ -17,6 +17,7 @@
 #include "comm/groups.h"
 #include "config/schema.h"
 #include "train/train.h"
+#include "config/origin.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -207,14 +208,14 @@ static int cmd_keys(int argc, char **argv)
         st_schema_print_man(stdout);
         return 0;
     }
-    return st_arg_error(argc > 2 ? 2 : 1, "usage: shardtrain keys [--man]%s", "");
+    return st_arg_error(argc > 2 ? 2 : 1, "usage: shardtrain keys [--man]");
 }
 
 int st_cli_main(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(usage_text, stderr);
-        return st_arg_error(1, "missing subcommand%s", "");
+        return st_arg_error(1, "missing subcommand");
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {

@@ -41,9 +41,14 @@ static const char *const coll_name[N_COLL] = {"all_gather", "reduce_scatter", "a
 
 /* argno is the position on the shardtrain command line: ours + 1, since
  * the CLI hands us argv + 1. */
-static int bad_arg(int index, const char *fmt, const char *arg)
+static int bad_arg(int index, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad_arg(int index, const char *fmt, ...)
 {
-    return st_arg_error(index + 1, fmt, arg);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = st_arg_verror(index + 1, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -124,7 +129,7 @@ static int parse_bench_args(int argc, char **argv, bench_args *a)
         return bad_arg(min_at ? min_at : max_at, "--min-bytes %s", msg);
     }
     if (!a->config)
-        return bad_arg(argc, "missing CONFIG%s", ""); /* one past the last */
+        return bad_arg(argc, "missing CONFIG"); /* one past the last */
     return 0;
 }
 

@@ -165,9 +165,9 @@ int st_estimate_main(int argc, char **argv)
         i++;
     }
     if (!path)
-        return st_arg_error(argc, "missing CONFIG%s", "");
+        return st_arg_error(argc, "missing CONFIG");
     if (o.time && o.cluster.tflops <= 0)
-        return st_arg_error(argc, "--time needs --tflops, the compute rate achieved per GPU%s", "");
+        return st_arg_error(argc, "--time needs --tflops, the compute rate achieved per GPU");
     st_config cfg;
     int rc = st_config_load(&cfg, path, ov, n_ov);
     if (rc) {

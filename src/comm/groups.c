@@ -13,6 +13,7 @@
 #include "runtime/device.h"
 #include "base/log.h"
 #include "runtime/watchdog.h"
+#include "config/origin.h"
 
 #include <mpi.h>
 #include <stdarg.h>
@@ -197,8 +198,6 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg,
 {
     memset(g, 0, sizeof *g);
     const st_parallel_config *p = &cfg->parallel;
-    const char *file;
-    int line;
 
     int *nodes = malloc((size_t)rt->world * sizeof *nodes);
     if (!nodes) {
@@ -220,10 +219,9 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg,
     if (rc) {
         /* Same gathered map, same verdict: every rank reports and returns
          * here, none waits in a later collective. */
-        st_config_origin_of(cfg, "parallel",
-                            p->strategy == ST_STRAT_HYBRID_SHARD && p->shard_size > 0
-                                ? "shard_size" : "strategy", &file, &line);
-        st_error_at(file, line, "%s", err);
+        st_config_error(cfg, "parallel",
+                        p->strategy == ST_STRAT_HYBRID_SHARD && p->shard_size > 0
+                            ? "shard_size" : "strategy", "%s", err);
         return rc;
     }
 
@@ -238,13 +236,12 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg,
     g->backend = p->backend == ST_BACKEND_AUTO ? (all_nccl ? ST_BACKEND_NCCL : ST_BACKEND_MPI)
                                                : p->backend;
     if (g->backend == ST_BACKEND_NCCL && !all_nccl) {
-        st_config_origin_of(cfg, "parallel", "backend", &file, &line);
-        st_error_at(file, line, "parallel.backend = nccl but %s; hint: set "
-                    "parallel.backend = mpi or auto",
-                    !st_comm_nccl_available() ? "this build has no NCCL"
-                    : rt->device < 0 ? "this rank computes on the CPU (no CUDA device bound)"
-                                     : "another rank has no CUDA device");
-        return ST_EXIT_USAGE;
+        return st_config_error(cfg, "parallel", "backend", "parallel.backend = nccl but %s; "
+                               "hint: set parallel.backend = mpi or auto",
+                               !st_comm_nccl_available() ? "this build has no NCCL"
+                               : rt->device < 0 ? "this rank computes on the CPU (no CUDA "
+                                                  "device bound)"
+                                                : "another rank has no CUDA device");
     }
 
     MPI_Comm shard = MPI_COMM_NULL, rep = MPI_COMM_NULL;

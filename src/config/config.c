@@ -10,6 +10,7 @@
 #include "config/config.h"
 
 #include "base/log.h"
+#include "config/origin.h"
 #include "config/schema.h"
 
 #include <ctype.h>
@@ -573,59 +574,56 @@ static int resolve(st_config *cfg)
 
 /* Cross-key errors point at `primary` when the user set it, else at
  * `other` when the user set that, so the line shown is one to edit. */
-static void blame(const st_config *cfg, const char *sec, const char *primary,
-                  const char *other, const char **file, int *line)
+static int cross_key_error(const st_config *cfg, const char *sec, const char *primary,
+                           const char *other, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int cross_key_error(const st_config *cfg, const char *sec, const char *primary,
+                           const char *other, const char *fmt, ...)
 {
     const char *key = primary;
-    if (!is_explicit(cfg, sec, primary) && other && is_explicit(cfg, sec, other))
+    if (!is_explicit(cfg, sec, primary) && is_explicit(cfg, sec, other))
         key = other;
-    st_config_origin_of(cfg, sec, key, file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = st_config_verror(cfg, sec, key, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 static int validate(const st_config *cfg)
 {
     const st_model_config *m = &cfg->model;
-    const char *f;
-    int l;
-    if (m->d_model % m->n_head) {
-        blame(cfg, "model", "n_head", "d_model", &f, &l);
-        st_error_at(f, l, "model.d_model = %lld is not divisible by model.n_head = %lld; "
-                    "hint: pick n_head dividing d_model", (long long)m->d_model, (long long)m->n_head);
-        return ST_EXIT_USAGE;
-    }
-    if (m->n_head % m->n_kv_head) {
-        blame(cfg, "model", "n_kv_head", "n_head", &f, &l);
-        st_error_at(f, l, "model.n_head = %lld is not divisible by model.n_kv_head = %lld; "
-                    "hint: pick n_kv_head dividing n_head", (long long)m->n_head, (long long)m->n_kv_head);
-        return ST_EXIT_USAGE;
-    }
-    if (m->arch == ST_ARCH_GPT2 && m->n_kv_head != m->n_head) {
-        blame(cfg, "model", "n_kv_head", "arch", &f, &l);
-        st_error_at(f, l, "arch gpt2 needs model.n_kv_head = model.n_head (got %lld and %lld); "
-                    "hint: remove n_kv_head or use arch = llama for grouped-query attention",
-                    (long long)m->n_kv_head, (long long)m->n_head);
-        return ST_EXIT_USAGE;
-    }
-    if (m->arch == ST_ARCH_LLAMA && (m->d_model / m->n_head) % 2) {
-        blame(cfg, "model", "n_head", "d_model", &f, &l);
-        st_error_at(f, l, "head dimension d_model/n_head = %lld is odd; "
-                    "hint: RoPE (arch llama) needs an even head dimension",
-                    (long long)(m->d_model / m->n_head));
-        return ST_EXIT_USAGE;
-    }
-    if (cfg->train.global_batch % cfg->train.micro_batch) {
-        blame(cfg, "train", "global_batch", "micro_batch", &f, &l);
-        st_error_at(f, l, "train.global_batch = %lld is not a multiple of train.micro_batch = %lld; "
-                    "hint: make it a multiple", (long long)cfg->train.global_batch,
-                    (long long)cfg->train.micro_batch);
-        return ST_EXIT_USAGE;
-    }
-    if (cfg->optim.min_lr > cfg->optim.lr) {
-        blame(cfg, "optim", "min_lr", "lr", &f, &l);
-        st_error_at(f, l, "optim.min_lr = %g is above optim.lr = %g; hint: min_lr <= lr",
-                    cfg->optim.min_lr, cfg->optim.lr);
-        return ST_EXIT_USAGE;
-    }
+    if (m->d_model % m->n_head)
+        return cross_key_error(cfg, "model", "n_head", "d_model",
+                               "model.d_model = %lld is not divisible by model.n_head = %lld; "
+                               "hint: pick n_head dividing d_model",
+                               (long long)m->d_model, (long long)m->n_head);
+    if (m->n_head % m->n_kv_head)
+        return cross_key_error(cfg, "model", "n_kv_head", "n_head",
+                               "model.n_head = %lld is not divisible by model.n_kv_head = %lld; "
+                               "hint: pick n_kv_head dividing n_head",
+                               (long long)m->n_head, (long long)m->n_kv_head);
+    if (m->arch == ST_ARCH_GPT2 && m->n_kv_head != m->n_head)
+        return cross_key_error(cfg, "model", "n_kv_head", "arch",
+                               "arch gpt2 needs model.n_kv_head = model.n_head (got %lld and "
+                               "%lld); hint: remove n_kv_head or use arch = llama for "
+                               "grouped-query attention",
+                               (long long)m->n_kv_head, (long long)m->n_head);
+    if (m->arch == ST_ARCH_LLAMA && (m->d_model / m->n_head) % 2)
+        return cross_key_error(cfg, "model", "n_head", "d_model",
+                               "head dimension d_model/n_head = %lld is odd; "
+                               "hint: RoPE (arch llama) needs an even head dimension",
+                               (long long)(m->d_model / m->n_head));
+    if (cfg->train.global_batch % cfg->train.micro_batch)
+        return cross_key_error(cfg, "train", "global_batch", "micro_batch",
+                               "train.global_batch = %lld is not a multiple of "
+                               "train.micro_batch = %lld; hint: make it a multiple",
+                               (long long)cfg->train.global_batch,
+                               (long long)cfg->train.micro_batch);
+    if (cfg->optim.min_lr > cfg->optim.lr)
+        return cross_key_error(cfg, "optim", "min_lr", "lr",
+                               "optim.min_lr = %g is above optim.lr = %g; hint: min_lr <= lr",
+                               cfg->optim.min_lr, cfg->optim.lr);
     return 0;
 }
 
@@ -682,20 +680,6 @@ void st_config_free(st_config *cfg)
     cfg->origin = NULL;
 }
 
-void st_config_origin_of(const st_config *cfg, const char *section, const char *key,
-                         const char **file, int *line)
-{
-    int idx = st_schema_index(section, key);
-    const struct st_config_origin *o = idx >= 0 && cfg->origin ? &cfg->origin[idx] : NULL;
-    if (o && o->src == ST_FROM_CMDLINE) {
-        *file = "command line";
-        *line = o->line;
-    } else {
-        *file = cfg->path ? cfg->path : "configuration";
-        *line = o && o->src == ST_FROM_FILE ? o->line : 0;
-    }
-}
-
 const char *st_enum_name(const char *section, const char *key, int value)
 {
     int idx = st_schema_index(section, key);
@@ -710,62 +694,4 @@ const char *st_enum_name(const char *section, const char *key, int value)
         if (i == value)
             return k->values[i];
     return "?";
-}
-
-/* Shortest %g form that reads back as the same double, so `check` output
- * fed back as a config reproduces the run exactly. */
-static void format_double(char *buf, size_t n, double v)
-{
-    if (v == floor(v) && fabs(v) < 1e15) {
-        snprintf(buf, n, "%.0f", v);   /* 10000, not 1e+04 */
-        return;
-    }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, n, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            return;
-    }
-}
-
-static void format_value(const st_config *cfg, const st_key *k, char *buf, size_t n)
-{
-    const void *p = field(cfg, k);
-    switch (k->type) {
-    case ST_T_INT: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
-    case ST_T_FLOAT: format_double(buf, n, *(const double *)p); break;
-    case ST_T_BOOL: snprintf(buf, n, "%s", *(const int *)p ? "true" : "false"); break;
-    case ST_T_ENUM: snprintf(buf, n, "%s", st_enum_name(k->section, k->key, *(const int *)p)); break;
-    case ST_T_STRING: snprintf(buf, n, "%s", *(char *const *)p ? *(char *const *)p : ""); break;
-    }
-}
-
-void st_config_print(const st_config *cfg, FILE *out)
-{
-    char val[4096];
-    int width = 0;
-    for (int i = 0; i < st_schema_n; i++) {
-        format_value(cfg, &st_schema[i], val, sizeof val);
-        int w = (int)(strlen(st_schema[i].key) + 3 + strlen(val));
-        if (w > width && w <= 48)
-            width = w;
-    }
-    for (int s = 0; st_sections[s]; s++) {
-        fprintf(out, "%s[%s]\n", s ? "\n" : "", st_sections[s]);
-        for (int i = 0; i < st_schema_n; i++) {
-            const st_key *k = &st_schema[i];
-            if (strcmp(k->section, st_sections[s]) != 0)
-                continue;
-            const struct st_config_origin *o = &cfg->origin[i];
-            char line[4200];
-            format_value(cfg, k, val, sizeof val);
-            snprintf(line, sizeof line, "%s = %s", k->key, val);
-            fprintf(out, "%-*s  ; from ", width, line);
-            switch (o->src) {
-            case ST_FROM_PRESET: fprintf(out, "preset %s\n", cfg->model.preset); break;
-            case ST_FROM_FILE: fprintf(out, "%s:%d\n", cfg->path, o->line); break;
-            case ST_FROM_CMDLINE: fprintf(out, "command line\n"); break;
-            default: fprintf(out, "default\n"); break;
-            }
-        }
-    }
 }

@@ -105,16 +105,6 @@ int st_config_load(st_config *cfg, const char *path,
 int st_config_defaults(st_config *cfg);
 void st_config_free(st_config *cfg);
 
-/* `shardtrain check`: print every key with its resolved value and where it
- * came from (default, preset, FILE:LINE, command line). */
-void st_config_print(const st_config *cfg, FILE *out);
-
-/* Where a key's value was set, for errors found after loading (for example
- * global_batch not divisible by micro_batch x ranks once the world size is
- * known): fills *file and *line (line 0 when not from a file line) */
-void st_config_origin_of(const st_config *cfg, const char *section,
-                         const char *key, const char **file, int *line);
-
 const char *st_enum_name(const char *section, const char *key, int value);
 
 #ifdef __cplusplus

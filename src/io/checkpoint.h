@@ -1,6 +1,7 @@
-/* Sharded, verified, reshardable checkpoints: saving (checkpoint.c),
- * reading, validation and resharding (checkpoint_read.c), preemption by
- * signal (checkpoint.c) and `shardtrain export` (export.c).
+/* Sharded, verified, reshardable checkpoints: saving (checkpoint_write.c),
+ * reading, validation and resharding (checkpoint_read.c) and `shardtrain
+ * export` (cli/cmd_export.c).  When to save is the train loop's policy
+ * (train/boundary.h).
  *
  * A checkpoint is DIR/step_NNNNNNNN/ holding manifest.json and one file per
  * shard index, shard_IIIII-of-SSSSS.bin.  A shard file holds, for each unit
@@ -27,30 +28,13 @@
 #define ST_CKPT_MANIFEST "manifest.json"
 #define ST_CKPT_LATEST "latest"
 
-/* ---- writing (checkpoint.c) ------------------------------------------- */
+/* ---- writing (checkpoint_write.c) ------------------------------------- */
 
 /* Write the checkpoint of `step` completed steps into checkpoint.dir:
  * temporary directory, fsync, rename, then (after every rank is done) the
  * `latest` pointer and pruning to checkpoint.keep.  Collective over the
  * world.  Returns an exit status, the same on every rank. */
 int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t step);
-
-/* After `done` completed steps: the periodic save (every checkpoint.every
- * steps and at the last step, when checkpoint.every > 0), then the
- * preemption check, one all-reduce of the signal flag so that every rank
- * decides the same; when a signal came, a checkpoint of this step, the
- * Slurm requeue and ST_EXIT_PREEMPTED.  Collective.  Returns 0 to go on,
- * or an exit status. */
-int st_ckpt_step_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
-                          int64_t done);
-
-/* SIGUSR1 and SIGTERM only set a flag (the handler does nothing else). */
-void st_ckpt_install_signals(void);
-/* The signal number caught since start, or 0. */
-int st_ckpt_signal_pending(void);
-/* rank 0 under Slurm with checkpoint.requeue: `scontrol requeue JOB`; a
- * failure is a warning. */
-void st_ckpt_requeue(const st_config *cfg, int rank);
 
 /* ---- reading (checkpoint_read.c) -------------------------------------- */
 
@@ -99,7 +83,7 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
 int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
                    int64_t *start_step);
 
-/* ---- export (export.c) ------------------------------------------------ */
+/* ---- export (cli/cmd_export.c) ---------------------------------------- */
 
 /* `shardtrain export CKPT OUT_DIR`: one process, no MPI. */
 int st_export_main(const char *ckpt, const char *out_dir);

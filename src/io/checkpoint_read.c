@@ -395,8 +395,12 @@ static int load_into(st_fsdp *f, const st_config *cfg, const char *dir, char *er
      * read_bytes' block buffer). */
     static const st_fsdp_array arr[3] = {ST_FSDP_PARAMS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V};
     float *stage = rc ? NULL : malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
-    if (!rc && !stage)
-        st_die(ST_EXIT_FAILURE, "out of memory allocating a host staging buffer");
+    if (!rc && !stage) {
+        /* Printed here, not left in err: it is this rank's failure, not the
+         * checkpoint's, and the only one with ST_EXIT_FAILURE. */
+        st_error(NULL, "out of memory allocating a host staging buffer");
+        rc = ST_EXIT_FAILURE;
+    }
     for (int u = 0; u < f->n_units && !rc; u++) {
         const st_fsdp_unit *x = &f->units[u];
         for (int k = 0; k < 3 && !rc; k++) {
@@ -430,6 +434,10 @@ static int load_agreed(st_fsdp *f, const st_config *cfg, const st_runtime *rt, c
     int first_bad = st_runtime_agree(rc ? rt->world - rt->rank : 0);
     if (!first_bad)
         return 0;
+    /* Out of memory says nothing about the checkpoint: stop rather than
+     * fall back to an older one. */
+    if (st_runtime_agree(rc == ST_EXIT_FAILURE ? rc : 0))
+        return ST_EXIT_FAILURE;
     if (rt->rank == rt->world - first_bad) {
         if (as_warning)
             st_warn("%s; falling back to an older checkpoint", err);
@@ -500,7 +508,7 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
     } else if (ns > 0 && rt->rank == 0) {
         st_warn("%s; trying the step directories", err);
     }
-    for (size_t i = 0; i < ns && (rc || !tried_latest); i++) {
+    for (size_t i = 0; i < ns && rc != ST_EXIT_FAILURE && (rc || !tried_latest); i++) {
         char d2[8192];
         snprintf(d2, sizeof d2, "%s/step_%08lld", cfg->checkpoint.dir, steps[i]);
         if (tried_latest && !strcmp(d2, dir))
@@ -512,6 +520,8 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
     free(steps);
     if (!tried_latest)
         return 0;  /* nothing saved yet: a fresh start */
+    if (rc == ST_EXIT_FAILURE)
+        return rc; /* reported where it happened */
     if (rc) {
         if (rt->rank == 0)
             st_error(cfg->checkpoint.dir, "checkpoint.resume = auto found no loadable "

@@ -1,5 +1,5 @@
-/* Writing checkpoints (see checkpoint.h), and the preemption signals that
- * ask for one.  The write is ordered so that a crash at any moment leaves
+/* Writing checkpoints (see checkpoint.h); train/boundary.c decides when.
+ * The write is ordered so that a crash at any moment leaves
  * the previous checkpoint loadable: every file goes into a temporary
  * directory and is fsynced; after a collective (every shard is on disk)
  * rank 0 writes the manifest, renames the directory into place, and only
@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/files.h"
+#include "base/test_faults.h"
 #include "config/schema.h"
 
 #include <dirent.h>
@@ -18,62 +19,12 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-extern char **environ;
-
-/* ---- signals ---------------------------------------------------------- */
-
-static volatile sig_atomic_t pending_signal;
-
-static void on_signal(int sig) { pending_signal = sig; }
-
-void st_ckpt_install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    /* Restart interrupted system calls: MPI and file I/O in flight must not
-     * see EINTR because a flag was set. */
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-int st_ckpt_signal_pending(void) { return pending_signal; }
-
-void st_ckpt_requeue(const st_config *cfg, int rank)
-{
-    const char *job = getenv("SLURM_JOB_ID");
-    if (!cfg->checkpoint.requeue || rank != 0 || !job || !*job)
-        return;
-    /* argv, not a shell string: the job id is never parsed by a shell. */
-    char *argv[] = {"scontrol", "requeue", (char *)job, NULL};
-    pid_t pid;
-    int err = posix_spawnp(&pid, "scontrol", NULL, NULL, argv, environ);
-    if (err) {
-        st_warn("cannot run scontrol requeue %s: %s; the job is not requeued", job,
-                strerror(err));
-        return;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        st_warn("scontrol requeue %s failed (status %d); the job is not requeued", job,
-                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    else
-        st_info("shardtrain: requeued Slurm job %s", job);
-}
 
 /* ---- filesystem helpers ----------------------------------------------- */
 
@@ -91,31 +42,6 @@ static int rm_rf(const char *path)
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static int fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    int r = fsync(fd);
-    close(fd);
-    return r;
-}
-
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* ---- one shard file ---------------------------------------------------- */
 
 /* Streams bytes to a file while hashing the whole file and each block. */
@@ -128,7 +54,7 @@ typedef struct {
 
 static int hw_write(hashed_writer *w, const void *data, size_t n)
 {
-    if (write_all(w->fd, data, n))
+    if (st_write_all(w->fd, data, n))
         return -1;
     XXH64_update(w->all, data, n);
     const char *p = data;
@@ -155,12 +81,6 @@ static int64_t file_bytes_of(const st_fsdp *f)
     for (int u = 0; u < f->n_units; u++)
         b += 3 * f->units[u].shard * (int64_t)sizeof(float);
     return b;
-}
-
-static long crash_step(void)
-{
-    const char *s = getenv("SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT");
-    return s && *s ? strtol(s, NULL, 10) : -1;
 }
 
 /* Write this rank's shard; hashes[0] = whole file, hashes[1..] = blocks.
@@ -190,7 +110,7 @@ static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_
                 bad = hw_write(&w, stage, sizeof(float) * (size_t)n);
             }
             /* Testing aid: die between the writes of a checkpoint. */
-            if (u == 0 && k == 0 && crash_step() == step)
+            if (u == 0 && k == 0 && st_fault_crash_in_checkpoint(step))
                 _exit(ST_EXIT_FAILURE);
         }
     }
@@ -384,23 +304,29 @@ static void prune(const char *dir, int64_t keep, int64_t current)
     free(steps);
 }
 
+/* A NUL-terminated line as a whole file, for st_file_write_atomic. */
+static int write_text(int fd, void *text)
+{
+    return st_write_all(fd, text, strlen(text));
+}
+
 /* Rank 0, after every shard is on disk. */
 static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t step,
                    const char *tmp, const uint64_t *all, int64_t n_blocks, int stride)
 {
     const char *dir = cfg->checkpoint.dir;
-    char path[8400], final[8400], old[8400];
+    char path[8400], final[8400], old[8400], latest[8400];
     json_t *root = manifest_json(f, cfg, rt, step, all, n_blocks, stride);
     snprintf(path, sizeof path, "%s/%s", tmp, ST_CKPT_MANIFEST);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
     json_decref(root);
-    int bad = fd < 0 || !text || write_all(fd, text, strlen(text)) || write_all(fd, "\n", 1) ||
-              fsync(fd) != 0;
+    int bad = fd < 0 || !text || st_write_all(fd, text, strlen(text)) ||
+              st_write_all(fd, "\n", 1) || fsync(fd) != 0;
     free(text);
     if (fd >= 0 && close(fd) != 0)
         bad = 1;
-    if (bad || fsync_path(tmp) != 0) {
+    if (bad || st_fsync_dir(tmp) != 0) {
         st_error(path, "cannot write checkpoint manifest: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
@@ -413,20 +339,16 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
         st_error(final, "cannot replace existing checkpoint: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
-    if (rename(tmp, final) != 0 || fsync_path(dir) != 0) {
+    if (rename(tmp, final) != 0 || st_fsync_dir(dir) != 0) {
         st_error(final, "cannot rename checkpoint into place: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
     snprintf(path, sizeof path, "%s/.latest.tmp", dir);
     char line[64];
-    int len = snprintf(line, sizeof line, "step_%08lld\n", (long long)step);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    bad = fd < 0 || write_all(fd, line, (size_t)len) || fsync(fd) != 0;
-    if (fd >= 0 && close(fd) != 0)
-        bad = 1;
-    snprintf(old, sizeof old, "%s/%s", dir, ST_CKPT_LATEST);
-    if (bad || rename(path, old) != 0 || fsync_path(dir) != 0) {
-        st_error(old, "cannot update the latest pointer: %s", strerror(errno));
+    snprintf(line, sizeof line, "step_%08lld\n", (long long)step);
+    snprintf(latest, sizeof latest, "%s/%s", dir, ST_CKPT_LATEST);
+    if (st_file_write_atomic(latest, path, 0666, write_text, line)) {
+        st_error(latest, "cannot update the latest pointer: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
     prune(dir, cfg->checkpoint.keep, step);
@@ -457,7 +379,7 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
     if (writer) {
         snprintf(path, sizeof path, "%s/shard_%05d-of-%05d.bin", tmp, f->shard_rank, f->S);
         rc = write_shard(f, path, step, mine);
-    } else if (crash_step() == step) {
+    } else if (st_fault_crash_in_checkpoint(step)) {
         _exit(ST_EXIT_FAILURE);
     }
     uint64_t *all = rt->rank == 0 ? st_alloc(sizeof(uint64_t) * (size_t)stride *
@@ -475,31 +397,4 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
     if (!rc)
         st_info("shardtrain: checkpoint %s/step_%08lld written", dir, (long long)step);
     return rc;
-}
-
-int st_ckpt_step_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
-                          int64_t done)
-{
-    const int last = done >= cfg->train.steps;
-    const int64_t every = cfg->checkpoint.every;
-    int saved = 0, rc = 0;
-    if (every > 0 && (done % every == 0 || last)) {
-        if ((rc = st_ckpt_save(f, cfg, rt, done)))
-            return rc;
-        saved = 1;
-    }
-    /* At the last step the run is finishing anyway. */
-    if (last)
-        return 0;
-    int sig = st_runtime_agree(st_ckpt_signal_pending());
-    if (!sig)
-        return 0;
-    if (!saved && (rc = st_ckpt_save(f, cfg, rt, done)))
-        return rc;
-    st_warn("rank %d: %s received; checkpoint of step %lld written, exiting with status %d "
-            "(resume with checkpoint.resume = auto)", rt->rank,
-            sig == SIGUSR1 ? "SIGUSR1" : sig == SIGTERM ? "SIGTERM" : "a signal",
-            (long long)done, ST_EXIT_PREEMPTED);
-    st_ckpt_requeue(cfg, rt->rank);
-    return ST_EXIT_PREEMPTED;
 }

@@ -20,6 +20,7 @@
  *    walk the set from its start and wrap around. */
 #include "io/data.h"
 
+#include "base/files.h"
 #include "base/log.h"
 #include "base/rng.h"
 
@@ -354,49 +355,43 @@ void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out)
     }
 }
 
-static int write_all(int fd, const void *buf, size_t len)
+/* Tokens are converted to the file's width CHUNK at a time. */
+enum { CHUNK = 65536 };
+
+/* The body of a token file, for st_file_write_atomic. */
+typedef struct {
+    const uint32_t *tokens;
+    int64_t n;
+    int version, token_bytes;
+    unsigned char *buf;      /* CHUNK tokens of the file's width */
+} token_file;
+
+static int write_tokens(int fd, void *ctx)
 {
-    const unsigned char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
+    const token_file *tf = ctx;
+    unsigned char header[HEADER_BYTES];
+    memset(header, 0, sizeof header);
+    store_le32(header, tf->version == VERSION_U16 ? MAGIC_U16 : MAGIC_U32);
+    store_le32(header + 4, (uint32_t)tf->version);
+    store_le32(header + 8, (uint32_t)tf->n);
+    if (st_write_all(fd, header, sizeof header))
+        return -1;
+    for (int64_t i = 0; i < tf->n; i += CHUNK) {
+        int64_t m = tf->n - i < CHUNK ? tf->n - i : CHUNK;
+        for (int64_t k = 0; k < m; k++) {
+            uint32_t t = tf->tokens[i + k];
+            unsigned char *p = tf->buf + (size_t)k * (size_t)tf->token_bytes;
+            if (tf->token_bytes == 2) {
+                p[0] = (unsigned char)t;
+                p[1] = (unsigned char)(t >> 8);
+            } else {
+                store_le32(p, t);
+            }
         }
-        p += w;
-        len -= (size_t)w;
+        if (st_write_all(fd, tf->buf, (size_t)m * (size_t)tf->token_bytes))
+            return -1;
     }
     return 0;
-}
-
-/* Make the rename itself durable; failure here is reported, since a crash
- * could otherwise lose a file the user was told exists. */
-static int fsync_parent(const char *path)
-{
-    char *dir = strdup(path);
-    if (!dir)
-        return -1;
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash == dir)
-        d = "/";
-    else if (slash) {
-        *slash = '\0';
-        d = dir;
-    }
-    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc = -1;
-    if (fd >= 0) {
-        rc = fsync(fd);
-        /* Some file systems refuse fsync on directories; nothing to do. */
-        if (rc != 0 && (errno == EINVAL || errno == EBADF))
-            rc = 0;
-        if (close(fd) != 0)
-            rc = -1;
-    }
-    free(dir);
-    return rc;
 }
 
 int st_write_token_file(const char *path, const uint32_t *tokens, int64_t n,
@@ -430,76 +425,32 @@ int st_write_token_file(const char *path, const uint32_t *tokens, int64_t n,
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
-    if (!tmp) {
+    token_file tf = {tokens, n, version, token_bytes, malloc((size_t)CHUNK * 4)};
+    if (!tmp || !tf.buf) {
         st_error(path, "out of memory");
+        free(tmp);
+        free(tf.buf);
         return ST_EXIT_FAILURE;
     }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
-
-    /* Write beside the target and rename, so a reader never sees half a
-     * file and a crash leaves the old file (or none). */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    int step = st_file_write_atomic(path, tmp, 0644, write_tokens, &tf);
+    free(tf.buf);
+    switch (step) {
+    case ST_ATOMIC_CREATE:
         st_error(tmp, "cannot create: %s; check the directory exists and is writable",
                  strerror(errno));
-        free(tmp);
-        return ST_EXIT_FAILURE;
-    }
-    unsigned char header[HEADER_BYTES];
-    memset(header, 0, sizeof header);
-    store_le32(header, version == VERSION_U16 ? MAGIC_U16 : MAGIC_U32);
-    store_le32(header + 4, (uint32_t)version);
-    store_le32(header + 8, (uint32_t)n);
-    int ok = write_all(fd, header, sizeof header) == 0;
-
-    enum { CHUNK = 65536 };
-    unsigned char *buf = ok ? malloc((size_t)CHUNK * 4) : NULL;
-    if (ok && !buf) {
-        close(fd);
-        unlink(tmp);
-        st_error(path, "out of memory");
-        free(tmp);
-        return ST_EXIT_FAILURE;
-    }
-    for (int64_t i = 0; ok && i < n; i += CHUNK) {
-        int64_t m = n - i < CHUNK ? n - i : CHUNK;
-        for (int64_t k = 0; k < m; k++) {
-            uint32_t t = tokens[i + k];
-            unsigned char *p = buf + (size_t)k * (size_t)token_bytes;
-            if (token_bytes == 2) {
-                p[0] = (unsigned char)t;
-                p[1] = (unsigned char)(t >> 8);
-            } else {
-                store_le32(p, t);
-            }
-        }
-        ok = write_all(fd, buf, (size_t)m * (size_t)token_bytes) == 0;
-    }
-    free(buf);
-    if (ok)
-        ok = fsync(fd) == 0;
-    int saved = errno;
-    if (close(fd) != 0 && ok) {
-        ok = 0;
-        saved = errno;
-    }
-    if (!ok) {
-        st_error(tmp, "cannot write: %s; check free disk space", strerror(saved));
-        unlink(tmp);
-        free(tmp);
-        return ST_EXIT_FAILURE;
-    }
-    if (rename(tmp, path) != 0) {
+        break;
+    case ST_ATOMIC_WRITE:
+        st_error(tmp, "cannot write: %s; check free disk space", strerror(errno));
+        break;
+    case ST_ATOMIC_RENAME:
         st_error(path, "cannot rename %s into place: %s", tmp, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return ST_EXIT_FAILURE;
+        break;
+    case ST_ATOMIC_SYNC_DIR:
+        st_error(path, "cannot sync its directory: %s", strerror(errno));
+        break;
     }
     free(tmp);
-    if (fsync_parent(path) != 0) {
-        st_error(path, "cannot sync its directory: %s", strerror(errno));
-        return ST_EXIT_FAILURE;
-    }
-    return 0;
+    return step ? ST_EXIT_FAILURE : 0;
 }

@@ -20,6 +20,7 @@
 #include "io/hf_import.h"
 #include "kernels/cpu_ops.h"
 #include "base/log.h"
+#include "base/test_faults.h"
 #include "io/safetensors_parse.h"
 
 #include <errno.h>
@@ -56,13 +57,24 @@ typedef struct {
     src_file *files;
 } source;
 
+/* Prints the error and returns the status for it; reading names the file
+ * being read, or is NULL. */
+static int out_of_memory(const char *reading)
+{
+    if (reading)
+        st_error(NULL, "out of memory reading %s", reading);
+    else
+        st_error(NULL, "out of memory");
+    return ST_EXIT_FAILURE;
+}
+
+/* dir/name in new memory; NULL when out of memory. */
 static char *join(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
-    if (!p)
-        st_die(ST_EXIT_FAILURE, "out of memory");
-    snprintf(p, n, "%s/%s", dir, name);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
     return p;
 }
 
@@ -102,7 +114,7 @@ static int open_file(src_file *f, const char *path, const char *named_by, st_hf_
      * refused as not a regular file just below. */
     f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (!f->path)
-        st_die(ST_EXIT_FAILURE, "out of memory");
+        return out_of_memory(NULL);
     if (f->fd < 0) {
         if (named_by)
             st_error(named_by, "shard '%s' cannot be opened: %s; hint: the index names "
@@ -131,7 +143,7 @@ static int open_file(src_file *f, const char *path, const char *named_by, st_hf_
     }
     char *json = malloc((size_t)hlen);
     if (!json)
-        st_die(ST_EXIT_FAILURE, "out of memory reading %s", path);
+        return out_of_memory(path);
     if (pread_full(f->fd, json, (size_t)hlen, 8) != 0) {
         st_error(path, "cannot read the header: %s", errno ? strerror(errno) : "file shrank");
         free(json);
@@ -151,7 +163,7 @@ static int add_file(source *s, const char *path, const char *named_by, st_hf_io 
 {
     src_file *nf = realloc(s->files, sizeof *nf * (size_t)(s->n_files + 1));
     if (!nf)
-        st_die(ST_EXIT_FAILURE, "out of memory");
+        return out_of_memory(NULL);
     s->files = nf;
     src_file *f = &s->files[s->n_files++];
     memset(f, 0, sizeof *f);
@@ -180,8 +192,10 @@ static int open_index(source *s, const char *dir, st_hf_io *io)
         return ST_EXIT_USAGE;
     }
     char *buf = malloc((size_t)sb.st_size + 1);
-    if (!buf)
-        st_die(ST_EXIT_FAILURE, "out of memory");
+    if (!buf) {
+        fclose(fp);
+        return out_of_memory(NULL);
+    }
     size_t n = fread(buf, 1, (size_t)sb.st_size, fp);
     fclose(fp);
     io->header_read += n;
@@ -223,7 +237,7 @@ static int open_index(source *s, const char *dir, st_hf_io *io)
         if (seen)
             continue;
         char *p = join(dir, shard);
-        int rc = add_file(s, p, ip, io);
+        int rc = p ? add_file(s, p, ip, io) : out_of_memory(NULL);
         free(p);
         if (rc)
             return rc;
@@ -244,6 +258,11 @@ static int open_source(source *s, const char *init, const st_model_config *mc, s
         return add_file(s, init, NULL, io);
     char *cfg = join(init, CONFIG_NAME), *single = join(init, SINGLE_NAME);
     s->index_path = join(init, INDEX_NAME);
+    if (!cfg || !single || !s->index_path) {
+        free(cfg);
+        free(single);
+        return out_of_memory(NULL);     /* close_source frees index_path */
+    }
     int rc = 0, has_index = is_regular(s->index_path), has_single = is_regular(single);
     /* The config's shape is checked first: a mismatch there names the field,
      * which says more than the tensor shapes that would follow from it. */
@@ -485,7 +504,7 @@ static int read_elements(const src_file *f, const st_stp_tensor *s, uint64_t e0,
     enum { CHUNK = 1 << 20 };
     uint16_t *stage = malloc(sizeof(uint16_t) * (size_t)(n < CHUNK ? n : CHUNK));
     if (!stage)
-        st_die(ST_EXIT_FAILURE, "out of memory reading %s", f->path);
+        return out_of_memory(f->path);
     for (uint64_t done = 0; done < n;) {
         uint64_t k = n - done < CHUNK ? n - done : CHUNK;
         if (pread_full(f->fd, stage, (size_t)k * 2, off + done * 2) != 0) {
@@ -545,7 +564,7 @@ int st_hf_load_slices(const char *init, const st_model *m, const st_model_config
     memset(&s, 0, sizeof s);
     mapping *map = malloc(sizeof *map * (size_t)m->n_tensors);
     if (!map)
-        st_die(ST_EXIT_FAILURE, "out of memory");
+        return out_of_memory(NULL);
     int rc = open_source(&s, init, mc, io);
     rc = rc ? rc : build_mapping(&s, m, map);
     if (!rc) {
@@ -553,7 +572,7 @@ int st_hf_load_slices(const char *init, const st_model *m, const st_model_config
             io->data_total += map[i].t->end - map[i].t->begin;
         rc = read_slices(&s, m, map, lo, len, dst, io);
     }
-    if (!rc && getenv("SHARDTRAIN_DEBUG_IO"))
+    if (!rc && st_fault_debug_io())
         fprintf(stderr, "shardtrain: debug: rank %d read %llu of %llu tensor data bytes "
                 "and %llu header bytes from %d files\n", st_log_rank(),
                 (unsigned long long)io->data_read, (unsigned long long)io->data_total,

@@ -1,24 +1,49 @@
-/* safetensors writer (see safetensors.h).  Layout: an 8-byte
+/* safetensors writer (see safetensors_write.h).  Layout: an 8-byte
  * little-endian header length n, n bytes of JSON mapping each tensor name
  * to {dtype, shape, data_offsets [begin, end)} relative to the data that
  * follows, plus an optional "__metadata__" object.  Reading is in
  * safetensors_parse.c (the header) and hf_import.c (the tensors). */
 #include "io/safetensors_write.h"
+#include "base/files.h"
 #include "base/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+/* What st_file_write_atomic needs to write the file. */
+typedef struct {
+    const char *header;      /* the JSON */
+    size_t header_len, padded_len;
+    const st_model *m;
+    float *const *unit_params;
+} weights_file;
 
-int st_safetensors_save_model(const char *path, const st_model *m,
-                              float *const *unit_params)
+static int write_weights(int fd, void *ctx)
+{
+    const weights_file *w = ctx;
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)((uint64_t)w->padded_len >> (8 * i));
+    static const char spaces[] = "       ";   /* padding is at most 7 */
+    if (st_write_all(fd, le, 8) || st_write_all(fd, w->header, w->header_len) ||
+        st_write_all(fd, spaces, w->padded_len - w->header_len))
+        return -1;
+    /* Tensors in table order, which is how the offsets were assigned. */
+    for (int i = 0; i < w->m->n_tensors; i++) {
+        const st_tensor *t = &w->m->tensors[i];
+        const float *src = w->unit_params[t->unit] + t->offset;
+        if (st_write_all(fd, src, sizeof(float) * (size_t)t->numel))
+            return -1;
+    }
+    return 0;
+}
+
+/* The JSON header, keys sorted; NULL when out of memory. */
+static char *header_json(const st_model *m)
 {
     json_t *hdr = json_object();
     uint64_t off = 0;
@@ -37,44 +62,33 @@ int st_safetensors_save_model(const char *path, const st_model *m,
     json_object_set_new(hdr, "__metadata__", json_pack("{s:s}", "format", "pt"));
     char *text = json_dumps(hdr, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(hdr);
-    if (!text)
-        st_die(ST_EXIT_FAILURE, "out of memory writing %s", path);
-    /* Pad the header with spaces so tensor data starts 8-byte aligned. */
-    size_t n = strlen(text), padded = (n + 7) / 8 * 8;
+    return text;
+}
 
+int st_safetensors_save_model(const char *path, const st_model *m,
+                              float *const *unit_params)
+{
+    char *text = header_json(m);
+    if (!text) {
+        st_error(NULL, "out of memory writing %s", path);
+        return ST_EXIT_FAILURE;
+    }
+    /* Pad the header with spaces so tensor data starts 8-byte aligned. */
+    size_t n = strlen(text);
+    weights_file w = {text, n, (n + 7) / 8 * 8, m, unit_params};
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         free(text);
         st_error(path, "path too long");
         return ST_EXIT_FAILURE;
     }
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        free(text);
-        st_error(tmp, "cannot create: %s; hint: check checkpoint.dir", strerror(errno));
-        return ST_EXIT_FAILURE;
-    }
-    uint64_t hlen = padded;
-    unsigned char le[8];
-    for (int i = 0; i < 8; i++)
-        le[i] = (unsigned char)(hlen >> (8 * i));
-    int ok = fwrite(le, 1, 8, f) == 8 && fwrite(text, 1, n, f) == n;
-    for (size_t i = n; ok && i < padded; i++)
-        ok = fputc(' ', f) != EOF;
+    int step = st_file_write_atomic(path, tmp, 0666, write_weights, &w);
     free(text);
-    /* Tensors in table order, which is how the offsets were assigned. */
-    for (int i = 0; ok && i < m->n_tensors; i++) {
-        const st_tensor *t = &m->tensors[i];
-        const float *src = unit_params[t->unit] + t->offset;
-        ok = fwrite(src, sizeof(float), (size_t)t->numel, f) == (size_t)t->numel;
-    }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0)
-        ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
+    if (step == ST_ATOMIC_CREATE)
+        st_error(tmp, "cannot create: %s; hint: check checkpoint.dir", strerror(errno));
+    else if (step == ST_ATOMIC_SYNC_DIR)
+        st_error(path, "cannot sync its directory: %s", strerror(errno));
+    else if (step)
         st_error(path, "cannot write: %s", strerror(errno));
-        unlink(tmp);
-        return ST_EXIT_FAILURE;
-    }
-    return 0;
+    return step ? ST_EXIT_FAILURE : 0;
 }

@@ -8,7 +8,8 @@
 #include "model/model.h"
 
 /* Write every tensor of the model from the per-unit flat buffers, atomically
- * (temporary file, fsync, rename).  Returns an exit status. */
+ * (st_file_write_atomic: temporary file, fsync, rename, directory fsync).
+ * Returns an exit status. */
 int st_safetensors_save_model(const char *path, const st_model *m,
                               float *const *unit_params);
 

@@ -87,8 +87,10 @@ void st_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
         float *Ap = malloc(sizeof(float) * MC * KC);
         float *Bp = malloc(sizeof(float) * KC * NC);
         float *Cc = malloc(sizeof(float) * MC * NC);
+        /* Inside a parallel region of a kernel that returns nothing:
+         * there is no way back to the caller. */
         if (!Ap || !Bp || !Cc)
-            st_die(ST_EXIT_FAILURE, "out of memory in matrix product");
+            st_fatal("out of memory in matrix product");
 #pragma omp for schedule(static) collapse(2)
         for (int64_t it = 0; it < mt; it++) {
             for (int64_t jt = 0; jt < nt; jt++) {

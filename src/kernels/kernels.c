@@ -6,30 +6,20 @@
  * cpu backends hand out one static instance, the cuda backend a new one
  * that owns its stream and device state. */
 #include "kernels/kernels_backends.h"
-#include "base/log.h"
-
-#include <stdlib.h>
-#include <string.h>
+#include "base/test_faults.h"
 
 int st_kernels_for_device(const st_config *cfg, int device, st_kernels **out)
 {
-    static const char var[] = "SHARDTRAIN_TEST_KERNELS";
     if (device >= 0) {
         int rc = st_kernels_cuda_check(cfg);
         return rc ? rc : st_kernels_cuda_open(cfg->train.precision == ST_PREC_BF16, out);
     }
-    const char *s = getenv(var);
-    if (!s || !*s || !strcmp(s, "cpu")) {
-        *out = st_kernels_cpu();
-        return 0;
-    }
-    if (!strcmp(s, "cpu-bf16params")) {
-        *out = st_kernels_cpu_bf16params();
-        return 0;
-    }
-    st_error(var, "'%s' is not a kernels backend this build can test; hint: "
-             "cpu or cpu-bf16params", s);
-    return ST_EXIT_USAGE;
+    st_fault_kernels variant;
+    int rc = st_fault_kernels_variant(&variant);
+    if (!rc)
+        *out = variant == ST_FAULT_KERNELS_CPU_BF16PARAMS ? st_kernels_cpu_bf16params()
+                                                          : st_kernels_cpu();
+    return rc;
 }
 
 int st_kernels_for_memory(int on_device, st_kernels **out)

@@ -71,7 +71,7 @@ static size_t cpu_scratch_bytes(st_kernels *k, const st_model *m, int64_t B)
 static const float *f32(const void *p, st_dtype pdt)
 {
     if (pdt != ST_DT_F32)
-        st_die(ST_EXIT_FAILURE, "internal: the cpu kernels were given bf16 parameters");
+        st_bug("the cpu kernels were given bf16 parameters");
     return p;
 }
 

@@ -32,8 +32,7 @@
 
 #include "kernels/kernels_backends.h"
 #include "base/log.h"
-
-#include <stdio.h>
+#include "config/origin.h"
 
 /* The fused attention kernels (cuda/attention.h) are written for two head
  * widths; say so before any work rather than fail at the first block. */
@@ -42,17 +41,11 @@ int st_kernels_cuda_check(const st_config *cfg)
     const int64_t hd = cfg->model.d_model / cfg->model.n_head;
     if (hd == 64 || hd == 128)
         return 0;
-    const char *file = NULL;
-    int line = 0;
-    st_config_origin_of(cfg, "model", "n_head", &file, &line);
-    char detail[96];
-    snprintf(detail, sizeof detail, "d_model %lld / n_head %lld = %lld",
-             (long long)cfg->model.d_model, (long long)cfg->model.n_head, (long long)hd);
-    st_error_at(file ? file : cfg->path, line,
-                "the CUDA kernels take attention head widths 64 and 128, not %s; "
-                "hint: change model.n_head or model.d_model, or set "
-                "train.device = cpu", detail);
-    return ST_EXIT_USAGE;
+    return st_config_error(cfg, "model", "n_head", "the CUDA kernels take attention head "
+                           "widths 64 and 128, not d_model %lld / n_head %lld = %lld; "
+                           "hint: change model.n_head or model.d_model, or set "
+                           "train.device = cpu", (long long)cfg->model.d_model,
+                           (long long)cfg->model.n_head, (long long)hd);
 }
 
 #ifdef HAVE_CUDA
@@ -83,12 +76,14 @@ static void check(cudaError_t e, const char *call)
 {
     if (e == cudaSuccess)
         return;
-    st_die(ST_EXIT_FAILURE, "CUDA: %s failed: %s; hint: %s", call, cudaGetErrorString(e),
-           e == cudaErrorMemoryAllocation
-               ? "lower train.micro_batch, turn on train.activation_checkpointing or "
-                 "shard over more ranks (shardtrain estimate --device-mem)"
-               : "check the GPU with nvidia-smi; rerun under compute-sanitizer to "
-                 "find a faulting kernel");
+    /* The kernels interface returns nothing, and a failed launch leaves the
+     * device state unknown: the run cannot continue. */
+    st_fatal("CUDA: %s failed: %s; hint: %s", call, cudaGetErrorString(e),
+             e == cudaErrorMemoryAllocation
+                 ? "lower train.micro_batch, turn on train.activation_checkpointing or "
+                   "shard over more ranks (shardtrain estimate --device-mem)"
+                 : "check the GPU with nvidia-smi; rerun under compute-sanitizer to "
+                   "find a faulting kernel");
 }
 
 /* ---- memory ---------------------------------------------------------- */
@@ -101,7 +96,7 @@ static void remember(cuda_state *cu, void *p, size_t bytes, int cat)
         size_t cap = cu->cap_blocks ? 2 * cu->cap_blocks : 256;
         struct dev_block *b = realloc(cu->blocks, cap * sizeof *b);
         if (!b)
-            st_die(ST_EXIT_FAILURE, "out of host memory for the device block table");
+            st_fatal("out of host memory for the device block table"); /* like st_alloc */
         cu->blocks = b;
         cu->cap_blocks = cap;
     }
@@ -118,8 +113,7 @@ static void forget(cuda_state *cu, void *p)
         cu->blocks[i] = cu->blocks[--cu->n_blocks];
         return;
     }
-    st_die(ST_EXIT_FAILURE, "internal: freeing device memory the cuda backend did not "
-           "allocate");
+    st_bug("freeing device memory the cuda backend did not allocate");
 }
 
 static void *cuda_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
@@ -223,8 +217,8 @@ static void expect_mode(st_kernels *k, st_dtype pdt)
 {
     const int bf16 = state(k)->bf16;
     if ((pdt == ST_DT_BF16) != bf16)
-        st_die(ST_EXIT_FAILURE, "internal: the cuda kernels in %s mode were given %s "
-               "parameters", bf16 ? "bf16" : "fp32", pdt == ST_DT_BF16 ? "bf16" : "fp32");
+        st_bug("the cuda kernels in %s mode were given %s parameters",
+               bf16 ? "bf16" : "fp32", pdt == ST_DT_BF16 ? "bf16" : "fp32");
 }
 
 static int64_t rows(const st_model *m, int64_t B) { return B * m->T; }
@@ -443,7 +437,7 @@ int st_kernels_cuda_open(int bf16, st_kernels **out)
     st_kernels *k = calloc(1, sizeof *k);
     cuda_state *cu = calloc(1, sizeof *cu);
     if (!k || !cu)
-        st_die(ST_EXIT_FAILURE, "out of host memory for the cuda kernels");
+        st_fatal("out of host memory for the cuda kernels"); /* like st_alloc */
     *k = (st_kernels){.ops = &cuda_ops, .name = "cuda", .on_device = 1, .params_bf16 = 1,
                       .impl = cu};
     cu->bf16 = bf16;

@@ -15,8 +15,9 @@
 static int add_tensor(st_model *m, int cap, int unit, const char *name,
                       int64_t d0, int64_t d1, int init)
 {
+    /* cap is counted from the same shape by the caller. */
     if (m->n_tensors >= cap)
-        st_die(ST_EXIT_FAILURE, "internal: tensor table overflow");
+        st_bug("tensor table overflow");
     st_tensor *t = &m->tensors[m->n_tensors];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = d1 > 0 ? 2 : 1;

@@ -5,6 +5,7 @@
 #include "runtime/device.h"
 #include "config/config.h"
 #include "base/log.h"
+#include "config/origin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,17 +37,6 @@ static int visible_listed(void)
 int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared)
 {
     const int requested = cfg->train.device;
-    /* Errors point at the train.device line (or the config file). */
-    char where[4200];
-    const char *file = NULL;
-    int line = 0;
-    st_config_origin_of(cfg, "train", "device", &file, &line);
-    if (!file)
-        file = cfg->path;
-    if (line > 0)
-        snprintf(where, sizeof where, "%s:%d", file ? file : "?", line);
-    else
-        snprintf(where, sizeof where, "%s", file ? file : "?");
     rt->device = -1;
     if (requested == ST_DEVICE_CPU)
         return 0;
@@ -56,21 +46,21 @@ int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared)
     if (e != cudaSuccess || count <= 0) {
         if (requested == ST_DEVICE_AUTO)
             return 0;
-        st_error(where, "train.device = cuda but no CUDA device is visible (%s); "
-                 "hint: run on a GPU node or set train.device = cpu",
-                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-        return ST_EXIT_USAGE;
+        return st_config_error(cfg, "train", "device", "train.device = cuda but no CUDA "
+                               "device is visible (%s); hint: run on a GPU node or set "
+                               "train.device = cpu",
+                               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     }
     int dev = 0;
     /* With one listed device the launcher has bound us; several tasks given
      * the same single device cannot be told apart from here. */
     if (visible_listed() != 1) {
         if (rt->local_size > count && !allow_shared) {
-            st_error(where, "%d ranks on host %s but %d CUDA device%s; hint: run one "
-                     "rank per GPU, set parallel.backend = mpi to share it, or set "
-                     "train.device = cpu", rt->local_size, rt->host,
-                     count, count == 1 ? "" : "s");
-            return ST_EXIT_USAGE;
+            return st_config_error(cfg, "train", "device", "%d ranks on host %s but %d "
+                                   "CUDA device%s; hint: run one rank per GPU, set "
+                                   "parallel.backend = mpi to share it, or set "
+                                   "train.device = cpu", rt->local_size, rt->host,
+                                   count, count == 1 ? "" : "s");
         }
         dev = rt->local_rank % count;
     }
@@ -78,9 +68,9 @@ int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared)
     if (e != cudaSuccess) {
         if (requested == ST_DEVICE_AUTO)
             return 0;
-        st_error(where, "cudaSetDevice(%d) failed: %s; hint: check the GPU with "
-                 "nvidia-smi or set train.device = cpu", dev, cudaGetErrorString(e));
-        return ST_EXIT_USAGE;
+        return st_config_error(cfg, "train", "device", "cudaSetDevice(%d) failed: %s; hint: "
+                               "check the GPU with nvidia-smi or set train.device = cpu",
+                               dev, cudaGetErrorString(e));
     }
     rt->device = dev;
     return 0;
@@ -88,9 +78,9 @@ int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared)
     (void)allow_shared;
     if (requested == ST_DEVICE_AUTO)
         return 0;
-    st_error(where, "train.device = cuda but this build has no CUDA backend; "
-             "hint: set train.device = cpu or rebuild with the CUDA toolkit");
-    return ST_EXIT_USAGE;
+    return st_config_error(cfg, "train", "device", "train.device = cuda but this build has "
+                           "no CUDA backend; hint: set train.device = cpu or rebuild with "
+                           "the CUDA toolkit");
 #endif
 }
 

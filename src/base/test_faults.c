@@ -1,0 +1,70 @@
+/* The test-only hooks (see test_faults.h for the list).  The poisoned
+ * steps are read once, by the train loop's start-up checks; the others at
+ * each question.  Either way a variable is read at the moment the code it
+ * affects runs, so a malformed value fails there, with one error line. */
+#include "base/test_faults.h"
+#include "base/log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_POISONED 64
+
+static int64_t poisoned_steps[MAX_POISONED];
+static int n_poisoned;
+
+int st_fault_load_poisoned_steps(void)
+{
+    static const char var[] = "SHARDTRAIN_TEST_NONFINITE_STEPS";
+    const char *s = getenv(var), *p = s;
+    n_poisoned = 0;
+    while (p && *p) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 1 || n_poisoned == MAX_POISONED ||
+            (*end && *end != ',')) {
+            st_error(var, "'%s' is not a comma-separated list of at most %d step numbers "
+                     ">= 1; hint: e.g. %s=3,4", s, MAX_POISONED, var);
+            return ST_EXIT_USAGE;
+        }
+        poisoned_steps[n_poisoned++] = v;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+int st_fault_poisoned_step(int64_t step1)
+{
+    for (int i = 0; i < n_poisoned; i++)
+        if (poisoned_steps[i] == step1)
+            return 1;
+    return 0;
+}
+
+int st_fault_crash_in_checkpoint(int64_t step)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT");
+    const long crash_step = s && *s ? strtol(s, NULL, 10) : -1;
+    return crash_step == step;
+}
+
+int st_fault_kernels_variant(st_fault_kernels *variant)
+{
+    static const char var[] = "SHARDTRAIN_TEST_KERNELS";
+    const char *s = getenv(var);
+    if (!s || !*s || !strcmp(s, "cpu")) {
+        *variant = ST_FAULT_KERNELS_CPU;
+        return 0;
+    }
+    if (!strcmp(s, "cpu-bf16params")) {
+        *variant = ST_FAULT_KERNELS_CPU_BF16PARAMS;
+        return 0;
+    }
+    st_error(var, "'%s' is not a kernels backend this build can test; hint: "
+             "cpu or cpu-bf16params", s);
+    return ST_EXIT_USAGE;
+}
+
+int st_fault_debug_io(void) { return getenv("SHARDTRAIN_DEBUG_IO") != NULL; }

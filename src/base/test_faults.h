@@ -1,0 +1,51 @@
+/* Test-only hooks: every environment variable through which the test suite
+ * injects a fault or asks for extra output, read here and nowhere else, so
+ * that production code asks a typed question ("is step 4 poisoned?") and a
+ * reader finds every hook in one place.  In base/ so that any layer may ask.
+ * Documented for users in shardtrain(1), ENVIRONMENT.
+ *
+ *   SHARDTRAIN_TEST_NONFINITE_STEPS=3,4   (tests/nonfinite.sh)
+ *       The gradient of those steps (1-based, as logged) gets a NaN on the
+ *       last rank only, so the other ranks learn of it only through the
+ *       agreement on finite steps.  Malformed: exit status 2.
+ *   SHARDTRAIN_TEST_CRASH_IN_CHECKPOINT=N (tests/checkpoint.sh)
+ *       Every rank exits with status 1 in the middle of writing the
+ *       checkpoint of step N (after part of its shard file), to show that
+ *       a crash leaves the previous checkpoint loadable.
+ *   SHARDTRAIN_TEST_KERNELS=cpu|cpu-bf16params   (tests/kernels.sh)
+ *       Which CPU kernels backend runs; cpu-bf16params takes gathered
+ *       parameters as bf16 words, as a GPU backend with bf16 kernels does.
+ *       Unset or empty is cpu; anything else is exit status 2.
+ *   SHARDTRAIN_DEBUG_IO (set to anything)   (tests/hf_import.sh)
+ *       Each rank prints how many bytes it read loading model.init, so the
+ *       test sees that a rank reads only its own slices.
+ *
+ * tests/watchdog.sh kills and stops ranks from outside and needs no hook. */
+#ifndef ST_TEST_FAULTS_H
+#define ST_TEST_FAULTS_H
+
+#include <stdint.h>
+
+/* Reads SHARDTRAIN_TEST_NONFINITE_STEPS for st_fault_poisoned_step.
+ * Returns 0, or prints one error line and returns ST_EXIT_USAGE. */
+int st_fault_load_poisoned_steps(void);
+/* Whether the gradient of step1 (1-based) is to be poisoned, by the list
+ * st_fault_load_poisoned_steps read (none before it is called). */
+int st_fault_poisoned_step(int64_t step1);
+
+/* Whether a rank writing the checkpoint of `step` is to die part-way. */
+int st_fault_crash_in_checkpoint(int64_t step);
+
+typedef enum {
+    ST_FAULT_KERNELS_CPU,            /* the ordinary CPU backend */
+    ST_FAULT_KERNELS_CPU_BF16PARAMS, /* CPU math on bf16 gathered parameters */
+} st_fault_kernels;
+
+/* The CPU kernels backend asked for in *variant.  Returns 0, or prints one
+ * error line and returns ST_EXIT_USAGE. */
+int st_fault_kernels_variant(st_fault_kernels *variant);
+
+/* Whether model.init loading reports the bytes it read. */
+int st_fault_debug_io(void);
+
+#endif

@@ -1,0 +1,54 @@
+/* The step-boundary policy (see boundary.h): the loop asks here after
+ * every step whether to save and whether to stop. */
+#include "train/boundary.h"
+#include "base/log.h"
+#include "io/checkpoint.h"
+#include "runtime/requeue.h"
+#include "runtime/signals.h"
+
+#include <stdio.h>
+
+int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t done)
+{
+    const int last = done >= cfg->train.steps;
+    const int64_t every = cfg->checkpoint.every;
+    int saved = 0, rc = 0;
+    if (every > 0 && (done % every == 0 || last)) {
+        if ((rc = st_ckpt_save(f, cfg, rt, done)))
+            return rc;
+        saved = 1;
+    }
+    /* At the last step the run is finishing anyway. */
+    if (last)
+        return 0;
+    int sig = st_runtime_agree(st_signals_pending());
+    if (!sig)
+        return 0;
+    if (!saved && (rc = st_ckpt_save(f, cfg, rt, done)))
+        return rc;
+    st_warn("rank %d: %s received; checkpoint of step %lld written, exiting with status %d "
+            "(resume with checkpoint.resume = auto)", rt->rank, st_signal_name(sig),
+            (long long)done, ST_EXIT_PREEMPTED);
+    if (cfg->checkpoint.requeue && rt->rank == 0)
+        st_slurm_requeue();
+    return ST_EXIT_PREEMPTED;
+}
+
+int st_train_stop_nonfinite(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
+                            int64_t step1, int64_t in_a_row)
+{
+    /* The skipped steps left parameters and moments untouched, so this
+     * checkpoint holds the last good state: nothing is lost, and a rerun
+     * with a lower learning rate resumes from it. */
+    int saved = st_ckpt_save(f, cfg, rt, step1);
+    char where[32];
+    snprintf(where, sizeof where, "rank %d", rt->rank);
+    st_error(where, "steps %lld-%lld: %lld steps in a row had a non-finite loss or gradient "
+             "norm and were skipped (train.nonfinite_limit = %lld); stopping; hint: lower "
+             "optim.lr, set train.grad_clip, or check the data and model.init",
+             (long long)(step1 - in_a_row + 1), (long long)step1, (long long)in_a_row,
+             (long long)cfg->train.nonfinite_limit);
+    if (saved)
+        st_warn("the checkpoint at step %lld could not be written", (long long)step1);
+    return ST_EXIT_NONFINITE;
+}
