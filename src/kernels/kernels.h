@@ -119,7 +119,7 @@ struct st_kernels {
  * a GPU (device >= 0, from train.device = cuda, or auto with a GPU
  * visible), after the cuda backend's own check of the model; else cpu.
  * SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid (shardtrain(1),
- * ENVIRONMENT), swaps in a CPU backend that takes bf16 parameters, to
+ * ENVIRONMENT; read through base/test_faults.h), swaps in a CPU backend that takes bf16 parameters, to
  * exercise the engine's params_bf16 path without a GPU; any other value is
  * an error.  Returns an exit status; *out is set on success. */
 int st_kernels_for_device(const st_config *cfg, int device, st_kernels **out);
