@@ -9,6 +9,8 @@
 
 #include "config/config.h"
 #include "engine/fsdp.h"
+#include "kernels/kernels_backends.h"
+#include "train/engine_setup.h"
 #include "base/log.h"
 #include "model/model.h"
 #include "base/rng.h"

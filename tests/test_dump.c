@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     fixture_config(&cfg, arch, tied, B, T);
     st_model m;
     st_fsdp e;
-    if (st_model_init(&m, &cfg.model) || st_fsdp_create(&e, &m, &cfg, NULL, st_kernels_cpu()))
+    if (st_model_init(&m, &cfg.model) || st_engine_open(&e, &m, &cfg, NULL, st_kernels_cpu()))
         return 1;
     fixture_randomise(&e, 7);
     int32_t inputs[2 * 12], targets[2 * 12];

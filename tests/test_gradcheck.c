@@ -71,7 +71,8 @@ static void check_arch(int arch, int tied)
     fixture_config(&cfg, arch, tied, B, T);
     st_model m;
     st_fsdp e;
-    if (!tap_ok(st_model_init(&m, &cfg.model) == 0 && st_fsdp_create(&e, &m, &cfg, NULL, st_kernels_cpu()) == 0,
+    if (!tap_ok(st_model_init(&m, &cfg.model) == 0 &&
+                    st_engine_open(&e, &m, &cfg, NULL, st_kernels_cpu()) == 0,
                 "%s: model builds", an))
         return;
     fixture_randomise(&e, 3);
@@ -111,7 +112,7 @@ static void check_arch(int arch, int tied)
         st_config cfg2 = cfg;
         cfg2.train.activation_checkpointing = ST_ACKPT_FULL;
         st_fsdp e2;
-        st_fsdp_create(&e2, &m, &cfg2, NULL, st_kernels_cpu());
+        st_engine_open(&e2, &m, &cfg2, NULL, st_kernels_cpu());
         for (int u = 0; u < m.n_units; u++)
             memcpy(e2.units[u].params, e.units[u].params, sizeof(float) * (size_t)m.units[u].numel);
         st_fsdp_zero_grads(&e2);

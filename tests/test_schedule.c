@@ -18,10 +18,12 @@
 #include "engine/fsdp.h"
 #include "engine/schedule.h"
 #include "kernels/kernels.h"
+#include "kernels/kernels_backends.h"
 #include "model/model.h"
 #include "plan/estimate.h"
 #include "plan/projection.h"
 #include "runtime/runtime.h"
+#include "train/engine_setup.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +72,7 @@ static int run_engine(const st_config *cfg, const st_model *m, st_groups *g, int
                       st_sched_trace *trace)
 {
     st_fsdp f;
-    int rc = st_fsdp_create(&f, m, cfg, g, st_kernels_cpu());
+    int rc = st_engine_open(&f, m, cfg, g, st_kernels_cpu());
     const int64_t n = cfg->train.micro_batch * m->T;
     int32_t *in = malloc(sizeof(int32_t) * (size_t)n), *tg = malloc(sizeof(int32_t) * (size_t)n);
     if (!in || !tg)
@@ -170,7 +172,7 @@ static int check_setup(const st_runtime *rt, const setup *s, char *why, size_t n
     memset(&g, 0, sizeof g);
     st_sched_trace eng = {0}, est = {0}, proj = {0};
     int rc = st_model_init(&m, &cfg.model);
-    rc = rc ? rc : st_groups_create(&g, rt, &cfg);
+    rc = rc ? rc : st_groups_create(&g, rt, &cfg, NULL);
     rc = rc ? rc : run_engine(&cfg, &m, &g, s->accum, &eng);
     int good = rc == 0;
     if (!good)

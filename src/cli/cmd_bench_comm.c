@@ -11,8 +11,6 @@
  * can be set beside an nccl-tests run on the same machine.  Every size is
  * also checked against the exact result, because a fast wrong collective
  * is worse than a slow one. */
-#include "st_build.h"
-
 #include "cli/commands.h"
 #include "cli/args.h"
 #include "base/alloc.h"
@@ -20,6 +18,7 @@
 #include "config/config.h"
 #include "runtime/device.h"
 #include "comm/groups.h"
+#include "kernels/kernels.h"
 #include "base/log.h"
 #include "runtime/runtime.h"
 
@@ -30,13 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(HAVE_CUDA) && defined(HAVE_NCCL)
-#include <cuda_runtime_api.h>
-#define BENCH_HAVE_DEVICE 1
-#else
-#define BENCH_HAVE_DEVICE 0
-#endif
 
 /* 4 GiB: 2^30 floats keeps every per-call count within MPI's int counts. */
 #define MAX_BYTES_LIMIT (INT64_C(1) << 32)
@@ -96,112 +88,65 @@ static int parse_bench_args(int argc, char **argv, bench_args *b, st_args *a)
 }
 
 /* Where the collectives read and write.  The mpi backend works on host
- * memory, so the host arrays are the buffers; nccl needs device memory, and
- * the host arrays stage inputs and receive results for the check. */
+ * memory, so the host arrays are the buffers; nccl needs device memory,
+ * which comes from the kernels instance whose stream the nccl
+ * communicators follow, and the host arrays stage inputs and receive
+ * results for the check. */
 typedef struct {
-    int on_device;
+    st_kernels *k;           /* the device buffers' backend; NULL: host buffers */
     float *host_send, *host_recv;
     void *send, *recv;
     size_t bytes;
 } bench_bufs;
 
-static int device_failed(int failed, const char *call, const char *detail)
-{
-    if (!failed)
-        return 0;
-    st_error(NULL, "%s failed: %s; hint: check the GPU with nvidia-smi or set "
-             "parallel.backend = mpi", call, detail);
-    return 1;
-}
-
-#if BENCH_HAVE_DEVICE
-static int cuda_failed(cudaError_t e, const char *call)
-{
-    return device_failed(e != cudaSuccess, call, cudaGetErrorString(e));
-}
-#define CUDA_CHECK(call) cuda_failed((call), #call)
-#endif
-
-static int bufs_create(bench_bufs *b, int on_device, size_t bytes)
+static void bufs_create(bench_bufs *b, st_kernels *device, size_t bytes)
 {
     memset(b, 0, sizeof *b);
     b->bytes = bytes;
-    b->on_device = on_device;
+    b->k = device;
     b->host_send = st_alloc(bytes, ST_MEM_COMM);
     b->host_recv = st_alloc(bytes, ST_MEM_COMM);
     b->send = b->host_send;
     b->recv = b->host_recv;
-    if (!on_device)
-        return 0;
-#if BENCH_HAVE_DEVICE
-    b->send = b->recv = NULL;
-    if (CUDA_CHECK(cudaMalloc(&b->send, bytes)) || CUDA_CHECK(cudaMalloc(&b->recv, bytes)))
-        return ST_EXIT_FAILURE;
-    return 0;
-#else
-    return device_failed(1, "device buffers", "this build has no CUDA");
-#endif
+    if (device) {
+        b->send = device->ops->alloc(device, bytes, ST_MEM_COMM);
+        b->recv = device->ops->alloc(device, bytes, ST_MEM_COMM);
+    }
 }
 
 static void bufs_destroy(bench_bufs *b)
 {
-#if BENCH_HAVE_DEVICE
-    if (b->on_device) {
-        /* Teardown: nothing useful to do about a failed free. */
-        if (b->send)
-            (void)cudaFree(b->send);
-        if (b->recv)
-            (void)cudaFree(b->recv);
+    if (b->k) {
+        b->k->ops->free(b->k, b->send);
+        b->k->ops->free(b->k, b->recv);
     }
-#endif
     st_free(b->host_send);
     st_free(b->host_recv);
     memset(b, 0, sizeof *b);
 }
 
 /* Host arrays -> collective buffers (first `send_bytes` / `recv_bytes`). */
-static int bufs_upload(bench_bufs *b, size_t send_bytes, size_t recv_bytes)
+static void bufs_upload(bench_bufs *b, size_t send_bytes, size_t recv_bytes)
 {
-    if (!b->on_device)
-        return 0;
-#if BENCH_HAVE_DEVICE
-    if ((send_bytes && CUDA_CHECK(cudaMemcpy(b->send, b->host_send, send_bytes,
-                                             cudaMemcpyHostToDevice))) ||
-        (recv_bytes && CUDA_CHECK(cudaMemcpy(b->recv, b->host_recv, recv_bytes,
-                                             cudaMemcpyHostToDevice))))
-        return ST_EXIT_FAILURE;
-#else
-    (void)send_bytes;
-    (void)recv_bytes;
-#endif
-    return 0;
+    if (!b->k)
+        return;
+    b->k->ops->from_host(b->k, b->send, b->host_send, send_bytes);
+    b->k->ops->from_host(b->k, b->recv, b->host_recv, recv_bytes);
 }
 
-static int bufs_download_recv(bench_bufs *b, size_t bytes)
+/* On the compute stream, which the waits made follow the collectives. */
+static void bufs_download_recv(bench_bufs *b, size_t bytes)
 {
-    if (!b->on_device)
-        return 0;
-#if BENCH_HAVE_DEVICE
-    /* On the legacy stream, which the waits made follow the collectives. */
-    if (CUDA_CHECK(cudaMemcpy(b->host_recv, b->recv, bytes, cudaMemcpyDeviceToHost)))
-        return ST_EXIT_FAILURE;
-#else
-    (void)bytes;
-#endif
-    return 0;
+    if (b->k)
+        b->k->ops->to_host(b->k, b->host_recv, b->recv, bytes);
 }
 
 /* st_comm_wait on nccl only orders the compute stream; the host must see
  * the work finished before it reads the clock. */
-static int bufs_sync(const bench_bufs *b)
+static void bufs_sync(const bench_bufs *b)
 {
-#if BENCH_HAVE_DEVICE
-    if (b->on_device && CUDA_CHECK(cudaDeviceSynchronize()))
-        return ST_EXIT_FAILURE;
-#else
-    (void)b;
-#endif
-    return 0;
+    if (b->k)
+        b->k->ops->sync(b->k);
 }
 
 /* Small integers, so every partial sum in any order is exact in float32 and
@@ -307,25 +252,22 @@ static int bench_one(int coll, st_comm *c, bench_bufs *b, int64_t S, const bench
     fill_inputs(coll, c, b, per_rank, total, &sb, &rb);
     if (coll == COLL_ALL_REDUCE) /* zeros stay zeros however often summed */
         memset(b->host_recv, 0, rb);
-    if (bufs_upload(b, sb, rb))
-        return ST_EXIT_FAILURE;
+    bufs_upload(b, sb, rb);
     for (int64_t k = 0; k < a->warmup; k++)
         run_coll(coll, c, b, per_rank);
-    if (bufs_sync(b) || barrier())
+    bufs_sync(b);
+    if (barrier())
         return ST_EXIT_FAILURE;
     double t0 = MPI_Wtime();
     for (int64_t k = 0; k < a->iters; k++)
         run_coll(coll, c, b, per_rank);
-    if (bufs_sync(b))
-        return ST_EXIT_FAILURE;
+    bufs_sync(b);
     double local = (MPI_Wtime() - t0) / (double)a->iters, slowest = local;
 
     fill_inputs(coll, c, b, per_rank, total, &sb, &rb);
-    if (bufs_upload(b, sb, rb))
-        return ST_EXIT_FAILURE;
+    bufs_upload(b, sb, rb);
     run_coll(coll, c, b, per_rank);
-    if (bufs_download_recv(b, rb))
-        return ST_EXIT_FAILURE;
+    bufs_download_recv(b, rb);
     int64_t wrong = count_wrong(coll, c, b, per_rank, total);
 
     /* The slowest rank sets the pace of a step, and every rank's errors count. */
@@ -351,8 +293,9 @@ static st_comm *pick_group(const st_groups *g, const char *name)
                                                                           : g->world;
 }
 
+/* k: the kernels instance of this rank's memory (cuda with a GPU bound). */
 static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args *a,
-                     int64_t *wrong_sum)
+                     st_kernels *k, int64_t *wrong_sum)
 {
     st_comm *c = pick_group(g, a->group);
     int n = c->size;
@@ -360,7 +303,8 @@ static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args 
     size_t need = (size_t)(a->max_bytes > 4 * (int64_t)n ? a->max_bytes : 4 * (int64_t)n);
     need = (need + 63) / 64 * 64;
     bench_bufs b;
-    int rc = st_runtime_agree(bufs_create(&b, g->backend == ST_BACKEND_NCCL, need));
+    bufs_create(&b, g->backend == ST_BACKEND_NCCL ? k : NULL, need);
+    int rc = 0;
 
     if (rc == 0) {
         st_info("# shardtrain bench-comm: backend %s, group %s, ranks %d "
@@ -407,6 +351,7 @@ int st_cmd_bench_comm(int argc, char **argv)
     st_runtime rt;
     st_config cfg;
     st_groups g;
+    st_kernels *k = NULL;
     int loaded = 0;
     int64_t wrong = 0;
     memset(&g, 0, sizeof g);
@@ -419,10 +364,14 @@ int st_cmd_bench_comm(int argc, char **argv)
      * it; sharing a GPU is allowed, as a measurement of that setup. */
     if (rc == 0)
         rc = st_runtime_agree(st_device_bind(&rt, &cfg, 1));
+    /* Device buffers come from a kernels instance on the bound GPU, and the
+     * nccl communicators follow its stream. */
     if (rc == 0)
-        rc = st_groups_create(&g, &rt, &cfg);
+        rc = st_runtime_agree(st_kernels_for_memory(rt.device >= 0, &k));
     if (rc == 0)
-        rc = bench_all(&g, &rt, &b, &wrong);
+        rc = st_groups_create(&g, &rt, &cfg, k->stream);
+    if (rc == 0)
+        rc = bench_all(&g, &rt, &b, k, &wrong);
     if (rc == 0 && wrong > 0) {
         if (rt.rank == 0)
             st_error(NULL, "%" PRId64 " output elements of the collectives differ from the "
@@ -432,6 +381,7 @@ int st_cmd_bench_comm(int argc, char **argv)
         rc = ST_EXIT_FAILURE;
     }
     st_groups_destroy(&g);
+    st_kernels_close(k);
     if (loaded)
         st_config_free(&cfg);
     st_runtime_finalize();

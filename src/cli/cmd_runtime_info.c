@@ -34,7 +34,7 @@ static int report(const char *path, const st_args *a)
     if (rc == 0)
         rc = st_runtime_agree(st_device_bind(&rt, &cfg, 1));
     if (rc == 0)
-        rc = st_groups_create(&g, &rt, &cfg);
+        rc = st_groups_create(&g, &rt, &cfg, NULL);
     if (rc == 0) {
         char shard[160], rep[160];
         st_groups_describe(&g, shard, rep, sizeof shard);

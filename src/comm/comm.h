@@ -23,11 +23,7 @@
 
 #include <stdint.h>
 
-typedef enum {
-    ST_DT_F32,   /* float */
-    ST_DT_BF16,  /* bfloat16 stored as uint16_t; sums accumulate in fp32 */
-    ST_DT_F64    /* double: loss and norm partial sums */
-} st_dtype;
+#include "base/dtype.h"
 
 typedef struct st_comm st_comm;
 

@@ -17,13 +17,12 @@ st_comm *st_comm_mpi_create(MPI_Comm group, const char *label);
 st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged);
 
 /* Device buffers, NCCL on a dedicated stream of the current CUDA device.
- * Group rank 0 calls ncclGetUniqueId and MPI_Bcasts it over `group`, then
- * every member calls ncclCommInitRank.  NULL on failure (message printed),
- * and always NULL in a build without NCCL. */
-st_comm *st_comm_nccl_create(MPI_Comm group, const char *label);
+ * compute_stream (a cudaStream_t; NULL: the legacy default stream) is the
+ * stream whose work the collectives must follow and that waits for their
+ * results.  Group rank 0 calls ncclGetUniqueId and MPI_Bcasts it over
+ * `group`, then every member calls ncclCommInitRank.  NULL on failure
+ * (message printed), and always NULL in a build without NCCL. */
+st_comm *st_comm_nccl_create(MPI_Comm group, const char *label, void *compute_stream);
 int st_comm_nccl_available(void);
-/* The CUDA stream (a cudaStream_t) whose work collectives must follow and
- * that waits for their results; set once, before the first collective. */
-void st_comm_nccl_set_compute_stream(void *stream);
 
 #endif

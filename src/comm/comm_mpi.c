@@ -121,11 +121,6 @@ static mpi_req *begin(st_comm *c, st_comm_req *req, const char *op)
     return h;
 }
 
-static size_t elem_bytes(st_dtype dt)
-{
-    return dt == ST_DT_BF16 ? 2 : dt == ST_DT_F64 ? 8 : 4;
-}
-
 /* Staged collectives: host copies of send (send_bytes; NULL for in place)
  * and recv (recv_bytes, filled from the device when in place), swapped in
  * for the device pointers.  Returns an exit status. */
@@ -185,7 +180,7 @@ static int mpi_allgather(st_comm *c, const void *send, void *recv, int64_t count
     mpi_req *h = begin(c, req, "all_gather");
     if (!h)
         return ST_EXIT_FAILURE;
-    const size_t b = elem_bytes(dt) * (size_t)count;
+    const size_t b = st_dtype_size(dt) * (size_t)count;
     if (stage(c, h, &send, b, &recv, b * (size_t)c->size)) {
         release_handle(req);
         return ST_EXIT_FAILURE;
@@ -203,7 +198,7 @@ static int mpi_reduce_scatter(st_comm *c, const void *send, void *recv, int64_t 
     mpi_req *h = begin(c, req, "reduce_scatter");
     if (!h)
         return ST_EXIT_FAILURE;
-    const size_t b = elem_bytes(dt) * (size_t)count;
+    const size_t b = st_dtype_size(dt) * (size_t)count;
     if (stage(c, h, &send, b * (size_t)c->size, &recv, b)) {
         release_handle(req);
         return ST_EXIT_FAILURE;
@@ -221,7 +216,7 @@ static int mpi_allreduce(st_comm *c, void *buf, int64_t count, st_dtype dt,
     mpi_req *h = begin(c, req, "all_reduce");
     if (!h)
         return ST_EXIT_FAILURE;
-    if (stage(c, h, NULL, 0, &buf, elem_bytes(dt) * (size_t)count)) {
+    if (stage(c, h, NULL, 0, &buf, st_dtype_size(dt) * (size_t)count)) {
         release_handle(req);
         return ST_EXIT_FAILURE;
     }

@@ -10,14 +10,11 @@
  * event to the communicator's pool.  The caller must not reuse or free the
  * buffers of a collective before waiting on its request.
  *
- * The compute stream is module-wide: the legacy default stream (0) unless the
- * engine sets another one, before starting collectives, with
- *
- *   void st_comm_nccl_set_compute_stream(void *stream);  (a cudaStream_t)
- *
- * which the lead adds to comm_backends.h; in a build without NCCL it is a
- * no-op.  This backend is not thread-safe: one thread drives all
- * communicators of a process. */
+ * The compute stream is each communicator's, given to its constructor: the
+ * stream of the kernels instance computing on the same memory, or the
+ * legacy default stream (NULL) where nothing else computes (bench-comm
+ * without a kernels instance, runtime-info).  This backend is not
+ * thread-safe: one thread drives all communicators of a process. */
 #include "st_build.h"
 
 #include "comm/comm_backends.h"
@@ -26,24 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void st_comm_nccl_set_compute_stream(void *stream);
-
 #if defined(HAVE_NCCL) && defined(HAVE_CUDA)
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-/* Stream that produces collective inputs and consumes their results. */
-static cudaStream_t compute_stream = 0;
-
-void st_comm_nccl_set_compute_stream(void *stream)
-{
-    compute_stream = (cudaStream_t)stream;
-}
-
 typedef struct {
     ncclComm_t nccl;
     cudaStream_t stream;     /* communication stream (non-blocking) */
+    cudaStream_t compute;    /* produces collective inputs, consumes their results */
     cudaEvent_t ready;       /* recorded on the compute stream per collective */
     cudaEvent_t *all;        /* every pooled event created, for destroy */
     cudaEvent_t *idle;       /* pooled events not held by a request */
@@ -122,7 +110,7 @@ static void event_put(st_comm *c, cudaEvent_t ev)
 static int order_after_compute(st_comm *c)
 {
     nccl_state *s = c->impl;
-    if (cuda_failed(cudaEventRecord(s->ready, compute_stream), "cudaEventRecord",
+    if (cuda_failed(cudaEventRecord(s->ready, s->compute), "cudaEventRecord",
                     c->label))
         return 1;
     return cuda_failed(cudaStreamWaitEvent(s->stream, s->ready, 0),
@@ -206,7 +194,7 @@ static int nccl_wait(st_comm_req *req)
     nccl_state *s = c->impl;
     cudaEvent_t ev = (cudaEvent_t)req->handle;
     int rc = 0;
-    if (cuda_failed(cudaStreamWaitEvent(compute_stream, ev, 0), "cudaStreamWaitEvent",
+    if (cuda_failed(cudaStreamWaitEvent(s->compute, ev, 0), "cudaStreamWaitEvent",
                     c->label))
         rc = ST_EXIT_FAILURE;
     /* The wait is enqueued: the event may be recorded again. */
@@ -258,7 +246,7 @@ int st_comm_nccl_available(void)
     return 1;
 }
 
-st_comm *st_comm_nccl_create(MPI_Comm group, const char *label)
+st_comm *st_comm_nccl_create(MPI_Comm group, const char *label, void *compute_stream)
 {
     st_comm *c = calloc(1, sizeof *c);
     nccl_state *s = calloc(1, sizeof *s);
@@ -275,6 +263,7 @@ st_comm *st_comm_nccl_create(MPI_Comm group, const char *label)
     c->ops = &nccl_ops;
     c->label = label;
     c->impl = s;
+    s->compute = (cudaStream_t)compute_stream;
 
     /* Local setup; rank 0 also makes the unique id. */
     ncclUniqueId id;
@@ -329,20 +318,16 @@ fail:
 
 #else /* no NCCL or no CUDA */
 
-void st_comm_nccl_set_compute_stream(void *stream)
-{
-    (void)stream;
-}
-
 int st_comm_nccl_available(void)
 {
     return 0;
 }
 
-st_comm *st_comm_nccl_create(MPI_Comm group, const char *label)
+st_comm *st_comm_nccl_create(MPI_Comm group, const char *label, void *compute_stream)
 {
     (void)group;
     (void)label;
+    (void)compute_stream;
     st_error(NULL, "parallel.backend = nccl, but this build has no NCCL; "
              "hint: install NCCL and reconfigure, or use backend = mpi");
     return NULL;

@@ -186,13 +186,15 @@ int st_layout_compute(int world, int rank, const int *node_of_rank, int strategy
 
 /* With a GPU bound, the engine's buffers are device memory: the mpi
  * backend then stages them through the host. */
-static st_comm *make_comm(int backend, int device, MPI_Comm c, const char *label)
+static st_comm *make_comm(int backend, int device, MPI_Comm c, const char *label,
+                          void *compute_stream)
 {
-    return backend == ST_BACKEND_NCCL ? st_comm_nccl_create(c, label)
+    return backend == ST_BACKEND_NCCL ? st_comm_nccl_create(c, label, compute_stream)
                                       : st_comm_mpi_create_staged(c, label, device >= 0);
 }
 
-int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
+int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg,
+                     void *compute_stream)
 {
     memset(g, 0, sizeof *g);
     const st_parallel_config *p = &cfg->parallel;
@@ -253,9 +255,9 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg)
     /* Same order on every rank: NCCL initialisation blocks per group. */
     if (!rc) {
         g->host_world = st_comm_mpi_create(MPI_COMM_WORLD, "world");
-        g->world = make_comm(g->backend, rt->device, MPI_COMM_WORLD, "world");
-        g->shard = make_comm(g->backend, rt->device, shard, "shard");
-        g->replicate = make_comm(g->backend, rt->device, rep, "replicate");
+        g->world = make_comm(g->backend, rt->device, MPI_COMM_WORLD, "world", compute_stream);
+        g->shard = make_comm(g->backend, rt->device, shard, "shard", compute_stream);
+        g->replicate = make_comm(g->backend, rt->device, rep, "replicate", compute_stream);
         if (!g->host_world || !g->world || !g->shard || !g->replicate)
             rc = ST_EXIT_FAILURE; /* the constructor printed why */
     }

@@ -51,9 +51,12 @@ typedef struct {
  * this rank has a device and NCCL is built in, on every rank; nccl without
  * either is ST_EXIT_USAGE), splits MPI_COMM_WORLD into the shard and
  * replicate groups and creates their communicators (labels "world",
- * "shard", "replicate").  Collective over MPI_COMM_WORLD.  Returns an exit
+ * "shard", "replicate").  compute_stream goes to the nccl communicators
+ * (st_comm_nccl_create): the stream of the kernels instance whose memory
+ * they carry, or NULL.  Collective over MPI_COMM_WORLD.  Returns an exit
  * status; g is safe to destroy whatever it returned. */
-int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg);
+int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg,
+                     void *compute_stream);
 void st_groups_destroy(st_groups *g);
 
 /* "2/4 (ranks 0-3)": this rank's position / group size, then the group's

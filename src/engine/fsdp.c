@@ -7,19 +7,19 @@
  *
  * Unit memory is the kernels backend's (kernels.h): every op, copy and
  * reduction on it goes through f->k, and values the host needs (initial
- * weights, the loss, the norm) cross through to_host/from_host. */
+ * weights, the loss, the norm) cross through to_host/from_host.  What the
+ * engine does is set by its options (f->opt), never by the configuration
+ * directly, and it opens no files. */
 #include "engine/fsdp.h"
 #include "base/alloc.h"
-#include "io/hf_import.h"
 #include "base/log.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 static int recompute(const st_fsdp *f)
 {
-    return f->cfg->train.activation_checkpointing == ST_ACKPT_FULL;
+    return f->opt.recompute;
 }
 
 static int head_unit(const st_fsdp *f) { return f->n_units - 1; }
@@ -32,7 +32,7 @@ static int keeps_words(const st_fsdp *f) { return f->pdt == ST_DT_BF16; }
 
 static int gather_start(st_fsdp *f, int u)
 {
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[u];
     if (x->state != UNIT_SHARDED)
         return 0;
@@ -40,12 +40,12 @@ static int gather_start(st_fsdp *f, int u)
         /* Nothing to gather: the shard is the unit.  bf16 compute still
          * needs the rounded copy an all-gather would have delivered. */
         if (keeps_words(f)) {
-            uint16_t *w = k->alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-            k->pack_bf16(w, x->params, x->padded);
+            uint16_t *w = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+            k->ops->pack_bf16(k, w, x->params, x->padded);
             x->full = w;
         } else if (f->bf16) {
-            x->full = k->alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
-            k->round_bf16(x->full, x->params, x->padded);
+            x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+            k->ops->round_bf16(k, x->full, x->params, x->padded);
         } else {
             x->full = x->params;
         }
@@ -53,12 +53,12 @@ static int gather_start(st_fsdp *f, int u)
         return 0;
     }
     if (!keeps_words(f))
-        x->full = k->alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+        x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
     int rc;
     if (f->bf16) {
-        x->gather_send = k->alloc(sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
-        x->gather_recv = k->alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-        k->pack_bf16(x->gather_send, x->params, x->shard);
+        x->gather_send = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
+        x->gather_recv = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+        k->ops->pack_bf16(k, x->gather_send, x->params, x->shard);
         rc = st_comm_allgather(f->groups->shard, x->gather_send, x->gather_recv, x->shard,
                                ST_DT_BF16, &x->gather_req, st_desc("unit", u));
     } else {
@@ -79,10 +79,10 @@ static int gather_wait(st_fsdp *f, int u)
         if (keeps_words(f)) {
             x->full = x->gather_recv;
         } else {
-            f->k->unpack_bf16(x->full, x->gather_recv, x->padded);
-            f->k->free(x->gather_recv);
+            f->k->ops->unpack_bf16(f->k, x->full, x->gather_recv, x->padded);
+            f->k->ops->free(f->k, x->gather_recv);
         }
-        f->k->free(x->gather_send);
+        f->k->ops->free(f->k, x->gather_send);
         x->gather_send = x->gather_recv = NULL;
     }
     x->state = UNIT_GATHERED;
@@ -94,7 +94,7 @@ static int release(st_fsdp *f, int u)
     st_fsdp_unit *x = &f->units[u];
     int rc = gather_wait(f, u);
     if (x->state == UNIT_GATHERED && x->full != x->params)
-        f->k->free(x->full);
+        f->k->ops->free(f->k, x->full);
     x->full = NULL;
     x->state = UNIT_SHARDED;
     return rc;
@@ -113,7 +113,7 @@ static float *grad_target(st_fsdp *f, int u)
     if (f->S == 1 && f->R == 1)
         return x->grads;
     if (!x->full_grad)
-        x->full_grad = f->k->alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+        x->full_grad = f->k->ops->alloc(f->k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
     return x->full_grad;
 }
 
@@ -128,7 +128,7 @@ typedef struct {
 
 static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
 {
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[u];
     memset(p, 0, sizeof *p);
     p->unit = u;
@@ -136,18 +136,18 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
         return 0;
     int rc = 0;
     if (f->reduce_bf16) {
-        p->send16 = k->alloc(sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-        p->recv16 = k->alloc(sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
-        k->pack_bf16(p->send16, x->full_grad, x->padded);
-        k->free(x->full_grad);
+        p->send16 = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+        p->recv16 = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
+        k->ops->pack_bf16(k, p->send16, x->full_grad, x->padded);
+        k->ops->free(k, x->full_grad);
         x->full_grad = NULL;
         if (f->S > 1)
             rc = st_comm_reduce_scatter(f->groups->shard, p->send16, p->recv16, x->shard,
                                         ST_DT_BF16, &p->req, st_desc(GRAD_OF, u));
         else
-            k->copy(p->recv16, p->send16, sizeof(uint16_t) * (size_t)x->shard);
+            k->ops->copy(k, p->recv16, p->send16, sizeof(uint16_t) * (size_t)x->shard);
     } else if (f->S > 1) {
-        p->shard_sum = k->alloc(sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        p->shard_sum = k->ops->alloc(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
         rc = st_comm_reduce_scatter(f->groups->shard, x->full_grad, p->shard_sum, x->shard,
                                     ST_DT_F32, &p->req, st_desc(GRAD_OF, u));
     } else {
@@ -162,11 +162,11 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
 {
     if (p->unit < 0)
         return 0;
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[p->unit];
     int rc = st_comm_wait(&p->req);
     if (f->S > 1 && !f->reduce_bf16) {
-        k->free(x->full_grad);
+        k->ops->free(k, x->full_grad);
         x->full_grad = NULL;
     }
     if (!rc && f->R > 1) {
@@ -178,15 +178,15 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
                                        st_desc(GRAD_OF, p->unit));
     }
     if (f->reduce_bf16 && p->recv16) {
-        p->shard_sum = k->alloc(sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
-        k->unpack_bf16(p->shard_sum, p->recv16, x->shard);
-        k->add_inplace(x->grads, p->shard_sum, x->shard);
+        p->shard_sum = k->ops->alloc(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        k->ops->unpack_bf16(k, p->shard_sum, p->recv16, x->shard);
+        k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
     } else if (p->shard_sum) {
-        k->add_inplace(x->grads, p->shard_sum, x->shard);
+        k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
     }
-    k->free(p->shard_sum);
-    k->free(p->send16);
-    k->free(p->recv16);
+    k->ops->free(k, p->shard_sum);
+    k->ops->free(k, p->send16);
+    k->ops->free(k, p->recv16);
     memset(p, 0, sizeof *p);
     p->unit = -1;
     return rc;
@@ -218,7 +218,7 @@ static void run_head(st_fsdp *f, const step_args *a)
      * step, so a training walk always has one to reduce. */
     float *hg = a->train ? grad_target(f, H) : NULL;
     float *eg = a->train && m->tied ? grad_target(f, 0) : NULL;
-    f->k->head_forward_backward(m, f->units[H].full, m->tied ? f->units[0].full : NULL,
+    f->k->ops->head_forward_backward(f->k, m, f->units[H].full, m->tied ? f->units[0].full : NULL,
                                 f->pdt, hg, eg, f->B, res_at(f, m->L), f->targets,
                                 a->grad_scale, f->dres_a, a->logits_out, f->scratch,
                                 &f->sums[0]);
@@ -227,37 +227,37 @@ static void run_head(st_fsdp *f, const step_args *a)
 static void run_block_backward(st_fsdp *f, int64_t l)
 {
     const st_model *m = f->model;
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     void *acts = block_acts_mem(f, l);
     /* Rebuild this block's activations from its saved input; the output
      * lands in a buffer nothing reads any more. */
     if (recompute(f))
-        k->block_forward(m, f->units[l + 1].full, f->pdt, f->B, res_at(f, l),
+        k->ops->block_forward(k, m, f->units[l + 1].full, f->pdt, f->B, res_at(f, l),
                          res_at(f, l + 1), acts);
     /* dres ping-pongs: block L-1 reads dres_a (from the head). */
     int flip = (int)((m->L - 1 - l) % 2);
     float *dout = flip ? f->dres_b : f->dres_a, *din = flip ? f->dres_a : f->dres_b;
-    k->block_backward(m, f->units[l + 1].full, f->pdt, grad_target(f, (int)l + 1), f->B,
+    k->ops->block_backward(k, m, f->units[l + 1].full, f->pdt, grad_target(f, (int)l + 1), f->B,
                       res_at(f, l), acts, dout, din, f->scratch);
 }
 
 static void run_step(st_fsdp *f, const st_sched_step *s, const step_args *a)
 {
     const st_model *m = f->model;
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     switch (s->kind) {
     case ST_STEP_EMBED_FWD:
-        k->embed_forward(m, f->units[0].full, f->pdt, f->inputs, f->B, res_at(f, 0));
+        k->ops->embed_forward(k, m, f->units[0].full, f->pdt, f->inputs, f->B, res_at(f, 0));
         break;
     case ST_STEP_BLOCK_FWD:
-        k->block_forward(m, f->units[s->layer + 1].full, f->pdt, f->B, res_at(f, s->layer),
+        k->ops->block_forward(k, m, f->units[s->layer + 1].full, f->pdt, f->B, res_at(f, s->layer),
                          res_at(f, s->layer + 1), block_acts_mem(f, s->layer));
         break;
     case ST_STEP_HEAD: run_head(f, a); break;
     case ST_STEP_BLOCK_BWD: run_block_backward(f, s->layer); break;
     case ST_STEP_EMBED_BWD: {
         float *dout = m->L % 2 ? f->dres_b : f->dres_a;
-        k->embed_backward(m, grad_target(f, 0), f->inputs, f->B, dout);
+        k->ops->embed_backward(k, m, grad_target(f, 0), f->inputs, f->B, dout);
         break;
     }
     }
@@ -333,16 +333,16 @@ static int run_micro_step(st_fsdp *f, int sync, const step_args *a)
 static void begin_micro(st_fsdp *f, const int32_t *inputs, const int32_t *targets)
 {
     size_t bytes = sizeof(int32_t) * (size_t)(f->B * f->model->T);
-    f->k->from_host(f->inputs, inputs, bytes);
-    f->k->from_host(f->targets, targets, bytes);
-    f->k->zero(&f->sums[0], sizeof(double));
+    f->k->ops->from_host(f->k, f->inputs, inputs, bytes);
+    f->k->ops->from_host(f->k, f->targets, targets, bytes);
+    f->k->ops->zero(f->k, &f->sums[0], sizeof(double));
 }
 
 /* The loss crosses to the host once per micro-step, after the whole
  * schedule is queued: the one point a device backend waits. */
 static void end_micro(st_fsdp *f, double *loss)
 {
-    f->k->to_host(loss, &f->sums[0], sizeof(double));
+    f->k->ops->to_host(f->k, loss, &f->sums[0], sizeof(double));
 }
 
 int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
@@ -350,7 +350,7 @@ int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *t
 {
     step_args a = {1, grad_scale, NULL};
     begin_micro(f, inputs, targets);
-    int rc = run_micro_step(f, !f->cfg->parallel.no_sync || last_micro, &a);
+    int rc = run_micro_step(f, !f->opt.no_sync || last_micro, &a);
     end_micro(f, loss);
     return rc;
 }
@@ -360,7 +360,7 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
 {
     const st_model *m = f->model;
     size_t logit_bytes = sizeof(float) * (size_t)(f->B * m->T * m->V);
-    step_args a = {0, 0.0f, logits_out ? f->k->alloc(logit_bytes, ST_MEM_OTHER) : NULL};
+    step_args a = {0, 0.0f, logits_out ? f->k->ops->alloc(f->k, logit_bytes, ST_MEM_OTHER) : NULL};
     begin_micro(f, inputs, targets);
     int rc = run_micro_step(f, 0, &a);
     /* Evaluation keeps nothing gathered afterwards. */
@@ -368,8 +368,8 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
         rc = rc ? rc : release(f, u);
     end_micro(f, loss);
     if (logits_out) {
-        f->k->to_host(logits_out, a.logits_out, logit_bytes);
-        f->k->free(a.logits_out);
+        f->k->ops->to_host(f->k, logits_out, a.logits_out, logit_bytes);
+        f->k->ops->free(f->k, a.logits_out);
     }
     return rc;
 }
@@ -389,90 +389,33 @@ static float *array_of(const st_fsdp_unit *x, st_fsdp_array a)
 void st_fsdp_shard_to_host(const st_fsdp *f, int u, st_fsdp_array a, int64_t off, int64_t n,
                            float *dst)
 {
-    f->k->to_host(dst, array_of(&f->units[u], a) + off, sizeof(float) * (size_t)n);
+    f->k->ops->to_host(f->k, dst, array_of(&f->units[u], a) + off, sizeof(float) * (size_t)n);
 }
 
 void st_fsdp_shard_from_host(st_fsdp *f, int u, st_fsdp_array a, int64_t off, int64_t n,
                              const float *src)
 {
-    f->k->from_host(array_of(&f->units[u], a) + off, src, sizeof(float) * (size_t)n);
+    f->k->ops->from_host(f->k, array_of(&f->units[u], a) + off, src,
+                         sizeof(float) * (size_t)n);
 }
 
-/* A host staging buffer of ST_FSDP_STAGE floats.  Like the checkpoint
- * reader's block buffer it is bounded I/O space, not engine state, so it
- * is not counted in the memory categories: a counted one would show up in
- * peak_bytes on layouts that gather nothing and move them away from the
- * estimate for no reason of the model's. */
-static float *stage_alloc(void)
-{
-    float *s = malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
-    if (!s)
-        st_error(NULL, "out of memory allocating a host staging buffer");
-    return s;
-}
-
-/* Random initial values, made on the host piece by piece (each element
- * depends only on its index, so the pieces add up to the whole). */
-static int init_random(st_fsdp *f, uint64_t seed)
-{
-    float *stage = stage_alloc();
-    if (!stage)
-        return ST_EXIT_FAILURE;
-    for (int u = 0; u < f->n_units; u++) {
-        const st_fsdp_unit *x = &f->units[u];
-        for (int64_t a = 0; a < x->shard; a += ST_FSDP_STAGE) {
-            int64_t n = x->shard - a < ST_FSDP_STAGE ? x->shard - a : ST_FSDP_STAGE;
-            st_model_init_range(f->model, u, x->lo + a, x->lo + a + n, stage, seed);
-            st_fsdp_shard_from_host(f, u, ST_FSDP_PARAMS, a, n, stage);
-        }
-    }
-    free(stage);
-    return 0;
-}
-
-/* Weights from files: each rank reads only its own slices, all units in one
- * pass (the files' headers are read once), so the staging holds every
- * slice at once; estimate.c counts it. */
-static int init_from_files(st_fsdp *f)
-{
-    const st_model *m = f->model;
-    int64_t *lo = st_alloc(sizeof(int64_t) * (size_t)m->n_units, ST_MEM_OTHER);
-    int64_t *len = st_alloc(sizeof(int64_t) * (size_t)m->n_units, ST_MEM_OTHER);
-    float **dst = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
-    for (int u = 0; u < m->n_units; u++) {
-        lo[u] = f->units[u].lo;
-        len[u] = f->units[u].shard;
-        dst[u] = st_alloc(sizeof(float) * (size_t)len[u], ST_MEM_OTHER);
-    }
-    int rc = st_hf_load_slices(f->cfg->model.init, m, &f->cfg->model, lo, len, dst, NULL);
-    for (int u = 0; u < m->n_units; u++) {
-        if (!rc)
-            st_fsdp_shard_from_host(f, u, ST_FSDP_PARAMS, 0, len[u], dst[u]);
-        st_free(dst[u]);
-    }
-    st_free(lo);
-    st_free(len);
-    st_free(dst);
-    return rc;
-}
-
-int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_groups *groups,
-                   const st_kernels *k)
+int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
+                   st_groups *groups, st_kernels *k)
 {
     memset(f, 0, sizeof *f);
     f->model = m;
-    f->cfg = cfg;
+    f->opt = *opt;
     f->groups = groups;
     f->k = k;
     f->S = groups ? groups->layout.shard_size : 1;
     f->R = groups ? groups->layout.replicate_size : 1;
     f->shard_rank = groups ? groups->layout.shard_rank : 0;
-    st_sched_init(&f->sched, m->L, m->tied, cfg->parallel.strategy, f->S, f->R,
-                  cfg->parallel.prefetch);
-    f->bf16 = cfg->train.precision == ST_PREC_BF16;
-    f->reduce_bf16 = cfg->parallel.reduce_dtype == ST_PREC_BF16;
+    st_sched_init_rule(&f->sched, m->L, m->tied, opt->reshard_after_forward, f->S, f->R,
+                       opt->prefetch);
+    f->bf16 = opt->bf16;
+    f->reduce_bf16 = opt->reduce_bf16;
     f->pdt = f->bf16 && k->params_bf16 ? ST_DT_BF16 : ST_DT_F32;
-    f->B = cfg->train.micro_batch;
+    f->B = opt->micro_batch;
     f->n_units = m->n_units;
     f->units = st_alloc(sizeof(st_fsdp_unit) * (size_t)m->n_units, ST_MEM_OTHER);
     for (int u = 0; u < m->n_units; u++) {
@@ -482,59 +425,56 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_group
         x->shard = x->padded / f->S;
         x->lo = (int64_t)f->shard_rank * x->shard;
         size_t bytes = sizeof(float) * (size_t)x->shard;
-        x->params = k->alloc(bytes, ST_MEM_PARAMS);
-        x->grads = k->alloc(bytes, ST_MEM_GRADS);
-        x->adam_m = k->alloc(bytes, ST_MEM_OPTIM);
-        x->adam_v = k->alloc(bytes, ST_MEM_OPTIM);
+        x->params = k->ops->alloc(k, bytes, ST_MEM_PARAMS);
+        x->grads = k->ops->alloc(k, bytes, ST_MEM_GRADS);
+        x->adam_m = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
+        x->adam_v = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
         x->state = UNIT_SHARDED;
     }
     int64_t N = f->B * m->T;
-    f->res = k->alloc(sizeof(float) * (size_t)((m->L + 1) * N * m->C), ST_MEM_ACTS);
+    f->res = k->ops->alloc(k, sizeof(float) * (size_t)((m->L + 1) * N * m->C), ST_MEM_ACTS);
     size_t sets = recompute(f) ? 1 : (size_t)m->L;
-    f->acts_bytes = k->block_acts_bytes(m, f->B);
-    f->acts = k->alloc(sets * f->acts_bytes, ST_MEM_ACTS);
-    f->scratch = k->alloc(k->scratch_bytes(m, f->B), ST_MEM_ACTS);
-    f->dres_a = k->alloc(sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
-    f->dres_b = k->alloc(sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
-    f->inputs = k->alloc(sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
-    f->targets = k->alloc(sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
-    f->sums = k->alloc(2 * sizeof(double), ST_MEM_OTHER);
-
-    if (strcmp(cfg->model.init, "random") == 0)
-        return init_random(f, (uint64_t)cfg->train.seed);
-    return init_from_files(f);
+    f->acts_bytes = k->ops->block_acts_bytes(k, m, f->B);
+    f->acts = k->ops->alloc(k, sets * f->acts_bytes, ST_MEM_ACTS);
+    f->scratch = k->ops->alloc(k, k->ops->scratch_bytes(k, m, f->B), ST_MEM_ACTS);
+    f->dres_a = k->ops->alloc(k, sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
+    f->dres_b = k->ops->alloc(k, sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
+    f->inputs = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
+    f->targets = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
+    f->sums = k->ops->alloc(k, 2 * sizeof(double), ST_MEM_OTHER);
+    return 0;
 }
 
 void st_fsdp_destroy(st_fsdp *f)
 {
     if (!f->units)
         return;
-    const st_kernels *k = f->k;
+    st_kernels *k = f->k;
     for (int u = 0; u < f->n_units; u++) {
         st_fsdp_unit *x = &f->units[u];
         release(f, u);
-        k->free(x->params);
-        k->free(x->grads);
-        k->free(x->adam_m);
-        k->free(x->adam_v);
-        k->free(x->full_grad);
+        k->ops->free(k, x->params);
+        k->ops->free(k, x->grads);
+        k->ops->free(k, x->adam_m);
+        k->ops->free(k, x->adam_v);
+        k->ops->free(k, x->full_grad);
     }
     st_free(f->units);
-    k->free(f->res);
-    k->free(f->acts);
-    k->free(f->scratch);
-    k->free(f->dres_a);
-    k->free(f->dres_b);
-    k->free(f->inputs);
-    k->free(f->targets);
-    k->free(f->sums);
+    k->ops->free(k, f->res);
+    k->ops->free(k, f->acts);
+    k->ops->free(k, f->scratch);
+    k->ops->free(k, f->dres_a);
+    k->ops->free(k, f->dres_b);
+    k->ops->free(k, f->inputs);
+    k->ops->free(k, f->targets);
+    k->ops->free(k, f->sums);
     memset(f, 0, sizeof *f);
 }
 
 void st_fsdp_zero_grads(st_fsdp *f)
 {
     for (int u = 0; u < f->n_units; u++)
-        f->k->zero(f->units[u].grads, sizeof(float) * (size_t)f->units[u].shard);
+        f->k->ops->zero(f->k, f->units[u].grads, sizeof(float) * (size_t)f->units[u].shard);
 }
 
 int st_fsdp_grad_norm(st_fsdp *f, double *norm)
@@ -544,14 +484,14 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
      * each element once.  The sum stays in backend memory through the
      * all-reduce and crosses to the host once per step. */
     double *ss = &f->sums[1], host = 0.0;
-    f->k->zero(ss, sizeof(double));
+    f->k->ops->zero(f->k, ss, sizeof(double));
     for (int u = 0; u < f->n_units; u++)
-        f->k->sumsq(f->units[u].grads, f->units[u].shard, ss);
+        f->k->ops->sumsq(f->k, f->units[u].grads, f->units[u].shard, ss);
     int rc = 0;
     if (f->S > 1)
         rc = st_comm_allreduce_now(f->groups->shard, ss, 1, ST_DT_F64,
                                    st_desc("the gradient norm", -1));
-    f->k->to_host(&host, ss, sizeof host);
+    f->k->ops->to_host(f->k, &host, ss, sizeof host);
     *norm = sqrt(host);
     return rc;
 }
@@ -559,7 +499,7 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
 void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale)
 {
     const st_model *m = f->model;
-    const st_optim_config *o = &f->cfg->optim;
+    const double b1 = f->opt.adamw.beta1, b2 = f->opt.adamw.beta2, eps = f->opt.adamw.eps;
     f->opt_steps++;
     /* Each tensor's part inside this rank's slice, with its own decay. */
     for (int i = 0; i < m->n_tensors; i++) {
@@ -571,9 +511,9 @@ void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale)
         if (a >= b)
             continue;
         int64_t off = a - x->lo;
-        f->k->adamw(x->params + off, x->grads + off, x->adam_m + off, x->adam_v + off, b - a,
-                    lr, o->beta1, o->beta2, o->eps, t->decay ? o->weight_decay : 0.0,
-                    grad_scale, f->opt_steps);
+        f->k->ops->adamw(f->k, x->params + off, x->grads + off, x->adam_m + off,
+                         x->adam_v + off, b - a, lr, b1, b2, eps,
+                         t->decay ? f->opt.adamw.weight_decay : 0.0, grad_scale, f->opt_steps);
     }
 }
 
@@ -581,15 +521,15 @@ int st_fsdp_gather_master(st_fsdp *f, int u, float *out)
 {
     st_fsdp_unit *x = &f->units[u];
     if (f->S == 1) {
-        f->k->to_host(out, x->params, sizeof(float) * (size_t)x->numel);
+        f->k->ops->to_host(f->k, out, x->params, sizeof(float) * (size_t)x->numel);
         return 0;
     }
-    float *full = f->k->alloc(sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
+    float *full = f->k->ops->alloc(f->k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
     st_comm_req r = {0};
     int rc = st_comm_allgather(f->groups->shard, x->params, full, x->shard, ST_DT_F32, &r,
                                st_desc("the master weights of unit", u));
     rc = rc ? rc : st_comm_wait(&r);
-    f->k->to_host(out, full, sizeof(float) * (size_t)x->numel);
-    f->k->free(full);
+    f->k->ops->to_host(f->k, out, full, sizeof(float) * (size_t)x->numel);
+    f->k->ops->free(f->k, full);
     return rc;
 }

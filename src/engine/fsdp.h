@@ -22,14 +22,18 @@
  * memory: host code must not dereference it, but copy through the
  * st_fsdp_shard_* functions (or the backend's to_host/from_host).  With
  * groups == NULL it runs one rank with no communication at all (tests,
- * tools). */
+ * tools).
+ *
+ * The engine reads no configuration and no files: the layer above decides
+ * its options (st_fsdp_options, train/engine_setup.c fills them from the
+ * configuration) and fills the fresh shards with the initial weights
+ * through st_fsdp_shard_from_host. */
 #ifndef ST_FSDP_H
 #define ST_FSDP_H
 
 #include <stdint.h>
 
 #include "comm/comm.h"
-#include "config/config.h"
 #include "comm/groups.h"
 #include "engine/schedule.h"
 #include "kernels/kernels.h"
@@ -56,11 +60,28 @@ typedef struct {
     float *full_grad;
 } st_fsdp_unit;
 
+/* How the engine runs, decided by the layer above (the strategy itself is
+ * in the groups it is given, and in reshard_after_forward). */
+typedef struct {
+    int64_t micro_batch;         /* B: sequences per micro-batch */
+    int reshard_after_forward;   /* free gathered units between forward and backward
+                                  * (all strategies but shard_grad_op) */
+    int bf16;                    /* compute in bf16 (train.precision) */
+    int reduce_bf16;             /* reduce gradients in bf16 (parallel.reduce_dtype) */
+    int64_t prefetch;            /* gathers in flight ahead of the compute */
+    int no_sync;                 /* reduce gradients only on the last micro-batch */
+    int recompute;               /* recompute each block's activations in backward
+                                  * (activation checkpointing) instead of keeping them */
+    struct {
+        double beta1, beta2, eps, weight_decay;
+    } adamw;
+} st_fsdp_options;
+
 typedef struct {
     const st_model *model;
-    const st_config *cfg;
+    st_fsdp_options opt;
     st_groups *groups;       /* NULL: one rank, no communication */
-    const st_kernels *k;
+    st_kernels *k;
     int S, R;                /* shard and replicate group sizes */
     int shard_rank;
     st_sched sched;          /* the gather / release / reduce schedule */
@@ -84,11 +105,11 @@ typedef struct {
     st_sched_trace *trace;
 } st_fsdp;
 
-/* Allocate this rank's shards on backend k and initialise them (random
- * from the seed, or this rank's slice of model.init's weights).  Returns
- * an exit status. */
-int st_fsdp_create(st_fsdp *f, const st_model *m, const st_config *cfg, st_groups *groups,
-                   const st_kernels *k);
+/* Allocate this rank's shards on backend k, zeroed: the caller loads the
+ * initial weights (st_fsdp_shard_from_host, ST_FSDP_PARAMS).  Returns an
+ * exit status. */
+int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
+                   st_groups *groups, st_kernels *k);
 void st_fsdp_destroy(st_fsdp *f);
 
 void st_fsdp_zero_grads(st_fsdp *f);

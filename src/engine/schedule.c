@@ -12,19 +12,31 @@
 
 enum { SHARDED, GATHERING, GATHERED };
 
-void st_sched_init(st_sched *s, int64_t n_layers, int tied, int strategy, int S, int R,
-                   int64_t prefetch)
+int st_sched_reshards_after_forward(int strategy)
+{
+    /* shard_grad_op keeps a gathered unit from its forward to its
+     * backward; the others free it as soon as the next step does not
+     * need it. */
+    return strategy != ST_STRAT_SHARD_GRAD_OP;
+}
+
+void st_sched_init_rule(st_sched *s, int64_t n_layers, int tied, int reshard_after_forward,
+                        int S, int R, int64_t prefetch)
 {
     memset(s, 0, sizeof *s);
     s->n_layers = (int)n_layers;
     s->tied = tied;
     s->instant_gather = S == 1;
-    /* shard_grad_op keeps a gathered unit from its forward to its
-     * backward; the others free it as soon as the next step does not
-     * need it. */
-    s->reshard_after_forward = strategy != ST_STRAT_SHARD_GRAD_OP;
+    s->reshard_after_forward = reshard_after_forward;
     s->prefetch = prefetch;
     s->reduces = !(S == 1 && R == 1);
+}
+
+void st_sched_init(st_sched *s, int64_t n_layers, int tied, int strategy, int S, int R,
+                   int64_t prefetch)
+{
+    st_sched_init_rule(s, n_layers, tied, st_sched_reshards_after_forward(strategy), S, R,
+                       prefetch);
 }
 
 static int head_unit(const st_sched *s) { return s->n_layers + 1; }

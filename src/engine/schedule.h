@@ -63,6 +63,15 @@ typedef struct {
     int reduces;                 /* gradients cross ranks (not S == R == 1) */
 } st_sched;
 
+/* Whether strategy (enum st_strategy) frees a gathered unit between its
+ * forward and its backward: all but shard_grad_op. */
+int st_sched_reshards_after_forward(int strategy);
+
+/* st_sched from the release rule itself (the engine is given the rule,
+ * not the strategy). */
+void st_sched_init_rule(st_sched *s, int64_t n_layers, int tied, int reshard_after_forward,
+                        int S, int R, int64_t prefetch);
+
 /* st_sched for strategy (enum st_strategy) on a shard group of S and a
  * replicate group of R ranks, with the model's layer count and tying. */
 void st_sched_init(st_sched *s, int64_t n_layers, int tied, int strategy, int S, int R,

@@ -385,7 +385,8 @@ static void warn_changed(const st_ckpt *c, const st_config *cfg)
     }
 }
 
-static int load_into(st_fsdp *f, const char *dir, char *err, size_t n, int64_t *step)
+static int load_into(st_fsdp *f, const st_config *cfg, const char *dir, char *err, size_t n,
+                     int64_t *step)
 {
     st_ckpt c;
     int rc = st_ckpt_open(&c, dir, f->model, err, n);
@@ -416,7 +417,7 @@ static int load_into(st_fsdp *f, const char *dir, char *err, size_t n, int64_t *
         f->opt_steps = c.opt_steps;
         *step = c.step;
         if (st_log_rank() == 0)
-            warn_changed(&c, f->cfg);
+            warn_changed(&c, cfg);
     }
     st_ckpt_close(&c);
     return rc;
@@ -425,11 +426,11 @@ static int load_into(st_fsdp *f, const char *dir, char *err, size_t n, int64_t *
 /* Load on every rank; a failure anywhere fails everywhere, reported once
  * (by the lowest failing rank) as an error, or as a warning when falling
  * back. */
-static int load_agreed(st_fsdp *f, const st_runtime *rt, const char *dir, int as_warning,
-                       int64_t *step)
+static int load_agreed(st_fsdp *f, const st_config *cfg, const st_runtime *rt, const char *dir,
+                       int as_warning, int64_t *step)
 {
     char err[1024] = "";
-    int rc = load_into(f, dir, err, sizeof err, step);
+    int rc = load_into(f, cfg, dir, err, sizeof err, step);
     int first_bad = st_runtime_agree(rc ? rt->world - rt->rank : 0);
     if (!first_bad)
         return 0;
@@ -491,7 +492,7 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
                 st_error(NULL, "%s", err);
             return rc;
         }
-        rc = load_agreed(f, rt, dir, 0, start);
+        rc = load_agreed(f, cfg, rt, dir, 0, start);
         if (!rc)
             st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
         return rc;
@@ -503,7 +504,7 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
     int tried_latest = 0;
     if (!rc) {
         tried_latest = 1;
-        rc = load_agreed(f, rt, dir, 1, start);
+        rc = load_agreed(f, cfg, rt, dir, 1, start);
     } else if (ns > 0 && rt->rank == 0) {
         st_warn("%s; trying the step directories", err);
     }
@@ -514,7 +515,7 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
             continue;
         tried_latest = 1;
         snprintf(dir, sizeof dir, "%s", d2);
-        rc = load_agreed(f, rt, dir, 1, start);
+        rc = load_agreed(f, cfg, rt, dir, 1, start);
     }
     free(steps);
     if (!tried_latest)

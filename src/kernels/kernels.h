@@ -1,6 +1,8 @@
 /* The kernels backend: where the engine's parameters, gradients, moments
- * and activations live, and what computes on them, behind one table with a
- * backend per kind of memory:
+ * and activations live, and what computes on them, behind one table of
+ * operations (st_kernels_ops) that each receive the backend instance they
+ * run on, as comm.h's receive their communicator.  The selector
+ * (kernels.c) makes the instance; there is a backend per kind of memory:
  *   cpu  - host memory; the model.h ops, cpu_ops.h's helpers and st_adamw
  *          (kernels_cpu.c), the numerical reference;
  *   cuda - device memory; cuda/model_cuda.h's units and cuda/ops.h
@@ -19,8 +21,8 @@
  * would have to synchronise for.
  *
  * A device backend may queue work and return early, in call order; to_host
- * is the one call that waits for the work before it, so a host value read
- * through it is always complete.
+ * and sync are the calls that wait for the work before them, so a host
+ * value read through to_host is always complete.
  *
  * Activation memory is opaque to the engine: it asks the backend how many
  * bytes one block's saved activations and the shared scratch need, and
@@ -41,76 +43,90 @@
 #include <stdint.h>
 
 #include "base/alloc.h"
-#include "comm/comm.h"
+#include "base/dtype.h"
 #include "config/config.h"
 #include "model/model.h"
 
 typedef struct st_kernels st_kernels;
 
-struct st_kernels {
-    const char *name;        /* "cpu"; "cpu-bf16params" (tests) */
-    int on_device;           /* memory is not host-addressable: host code must copy */
-    int params_bf16;         /* bf16 mode: ops read gathered params as bf16 words */
-
+/* Backend operations; each backend fills one table (kernels_cpu.c,
+ * kernels_cuda.c).  Every op receives the backend instance it runs on, as
+ * comm ops receive their communicator. */
+typedef struct {
     /* Memory, counted by alloc.c's categories so that peak_bytes and
      * `shardtrain estimate` see the same numbers on every backend.  alloc
      * returns zeroed memory (as st_alloc); free(NULL) does nothing. */
-    void *(*alloc)(size_t bytes, st_mem_cat cat);
-    void (*free)(void *p);
-    void (*zero)(void *p, size_t bytes);
-    void (*to_host)(void *dst, const void *src, size_t bytes);
-    void (*from_host)(void *dst, const void *src, size_t bytes);
-    void (*copy)(void *dst, const void *src, size_t bytes);
+    void *(*alloc)(st_kernels *k, size_t bytes, st_mem_cat cat);
+    void (*free)(st_kernels *k, void *p);
+    void (*zero)(st_kernels *k, void *p, size_t bytes);
+    void (*to_host)(st_kernels *k, void *dst, const void *src, size_t bytes);
+    void (*from_host)(st_kernels *k, void *dst, const void *src, size_t bytes);
+    void (*copy)(st_kernels *k, void *dst, const void *src, size_t bytes);
+    /* Wait for all the work queued so far (timing a device). */
+    void (*sync)(st_kernels *k);
 
-    size_t (*block_acts_bytes)(const st_model *m, int64_t B);
-    size_t (*scratch_bytes)(const st_model *m, int64_t B);
+    size_t (*block_acts_bytes)(st_kernels *k, const st_model *m, int64_t B);
+    size_t (*scratch_bytes)(st_kernels *k, const st_model *m, int64_t B);
 
     /* The model ops, with model.h's meanings.  Every pointer is backend
      * memory (tokens and targets included); p is the gathered unit, of
      * dtype pdt (ST_DT_F32, or ST_DT_BF16 only when params_bf16). */
-    void (*embed_forward)(const st_model *m, const void *p, st_dtype pdt,
+    void (*embed_forward)(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
                           const int32_t *tokens, int64_t B, float *out);
-    void (*embed_backward)(const st_model *m, float *g, const int32_t *tokens, int64_t B,
-                           const float *dout);
-    void (*block_forward)(const st_model *m, const void *p, st_dtype pdt, int64_t B,
-                          const float *in, float *out, void *acts);
-    void (*block_backward)(const st_model *m, const void *p, st_dtype pdt, float *g,
-                           int64_t B, const float *in, const void *acts, const float *dout,
-                           float *din, void *scratch);
+    void (*embed_backward)(st_kernels *k, const st_model *m, float *g,
+                           const int32_t *tokens, int64_t B, const float *dout);
+    void (*block_forward)(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
+                          int64_t B, const float *in, float *out, void *acts);
+    void (*block_backward)(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
+                           float *g, int64_t B, const float *in, const void *acts,
+                           const float *dout, float *din, void *scratch);
     /* Adds the summed loss into *loss_sum (backend memory). */
-    void (*head_forward_backward)(const st_model *m, const void *head_p, const void *embed_p,
-                                  st_dtype pdt, float *head_g, float *embed_g, int64_t B,
-                                  const float *in, const int32_t *targets, float grad_scale,
-                                  float *din, float *logits_out, void *scratch,
-                                  double *loss_sum);
+    void (*head_forward_backward)(st_kernels *k, const st_model *m, const void *head_p,
+                                  const void *embed_p, st_dtype pdt, float *head_g,
+                                  float *embed_g, int64_t B, const float *in,
+                                  const int32_t *targets, float grad_scale, float *din,
+                                  float *logits_out, void *scratch, double *loss_sum);
 
-    /* Engine helpers, cpu_ops.h's and optim.h's meanings. */
-    void (*pack_bf16)(uint16_t *dst, const float *src, int64_t n);
-    void (*unpack_bf16)(float *dst, const uint16_t *src, int64_t n);
-    void (*round_bf16)(float *dst, const float *src, int64_t n);
-    void (*add_inplace)(float *y, const float *x, int64_t n);
+    /* Engine helpers, cpu_ops.h's and cpu_adamw.h's meanings. */
+    void (*pack_bf16)(st_kernels *k, uint16_t *dst, const float *src, int64_t n);
+    void (*unpack_bf16)(st_kernels *k, float *dst, const uint16_t *src, int64_t n);
+    void (*round_bf16)(st_kernels *k, float *dst, const float *src, int64_t n);
+    void (*add_inplace)(st_kernels *k, float *y, const float *x, int64_t n);
     /* *acc += sum of x[i]^2, in double, acc in backend memory. */
-    void (*sumsq)(const float *x, int64_t n, double *acc);
-    void (*adamw)(float *p, const float *g, float *m, float *v, int64_t n, double lr,
-                  double beta1, double beta2, double eps, double weight_decay,
+    void (*sumsq)(st_kernels *k, const float *x, int64_t n, double *acc);
+    void (*adamw)(st_kernels *k, float *p, const float *g, float *m, float *v, int64_t n,
+                  double lr, double beta1, double beta2, double eps, double weight_decay,
                   double grad_scale, int64_t t);
+
+    /* Releases what the instance holds; NULL for a backend that holds
+     * nothing (its instances are static). */
+    void (*destroy)(st_kernels *k);
+} st_kernels_ops;
+
+struct st_kernels {
+    const st_kernels_ops *ops;
+    const char *name;        /* "cpu", "cuda"; "cpu-bf16params" (tests) */
+    int on_device;           /* memory is not host-addressable: host code must copy */
+    int params_bf16;         /* bf16 mode: ops read gathered params as bf16 words */
+    /* The queue the ops run on, which collectives on the same memory must
+     * follow (comm_backends.h): the cuda backend's compute stream (a
+     * cudaStream_t); NULL for the host. */
+    void *stream;
+    void *impl;              /* backend state */
 };
 
-const st_kernels *st_kernels_cpu(void);
-
-/* The backend for this rank: cuda when st_device_bind gave it a GPU
- * (device >= 0, from train.device = cuda, or auto with a GPU visible), else
- * cpu.  SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid
- * (shardtrain(1), ENVIRONMENT), swaps in a CPU backend that takes bf16
- * parameters, to exercise the engine's params_bf16 path without a GPU; any
- * other value is an error.  Returns an exit status; *out is set on
- * success. */
-int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out);
-
-/* The cuda backend (kernels_cuda.c) on the current CUDA device, in bf16
- * storage mode when bf16 (train.precision = bf16) or fp32: creates its
- * compute stream and hands it to the nccl backend.  Returns an exit
- * status; in a build without CUDA always an error. */
-int st_kernels_cuda_open(int bf16, const st_kernels **out);
+/* The backend for this rank (kernels.c): cuda when st_device_bind gave it
+ * a GPU (device >= 0, from train.device = cuda, or auto with a GPU
+ * visible), after the cuda backend's own check of the model; else cpu.
+ * SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid (shardtrain(1),
+ * ENVIRONMENT; read through base/test_faults.h), swaps in a CPU backend that takes bf16 parameters, to
+ * exercise the engine's params_bf16 path without a GPU; any other value is
+ * an error.  Returns an exit status; *out is set on success. */
+int st_kernels_for_device(const st_config *cfg, int device, st_kernels **out);
+/* A backend for buffers only (no model check, no test hook), fp32: cuda on
+ * the bound device when on_device, else cpu.  Returns an exit status. */
+int st_kernels_for_memory(int on_device, st_kernels **out);
+/* Ends an instance of either function; NULL does nothing. */
+void st_kernels_close(st_kernels *k);
 
 #endif

@@ -10,44 +10,57 @@
  * otherwise have made, so a run on it must match a run on "cpu" bit for
  * bit; tests/kernels.sh checks that, which is how the engine's
  * params_bf16 path is tested before a backend with native bf16 kernels
- * exists.  It is reachable only through SHARDTRAIN_TEST_KERNELS. */
-#include "kernels/kernels.h"
+ * exists.  It is reachable only through SHARDTRAIN_TEST_KERNELS, which
+ * the selector (kernels.c) reads through base/test_faults.h. */
+#include "kernels/kernels_backends.h"
 #include "kernels/cpu_model.h"
 #include "kernels/cpu_ops.h"
 #include "base/log.h"
-#include "base/test_faults.h"
 #include "kernels/cpu_adamw.h"
-#include "config/origin.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---- memory ---------------------------------------------------------- */
 
-static void *cpu_alloc(size_t bytes, st_mem_cat cat) { return st_alloc(bytes, cat); }
-static void cpu_free(void *p) { st_free(p); }
-
-static void cpu_zero(void *p, size_t bytes)
+static void *cpu_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
 {
+    (void)k;
+    return st_alloc(bytes, cat);
+}
+
+static void cpu_free(st_kernels *k, void *p)
+{
+    (void)k;
+    st_free(p);
+}
+
+static void cpu_zero(st_kernels *k, void *p, size_t bytes)
+{
+    (void)k;
     if (bytes)
         memset(p, 0, bytes);
 }
 
 /* Host memory both sides: every direction is a plain copy. */
-static void cpu_copy(void *dst, const void *src, size_t bytes)
+static void cpu_copy(st_kernels *k, void *dst, const void *src, size_t bytes)
 {
+    (void)k;
     if (bytes)
         memcpy(dst, src, bytes);
 }
 
-static size_t cpu_block_acts_bytes(const st_model *m, int64_t B)
+/* Every op has finished when it returns. */
+static void cpu_sync(st_kernels *k) { (void)k; }
+
+static size_t cpu_block_acts_bytes(st_kernels *k, const st_model *m, int64_t B)
 {
+    (void)k;
     return sizeof(float) * st_block_acts_floats(m, B);
 }
 
-static size_t cpu_scratch_bytes(const st_model *m, int64_t B)
+static size_t cpu_scratch_bytes(st_kernels *k, const st_model *m, int64_t B)
 {
+    (void)k;
     return sizeof(float) * st_model_scratch_floats(m, B);
 }
 
@@ -62,41 +75,46 @@ static const float *f32(const void *p, st_dtype pdt)
     return p;
 }
 
-static void cpu_embed_forward(const st_model *m, const void *p, st_dtype pdt,
+static void cpu_embed_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
                               const int32_t *tokens, int64_t B, float *out)
 {
+    (void)k;
     st_embed_forward(m, f32(p, pdt), tokens, B, out);
 }
 
-static void cpu_embed_backward(const st_model *m, float *g, const int32_t *tokens, int64_t B,
-                               const float *dout)
+static void cpu_embed_backward(st_kernels *k, const st_model *m, float *g,
+                               const int32_t *tokens, int64_t B, const float *dout)
 {
+    (void)k;
     st_embed_backward(m, g, tokens, B, dout);
 }
 
-static void cpu_block_forward(const st_model *m, const void *p, st_dtype pdt, int64_t B,
-                              const float *in, float *out, void *acts)
+static void cpu_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
+                              int64_t B, const float *in, float *out, void *acts)
 {
+    (void)k;
     st_block_acts a;
     st_block_acts_bind(&a, m, B, acts);
     st_block_forward(m, f32(p, pdt), B, in, out, &a);
 }
 
-static void cpu_block_backward(const st_model *m, const void *p, st_dtype pdt, float *g,
-                               int64_t B, const float *in, const void *acts,
+static void cpu_block_backward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
+                               float *g, int64_t B, const float *in, const void *acts,
                                const float *dout, float *din, void *scratch)
 {
+    (void)k;
     st_block_acts a;
     /* bind only computes pointers; backward reads through them. */
     st_block_acts_bind(&a, m, B, (float *)acts);
     st_block_backward(m, f32(p, pdt), g, B, in, &a, dout, din, scratch);
 }
 
-static void cpu_head(const st_model *m, const void *head_p, const void *embed_p,
-                     st_dtype pdt, float *head_g, float *embed_g, int64_t B,
-                     const float *in, const int32_t *targets, float grad_scale, float *din,
-                     float *logits_out, void *scratch, double *loss_sum)
+static void cpu_head(st_kernels *k, const st_model *m, const void *head_p,
+                     const void *embed_p, st_dtype pdt, float *head_g, float *embed_g,
+                     int64_t B, const float *in, const int32_t *targets, float grad_scale,
+                     float *din, float *logits_out, void *scratch, double *loss_sum)
 {
+    (void)k;
     *loss_sum += st_head_forward_backward(m, f32(head_p, pdt),
                                           embed_p ? f32(embed_p, pdt) : NULL, head_g,
                                           embed_g, B, in, targets, grad_scale, din,
@@ -105,28 +123,59 @@ static void cpu_head(const st_model *m, const void *head_p, const void *embed_p,
 
 /* ---- engine helpers ------------------------------------------------------ */
 
+static void cpu_pack_bf16(st_kernels *k, uint16_t *dst, const float *src, int64_t n)
+{
+    (void)k;
+    st_pack_bf16(dst, src, n);
+}
+
+static void cpu_unpack_bf16(st_kernels *k, float *dst, const uint16_t *src, int64_t n)
+{
+    (void)k;
+    st_unpack_bf16(dst, src, n);
+}
+
+static void cpu_round_bf16(st_kernels *k, float *dst, const float *src, int64_t n)
+{
+    (void)k;
+    st_round_bf16(dst, src, n);
+}
+
+static void cpu_add_inplace(st_kernels *k, float *y, const float *x, int64_t n)
+{
+    (void)k;
+    st_add_inplace(y, x, n);
+}
+
 /* One thread, in element order: the norm must not depend on the number of
  * threads (cpu_ops.h). */
-static void cpu_sumsq(const float *x, int64_t n, double *acc)
+static void cpu_sumsq(st_kernels *k, const float *x, int64_t n, double *acc)
 {
+    (void)k;
     double s = *acc;
     for (int64_t i = 0; i < n; i++)
         s += (double)x[i] * x[i];
     *acc = s;
 }
 
+static void cpu_adamw(st_kernels *k, float *p, const float *g, float *m, float *v, int64_t n,
+                      double lr, double beta1, double beta2, double eps, double weight_decay,
+                      double grad_scale, int64_t t)
+{
+    (void)k;
+    st_adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+}
+
 #define CPU_COMMON                                                               \
     .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .to_host = cpu_copy, \
-    .from_host = cpu_copy, .copy = cpu_copy,                                     \
+    .from_host = cpu_copy, .copy = cpu_copy, .sync = cpu_sync,                   \
     .block_acts_bytes = cpu_block_acts_bytes, .scratch_bytes = cpu_scratch_bytes, \
-    .embed_backward = cpu_embed_backward, .pack_bf16 = st_pack_bf16,             \
-    .unpack_bf16 = st_unpack_bf16, .round_bf16 = st_round_bf16,                  \
-    .add_inplace = st_add_inplace, .sumsq = cpu_sumsq, .adamw = st_adamw
+    .embed_backward = cpu_embed_backward, .pack_bf16 = cpu_pack_bf16,            \
+    .unpack_bf16 = cpu_unpack_bf16, .round_bf16 = cpu_round_bf16,                \
+    .add_inplace = cpu_add_inplace, .sumsq = cpu_sumsq, .adamw = cpu_adamw,      \
+    .destroy = NULL
 
-static const st_kernels cpu_kernels = {
-    .name = "cpu",
-    .on_device = 0,
-    .params_bf16 = 0,
+static const st_kernels_ops cpu_ops = {
     CPU_COMMON,
     .embed_forward = cpu_embed_forward,
     .block_forward = cpu_block_forward,
@@ -134,7 +183,11 @@ static const st_kernels cpu_kernels = {
     .head_forward_backward = cpu_head,
 };
 
-const st_kernels *st_kernels_cpu(void) { return &cpu_kernels; }
+/* Never written: the backend keeps no state, so one instance serves every
+ * caller. */
+static st_kernels cpu_kernels = {.ops = &cpu_ops, .name = "cpu"};
+
+st_kernels *st_kernels_cpu(void) { return &cpu_kernels; }
 
 /* ---- cpu-bf16params (tests) --------------------------------------------- */
 
@@ -157,49 +210,47 @@ static void unwiden(const float *w, const void *p)
 
 static int64_t block_numel(const st_model *m) { return m->units[1].numel; }
 
-static void b16_embed_forward(const st_model *m, const void *p, st_dtype pdt,
+static void b16_embed_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
                               const int32_t *tokens, int64_t B, float *out)
 {
+    (void)k;
     const float *w = widen(p, pdt, m->units[0].numel);
     st_embed_forward(m, w, tokens, B, out);
     unwiden(w, p);
 }
 
-static void b16_block_forward(const st_model *m, const void *p, st_dtype pdt, int64_t B,
-                              const float *in, float *out, void *acts)
+static void b16_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
+                              int64_t B, const float *in, float *out, void *acts)
 {
     const float *w = widen(p, pdt, block_numel(m));
-    cpu_block_forward(m, w, ST_DT_F32, B, in, out, acts);
+    cpu_block_forward(k, m, w, ST_DT_F32, B, in, out, acts);
     unwiden(w, p);
 }
 
-static void b16_block_backward(const st_model *m, const void *p, st_dtype pdt, float *g,
-                               int64_t B, const float *in, const void *acts,
+static void b16_block_backward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
+                               float *g, int64_t B, const float *in, const void *acts,
                                const float *dout, float *din, void *scratch)
 {
     const float *w = widen(p, pdt, block_numel(m));
-    cpu_block_backward(m, w, ST_DT_F32, g, B, in, acts, dout, din, scratch);
+    cpu_block_backward(k, m, w, ST_DT_F32, g, B, in, acts, dout, din, scratch);
     unwiden(w, p);
 }
 
-static void b16_head(const st_model *m, const void *head_p, const void *embed_p,
-                     st_dtype pdt, float *head_g, float *embed_g, int64_t B,
-                     const float *in, const int32_t *targets, float grad_scale, float *din,
-                     float *logits_out, void *scratch, double *loss_sum)
+static void b16_head(st_kernels *k, const st_model *m, const void *head_p,
+                     const void *embed_p, st_dtype pdt, float *head_g, float *embed_g,
+                     int64_t B, const float *in, const int32_t *targets, float grad_scale,
+                     float *din, float *logits_out, void *scratch, double *loss_sum)
 {
     const float *hw = widen(head_p, pdt, m->units[m->n_units - 1].numel);
     const float *ew = embed_p ? widen(embed_p, pdt, m->units[0].numel) : NULL;
-    cpu_head(m, hw, ew, ST_DT_F32, head_g, embed_g, B, in, targets, grad_scale, din,
+    cpu_head(k, m, hw, ew, ST_DT_F32, head_g, embed_g, B, in, targets, grad_scale, din,
              logits_out, scratch, loss_sum);
     unwiden(hw, head_p);
     if (ew)
         unwiden(ew, embed_p);
 }
 
-static const st_kernels cpu_bf16params_kernels = {
-    .name = "cpu-bf16params",
-    .on_device = 0,
-    .params_bf16 = 1,
+static const st_kernels_ops cpu_bf16params_ops = {
     CPU_COMMON,
     .embed_forward = b16_embed_forward,
     .block_forward = b16_block_forward,
@@ -207,27 +258,7 @@ static const st_kernels cpu_bf16params_kernels = {
     .head_forward_backward = b16_head,
 };
 
-/* ---- selection ------------------------------------------------------------ */
+static st_kernels cpu_bf16params_kernels = {
+    .ops = &cpu_bf16params_ops, .name = "cpu-bf16params", .params_bf16 = 1};
 
-int st_kernels_for_device(const st_config *cfg, int device, const st_kernels **out)
-{
-    if (device >= 0) {
-        /* The fused attention kernels (cuda/attention.h) are written for
-         * two head widths; say so before any work rather than fail at the
-         * first block. */
-        const int64_t hd = cfg->model.d_model / cfg->model.n_head;
-        if (hd != 64 && hd != 128)
-            return st_config_error(cfg, "model", "n_head", "the CUDA kernels take attention "
-                                   "head widths 64 and 128, not d_model %lld / n_head %lld = "
-                                   "%lld; hint: change model.n_head or model.d_model, or set "
-                                   "train.device = cpu", (long long)cfg->model.d_model,
-                                   (long long)cfg->model.n_head, (long long)hd);
-        return st_kernels_cuda_open(cfg->train.precision == ST_PREC_BF16, out);
-    }
-    st_fault_kernels variant;
-    int rc = st_fault_kernels_variant(&variant);
-    if (!rc)
-        *out = variant == ST_FAULT_KERNELS_CPU_BF16PARAMS ? &cpu_bf16params_kernels
-                                                          : &cpu_kernels;
-    return rc;
-}
+st_kernels *st_kernels_cpu_bf16params(void) { return &cpu_bf16params_kernels; }

@@ -2,13 +2,16 @@
  * from the engine's calls onto the model units of cuda/model_cuda.h and the
  * ops of cuda/ops.h.  NONE OF THIS HAS RUN ON A GPU YET (cuda/README).
  *
- * One compute stream.  Every call queues work on one non-blocking stream
- * (also handed to the nccl backend, whose collectives wait for it and make
- * it wait for them through events), and nothing here synchronises the host
- * except to_host, which by kernels.h's contract must return complete
- * values.  Memory comes from the stream-ordered allocator
- * (cudaMallocAsync / cudaFreeAsync on the compute stream, with a pool that
- * keeps what it has): the engine allocates and frees gathered units and
+ * One compute stream per instance.  Every call queues work on the
+ * instance's non-blocking stream (st_kernels.stream, which the layer above
+ * hands to the nccl backend when it creates the groups, so collectives wait
+ * for it and make it wait for them through events), and nothing here
+ * synchronises the host except to_host, which by kernels.h's contract must
+ * return complete values, and sync.  The stream, the model context, the
+ * sumsq workspace and the block table live in the instance: the file holds
+ * no mutable state, so two instances would not share anything.  Memory
+ * comes from the stream-ordered allocator (cudaMallocAsync / cudaFreeAsync
+ * on the compute stream, with a pool that keeps what it has): the engine allocates and frees gathered units and
  * reduction buffers every step, and cudaFree would stall the device each
  * time.  A block freed on the stream is reused only by work queued after
  * the free, which is exactly the engine's order.
@@ -27,8 +30,23 @@
  * is no recovering mid-step, as with the host allocator's out of memory. */
 #include "st_build.h"
 
-#include "kernels/kernels.h"
+#include "kernels/kernels_backends.h"
 #include "base/log.h"
+#include "config/origin.h"
+
+/* The fused attention kernels (cuda/attention.h) are written for two head
+ * widths; say so before any work rather than fail at the first block. */
+int st_kernels_cuda_check(const st_config *cfg)
+{
+    const int64_t hd = cfg->model.d_model / cfg->model.n_head;
+    if (hd == 64 || hd == 128)
+        return 0;
+    return st_config_error(cfg, "model", "n_head", "the CUDA kernels take attention head "
+                           "widths 64 and 128, not d_model %lld / n_head %lld = %lld; "
+                           "hint: change model.n_head or model.d_model, or set "
+                           "train.device = cpu", (long long)cfg->model.d_model,
+                           (long long)cfg->model.n_head, (long long)hd);
+}
 
 #ifdef HAVE_CUDA
 
@@ -38,11 +56,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "comm/comm_backends.h"
 #include "model_cuda.h"
 
-static struct {
-    int up;
+/* One instance's state (st_kernels.impl). */
+typedef struct {
     int bf16;                     /* storage mode: 1 bf16, 0 fp32 */
     cudaStream_t stream;
     const st_model *model;        /* the model ctx was made for */
@@ -51,7 +68,9 @@ static struct {
     /* device block -> (bytes, category), for the memory counters */
     struct dev_block { void *p; size_t bytes; int cat; } *blocks;
     size_t n_blocks, cap_blocks;
-} cu;
+} cuda_state;
+
+static cuda_state *state(st_kernels *k) { return k->impl; }
 
 static void check(cudaError_t e, const char *call)
 {
@@ -71,227 +90,236 @@ static void check(cudaError_t e, const char *call)
 
 /* The block table is searched from the end: most frees are of recent
  * allocations (gathered units, reduction buffers, per-call temporaries). */
-static void remember(void *p, size_t bytes, int cat)
+static void remember(cuda_state *cu, void *p, size_t bytes, int cat)
 {
-    if (cu.n_blocks == cu.cap_blocks) {
-        size_t cap = cu.cap_blocks ? 2 * cu.cap_blocks : 256;
-        struct dev_block *b = realloc(cu.blocks, cap * sizeof *b);
+    if (cu->n_blocks == cu->cap_blocks) {
+        size_t cap = cu->cap_blocks ? 2 * cu->cap_blocks : 256;
+        struct dev_block *b = realloc(cu->blocks, cap * sizeof *b);
         if (!b)
             st_fatal("out of host memory for the device block table"); /* like st_alloc */
-        cu.blocks = b;
-        cu.cap_blocks = cap;
+        cu->blocks = b;
+        cu->cap_blocks = cap;
     }
-    cu.blocks[cu.n_blocks++] = (struct dev_block){p, bytes, cat};
+    cu->blocks[cu->n_blocks++] = (struct dev_block){p, bytes, cat};
     st_mem_count_alloc((st_mem_cat)cat, bytes);
 }
 
-static void forget(void *p)
+static void forget(cuda_state *cu, void *p)
 {
-    for (size_t i = cu.n_blocks; i-- > 0;) {
-        if (cu.blocks[i].p != p)
+    for (size_t i = cu->n_blocks; i-- > 0;) {
+        if (cu->blocks[i].p != p)
             continue;
-        st_mem_count_free((st_mem_cat)cu.blocks[i].cat, cu.blocks[i].bytes);
-        cu.blocks[i] = cu.blocks[--cu.n_blocks];
+        st_mem_count_free((st_mem_cat)cu->blocks[i].cat, cu->blocks[i].bytes);
+        cu->blocks[i] = cu->blocks[--cu->n_blocks];
         return;
     }
     st_bug("freeing device memory the cuda backend did not allocate");
 }
 
-static void *cuda_alloc(size_t bytes, st_mem_cat cat)
+static void *cuda_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
 {
+    cuda_state *cu = state(k);
     void *p = NULL;
     /* A zero-byte block still needs a distinct pointer to free. */
-    check(cudaMallocAsync(&p, bytes ? bytes : 1, cu.stream), "cudaMallocAsync");
+    check(cudaMallocAsync(&p, bytes ? bytes : 1, cu->stream), "cudaMallocAsync");
     if (bytes)
-        check(cudaMemsetAsync(p, 0, bytes, cu.stream), "cudaMemsetAsync");
-    remember(p, bytes, (int)cat);
+        check(cudaMemsetAsync(p, 0, bytes, cu->stream), "cudaMemsetAsync");
+    remember(cu, p, bytes, (int)cat);
     return p;
 }
 
-static void cuda_free(void *p)
+static void cuda_free(st_kernels *k, void *p)
 {
     if (!p)
         return;
-    forget(p);
-    check(cudaFreeAsync(p, cu.stream), "cudaFreeAsync");
+    forget(state(k), p);
+    check(cudaFreeAsync(p, state(k)->stream), "cudaFreeAsync");
 }
 
-static void cuda_zero(void *p, size_t bytes)
+static void cuda_zero(st_kernels *k, void *p, size_t bytes)
 {
     if (bytes)
-        check(cudaMemsetAsync(p, 0, bytes, cu.stream), "cudaMemsetAsync");
+        check(cudaMemsetAsync(p, 0, bytes, state(k)->stream), "cudaMemsetAsync");
 }
 
-static void cuda_to_host(void *dst, const void *src, size_t bytes)
+static void cuda_sync(st_kernels *k)
+{
+    check(cudaStreamSynchronize(state(k)->stream), "cudaStreamSynchronize");
+}
+
+static void cuda_to_host(st_kernels *k, void *dst, const void *src, size_t bytes)
 {
     if (!bytes)
         return;
-    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, cu.stream),
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, state(k)->stream),
           "cudaMemcpyAsync (device to host)");
-    check(cudaStreamSynchronize(cu.stream), "cudaStreamSynchronize");
+    cuda_sync(k);
 }
 
 /* Pageable host memory: the copy is staged by the driver and src may be
  * reused once this returns. */
-static void cuda_from_host(void *dst, const void *src, size_t bytes)
+static void cuda_from_host(st_kernels *k, void *dst, const void *src, size_t bytes)
 {
     if (bytes)
-        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cu.stream),
+        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, state(k)->stream),
               "cudaMemcpyAsync (host to device)");
 }
 
-static void cuda_copy(void *dst, const void *src, size_t bytes)
+static void cuda_copy(st_kernels *k, void *dst, const void *src, size_t bytes)
 {
     if (bytes)
-        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cu.stream),
+        check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, state(k)->stream),
               "cudaMemcpyAsync (device to device)");
 }
 
 /* Per-call bf16 temporaries of the activation conversions. */
-static uint16_t *tmp16(int64_t n)
+static uint16_t *tmp16(st_kernels *k, int64_t n)
 {
-    return cuda_alloc(sizeof(uint16_t) * (size_t)n, ST_MEM_ACTS);
+    return cuda_alloc(k, sizeof(uint16_t) * (size_t)n, ST_MEM_ACTS);
 }
 
-static int dtype(void) { return cu.bf16 ? ST_CUDA_BF16 : ST_CUDA_F32; }
+static int dtype(st_kernels *k) { return state(k)->bf16 ? ST_CUDA_BF16 : ST_CUDA_F32; }
 
 /* The engine lays saved-activation sets back to back: keep each set on
  * model_cuda.h's 256-byte alignment. */
 static size_t round256(size_t n) { return (n + 255) / 256 * 256; }
 
-static size_t cuda_block_acts_bytes(const st_model *m, int64_t B)
+static size_t cuda_block_acts_bytes(st_kernels *k, const st_model *m, int64_t B)
 {
-    return round256(st_cuda_block_acts_bytes(m, B, dtype()));
+    return round256(st_cuda_block_acts_bytes(m, B, dtype(k)));
 }
 
-static size_t cuda_scratch_bytes(const st_model *m, int64_t B)
+static size_t cuda_scratch_bytes(st_kernels *k, const st_model *m, int64_t B)
 {
-    return round256(st_cuda_model_scratch_bytes(m, B, dtype()));
+    return round256(st_cuda_model_scratch_bytes(m, B, dtype(k)));
 }
 
 /* ---- model units ------------------------------------------------------ */
 
 /* The units' context belongs to one model (its RoPE tables); made on first
  * use, which is set-up (the table copy waits for the host). */
-static st_cuda_model_ctx *ctx_for(const st_model *m)
+static st_cuda_model_ctx *ctx_for(st_kernels *k, const st_model *m)
 {
-    if (cu.ctx && cu.model == m)
-        return cu.ctx;
-    if (cu.ctx)
-        st_cuda_model_ctx_destroy(cu.ctx);
-    cu.ctx = NULL;
-    check(st_cuda_model_ctx_create(&cu.ctx, m, cu.stream, 0), "creating the model's CUDA "
+    cuda_state *cu = state(k);
+    if (cu->ctx && cu->model == m)
+        return cu->ctx;
+    if (cu->ctx)
+        st_cuda_model_ctx_destroy(cu->ctx);
+    cu->ctx = NULL;
+    check(st_cuda_model_ctx_create(&cu->ctx, m, cu->stream, 0), "creating the model's CUDA "
           "context (cuBLASLt, RoPE tables)");
-    cu.model = m;
-    return cu.ctx;
+    cu->model = m;
+    return cu->ctx;
 }
 
 /* The engine passes bf16 words exactly when the mode is bf16. */
-static void expect_mode(st_dtype pdt)
+static void expect_mode(st_kernels *k, st_dtype pdt)
 {
-    if ((pdt == ST_DT_BF16) != cu.bf16)
+    const int bf16 = state(k)->bf16;
+    if ((pdt == ST_DT_BF16) != bf16)
         st_bug("the cuda kernels in %s mode were given %s parameters",
-               cu.bf16 ? "bf16" : "fp32", pdt == ST_DT_BF16 ? "bf16" : "fp32");
+               bf16 ? "bf16" : "fp32", pdt == ST_DT_BF16 ? "bf16" : "fp32");
 }
 
 static int64_t rows(const st_model *m, int64_t B) { return B * m->T; }
 
-static void pack(uint16_t *dst, const float *src, int64_t n)
+static void pack(st_kernels *k, uint16_t *dst, const float *src, int64_t n)
 {
-    check(st_cuda_pack_bf16(dst, src, n, cu.stream), "st_cuda_pack_bf16");
+    check(st_cuda_pack_bf16(dst, src, n, state(k)->stream), "st_cuda_pack_bf16");
 }
 
-static void unpack(float *dst, const uint16_t *src, int64_t n)
+static void unpack(st_kernels *k, float *dst, const uint16_t *src, int64_t n)
 {
-    check(st_cuda_unpack_bf16(dst, src, n, cu.stream), "st_cuda_unpack_bf16");
+    check(st_cuda_unpack_bf16(dst, src, n, state(k)->stream), "st_cuda_unpack_bf16");
 }
 
-static void cuda_embed_forward(const st_model *m, const void *p, st_dtype pdt,
+static void cuda_embed_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
                                const int32_t *tokens, int64_t B, float *out)
 {
-    expect_mode(pdt);
-    st_cuda_model_ctx *c = ctx_for(m);
-    if (!cu.bf16) {
+    expect_mode(k, pdt);
+    st_cuda_model_ctx *c = ctx_for(k, m);
+    if (!state(k)->bf16) {
         check(st_cuda_model_embed_forward_f32(m, p, tokens, B, out, c), "embedding forward");
         return;
     }
     const int64_t n = rows(m, B) * m->C;
-    uint16_t *o = tmp16(n);
+    uint16_t *o = tmp16(k, n);
     check(st_cuda_model_embed_forward_bf16(m, p, tokens, B, o, c), "embedding forward");
-    unpack(out, o, n);
-    cuda_free(o);
+    unpack(k, out, o, n);
+    cuda_free(k, o);
 }
 
-static void cuda_embed_backward(const st_model *m, float *g, const int32_t *tokens,
-                                int64_t B, const float *dout)
+static void cuda_embed_backward(st_kernels *k, const st_model *m, float *g,
+                                const int32_t *tokens, int64_t B, const float *dout)
 {
-    st_cuda_model_ctx *c = ctx_for(m);
-    if (!cu.bf16) {
+    st_cuda_model_ctx *c = ctx_for(k, m);
+    if (!state(k)->bf16) {
         check(st_cuda_model_embed_backward_f32(m, g, tokens, B, dout, c),
               "embedding backward");
         return;
     }
     const int64_t n = rows(m, B) * m->C;
-    uint16_t *d = tmp16(n);
-    pack(d, dout, n);
+    uint16_t *d = tmp16(k, n);
+    pack(k, d, dout, n);
     check(st_cuda_model_embed_backward_bf16(m, g, tokens, B, d, c), "embedding backward");
-    cuda_free(d);
+    cuda_free(k, d);
 }
 
-static void cuda_block_forward(const st_model *m, const void *p, st_dtype pdt, int64_t B,
-                               const float *in, float *out, void *acts)
+static void cuda_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
+                               int64_t B, const float *in, float *out, void *acts)
 {
-    expect_mode(pdt);
-    st_cuda_model_ctx *c = ctx_for(m);
+    expect_mode(k, pdt);
+    st_cuda_model_ctx *c = ctx_for(k, m);
     st_cuda_block_acts a;
-    st_cuda_block_acts_bind(&a, m, B, dtype(), acts);
-    if (!cu.bf16) {
+    st_cuda_block_acts_bind(&a, m, B, dtype(k), acts);
+    if (!state(k)->bf16) {
         check(st_cuda_model_block_forward_f32(m, p, B, in, out, &a, c), "block forward");
         return;
     }
     const int64_t n = rows(m, B) * m->C;
-    uint16_t *i16 = tmp16(n), *o16 = tmp16(n);
-    pack(i16, in, n);
+    uint16_t *i16 = tmp16(k, n), *o16 = tmp16(k, n);
+    pack(k, i16, in, n);
     check(st_cuda_model_block_forward_bf16(m, p, B, i16, o16, &a, c), "block forward");
-    unpack(out, o16, n);
-    cuda_free(i16);
-    cuda_free(o16);
+    unpack(k, out, o16, n);
+    cuda_free(k, i16);
+    cuda_free(k, o16);
 }
 
-static void cuda_block_backward(const st_model *m, const void *p, st_dtype pdt, float *g,
-                                int64_t B, const float *in, const void *acts,
-                                const float *dout, float *din, void *scratch)
+static void cuda_block_backward(st_kernels *k, const st_model *m, const void *p,
+                                st_dtype pdt, float *g, int64_t B, const float *in,
+                                const void *acts, const float *dout, float *din,
+                                void *scratch)
 {
-    expect_mode(pdt);
-    st_cuda_model_ctx *c = ctx_for(m);
+    expect_mode(k, pdt);
+    st_cuda_model_ctx *c = ctx_for(k, m);
     st_cuda_block_acts a;
     /* bind only computes pointers; backward reads through them. */
-    st_cuda_block_acts_bind(&a, m, B, dtype(), (void *)acts);
-    if (!cu.bf16) {
+    st_cuda_block_acts_bind(&a, m, B, dtype(k), (void *)acts);
+    if (!state(k)->bf16) {
         check(st_cuda_model_block_backward_f32(m, p, g, B, in, &a, dout, din, scratch, c),
               "block backward");
         return;
     }
     const int64_t n = rows(m, B) * m->C;
-    uint16_t *i16 = tmp16(n), *d16 = tmp16(n), *x16 = tmp16(n);
-    pack(i16, in, n);
-    pack(d16, dout, n);
+    uint16_t *i16 = tmp16(k, n), *d16 = tmp16(k, n), *x16 = tmp16(k, n);
+    pack(k, i16, in, n);
+    pack(k, d16, dout, n);
     check(st_cuda_model_block_backward_bf16(m, p, g, B, i16, &a, d16, x16, scratch, c),
           "block backward");
-    unpack(din, x16, n);
-    cuda_free(i16);
-    cuda_free(d16);
-    cuda_free(x16);
+    unpack(k, din, x16, n);
+    cuda_free(k, i16);
+    cuda_free(k, d16);
+    cuda_free(k, x16);
 }
 
-static void cuda_head(const st_model *m, const void *head_p, const void *embed_p,
-                      st_dtype pdt, float *head_g, float *embed_g, int64_t B,
-                      const float *in, const int32_t *targets, float grad_scale, float *din,
-                      float *logits_out, void *scratch, double *loss_sum)
+static void cuda_head(st_kernels *k, const st_model *m, const void *head_p,
+                      const void *embed_p, st_dtype pdt, float *head_g, float *embed_g,
+                      int64_t B, const float *in, const int32_t *targets, float grad_scale,
+                      float *din, float *logits_out, void *scratch, double *loss_sum)
 {
-    expect_mode(pdt);
-    st_cuda_model_ctx *c = ctx_for(m);
-    if (!cu.bf16) {
+    expect_mode(k, pdt);
+    st_cuda_model_ctx *c = ctx_for(k, m);
+    if (!state(k)->bf16) {
         check(st_cuda_model_head_forward_backward_f32(m, head_p, embed_p, head_g, embed_g, B,
                                                       in, targets, grad_scale, din,
                                                       logits_out, scratch, loss_sum, c),
@@ -299,61 +327,74 @@ static void cuda_head(const st_model *m, const void *head_p, const void *embed_p
         return;
     }
     const int64_t n = rows(m, B) * m->C;
-    uint16_t *i16 = tmp16(n), *d16 = tmp16(n);
-    pack(i16, in, n);
+    uint16_t *i16 = tmp16(k, n), *d16 = tmp16(k, n);
+    pack(k, i16, in, n);
     check(st_cuda_model_head_forward_backward_bf16(m, head_p, embed_p, head_g, embed_g, B,
                                                    i16, targets, grad_scale, d16,
                                                    logits_out, scratch, loss_sum, c),
           "head forward and backward");
     /* din is written only when training (grad_scale != 0), as on the CPU. */
     if (grad_scale != 0.0f)
-        unpack(din, d16, n);
-    cuda_free(i16);
-    cuda_free(d16);
+        unpack(k, din, d16, n);
+    cuda_free(k, i16);
+    cuda_free(k, d16);
 }
 
 /* ---- engine helpers --------------------------------------------------- */
 
-static void cuda_pack_bf16(uint16_t *dst, const float *src, int64_t n) { pack(dst, src, n); }
-static void cuda_unpack_bf16(float *dst, const uint16_t *src, int64_t n)
+static void cuda_round_bf16(st_kernels *k, float *dst, const float *src, int64_t n)
 {
-    unpack(dst, src, n);
+    check(st_cuda_round_bf16(dst, src, n, state(k)->stream), "st_cuda_round_bf16");
 }
 
-static void cuda_round_bf16(float *dst, const float *src, int64_t n)
+static void cuda_add_inplace(st_kernels *k, float *y, const float *x, int64_t n)
 {
-    check(st_cuda_round_bf16(dst, src, n, cu.stream), "st_cuda_round_bf16");
+    check(st_cuda_add_inplace_f32(y, x, n, state(k)->stream), "st_cuda_add_inplace_f32");
 }
 
-static void cuda_add_inplace(float *y, const float *x, int64_t n)
+static void cuda_sumsq(st_kernels *k, const float *x, int64_t n, double *acc)
 {
-    check(st_cuda_add_inplace_f32(y, x, n, cu.stream), "st_cuda_add_inplace_f32");
+    cuda_state *cu = state(k);
+    check(st_cuda_sumsq(x, n, acc, cu->partials, cu->stream), "st_cuda_sumsq");
 }
 
-static void cuda_sumsq(const float *x, int64_t n, double *acc)
-{
-    check(st_cuda_sumsq(x, n, acc, cu.partials, cu.stream), "st_cuda_sumsq");
-}
-
-static void cuda_adamw(float *p, const float *g, float *m, float *v, int64_t n, double lr,
-                       double beta1, double beta2, double eps, double weight_decay,
-                       double grad_scale, int64_t t)
+static void cuda_adamw(st_kernels *k, float *p, const float *g, float *m, float *v,
+                       int64_t n, double lr, double beta1, double beta2, double eps,
+                       double weight_decay, double grad_scale, int64_t t)
 {
     check(st_cuda_adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t,
-                        NULL, cu.stream),
+                        NULL, state(k)->stream),
           "st_cuda_adamw");
 }
 
-static const st_kernels cuda_kernels = {
-    .name = "cuda",
-    .on_device = 1,
-    .params_bf16 = 1,
+/* ---- the instance ------------------------------------------------------ */
+
+/* Teardown: what is queued finishes first; a failure here changes nothing
+ * the run produced, so it is not reported. */
+static void cuda_destroy(st_kernels *k)
+{
+    cuda_state *cu = state(k);
+    if (cu->stream)
+        (void)cudaStreamSynchronize(cu->stream);
+    if (cu->ctx)
+        st_cuda_model_ctx_destroy(cu->ctx);
+    if (cu->partials)
+        (void)cudaFree(cu->partials);
+    if (cu->stream)
+        (void)cudaStreamDestroy(cu->stream);
+    free(cu->blocks);
+    free(cu);
+    free(k);
+}
+
+static const st_kernels_ops cuda_ops = {
     .alloc = cuda_alloc,
     .free = cuda_free,
     .zero = cuda_zero,
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .copy = cuda_copy,
+    .sync = cuda_sync,
     .block_acts_bytes = cuda_block_acts_bytes,
     .scratch_bytes = cuda_scratch_bytes,
     .embed_forward = cuda_embed_forward,
@@ -361,29 +402,21 @@ static const st_kernels cuda_kernels = {
     .block_forward = cuda_block_forward,
     .block_backward = cuda_block_backward,
     .head_forward_backward = cuda_head,
-    .pack_bf16 = cuda_pack_bf16,
-    .unpack_bf16 = cuda_unpack_bf16,
+    .pack_bf16 = pack,
+    .unpack_bf16 = unpack,
     .round_bf16 = cuda_round_bf16,
     .add_inplace = cuda_add_inplace,
     .sumsq = cuda_sumsq,
     .adamw = cuda_adamw,
+    .destroy = cuda_destroy,
 };
 
-int st_kernels_cuda_open(int bf16, const st_kernels **out)
+/* The compute stream, and the device pool set to keep freed blocks for
+ * reuse instead of returning them to the driver at each synchronisation:
+ * the engine frees and reallocates the same sizes every step. */
+static cudaError_t cuda_setup(cuda_state *cu)
 {
-    if (cu.up) {
-        if (cu.bf16 != bf16) {
-            st_error(NULL, "internal: the cuda kernels are already open in %s mode",
-                     cu.bf16 ? "bf16" : "fp32");
-            return ST_EXIT_FAILURE;
-        }
-        *out = &cuda_kernels;
-        return 0;
-    }
-    cudaError_t e = cudaStreamCreateWithFlags(&cu.stream, cudaStreamNonBlocking);
-    /* Keep freed blocks in the device's default pool instead of returning
-     * them to the driver at each synchronisation: the engine frees and
-     * reallocates the same sizes every step. */
+    cudaError_t e = cudaStreamCreateWithFlags(&cu->stream, cudaStreamNonBlocking);
     cudaMemPool_t pool;
     int dev = 0;
     if (e == cudaSuccess)
@@ -395,22 +428,34 @@ int st_kernels_cuda_open(int bf16, const st_kernels **out)
         e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
     if (e == cudaSuccess)
-        e = cudaMalloc((void **)&cu.partials, sizeof(double) * ST_CUDA_SUMSQ_PARTIALS);
+        e = cudaMalloc((void **)&cu->partials, sizeof(double) * ST_CUDA_SUMSQ_PARTIALS);
+    return e;
+}
+
+int st_kernels_cuda_open(int bf16, st_kernels **out)
+{
+    st_kernels *k = calloc(1, sizeof *k);
+    cuda_state *cu = calloc(1, sizeof *cu);
+    if (!k || !cu)
+        st_fatal("out of host memory for the cuda kernels"); /* like st_alloc */
+    *k = (st_kernels){.ops = &cuda_ops, .name = "cuda", .on_device = 1, .params_bf16 = 1,
+                      .impl = cu};
+    cu->bf16 = bf16;
+    cudaError_t e = cuda_setup(cu);
     if (e != cudaSuccess) {
         st_error(NULL, "cannot set up the cuda kernels: %s; hint: check the GPU with "
                  "nvidia-smi or set train.device = cpu", cudaGetErrorString(e));
+        cuda_destroy(k);
         return ST_EXIT_FAILURE;
     }
-    cu.bf16 = bf16;
-    cu.up = 1;
-    st_comm_nccl_set_compute_stream(cu.stream);
-    *out = &cuda_kernels;
+    k->stream = cu->stream;
+    *out = k;
     return 0;
 }
 
 #else /* !HAVE_CUDA */
 
-int st_kernels_cuda_open(int bf16, const st_kernels **out)
+int st_kernels_cuda_open(int bf16, st_kernels **out)
 {
     (void)bf16;
     (void)out;

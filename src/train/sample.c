@@ -5,6 +5,7 @@
 #include "train/sample.h"
 #include "base/alloc.h"
 #include "engine/fsdp.h"
+#include "train/engine_setup.h"
 #include "base/log.h"
 #include "model/model.h"
 #include "base/rng.h"
@@ -62,12 +63,11 @@ static void emit_token(int tok)
         printf("<%d>", tok);
 }
 
-int st_sample(const st_config *cfg_in, st_runtime *rt, const st_sample_options *opt)
+/* st_sample once the environment is checked. */
+static int sample_on(const st_config *cfg_in, st_runtime *rt, const st_sample_options *opt,
+                     st_kernels *kernels)
 {
-    const st_kernels *kernels = NULL;
-    int rc = st_train_check_environment(cfg_in, rt, &kernels);
-    if (rc)
-        return rc;
+    int rc;
     if (rt->world > 1) {
         st_error(NULL, "sample runs on one rank, launched with %d; hint: run it without "
                  "mpirun or srun", rt->world);
@@ -91,7 +91,7 @@ int st_sample(const st_config *cfg_in, st_runtime *rt, const st_sample_options *
     if ((rc = st_model_init(&model, &cfg.model)))
         return rc;
     st_fsdp eng;
-    if ((rc = st_fsdp_create(&eng, &model, &cfg, NULL, kernels))) {
+    if ((rc = st_engine_open(&eng, &model, &cfg, NULL, kernels))) {
         st_fsdp_destroy(&eng);
         st_model_free(&model);
         return rc;
@@ -143,5 +143,14 @@ out:
     st_free(probs);
     st_fsdp_destroy(&eng);
     st_model_free(&model);
+    return rc;
+}
+
+int st_sample(const st_config *cfg_in, st_runtime *rt, const st_sample_options *opt)
+{
+    st_kernels *kernels = NULL;
+    int rc = st_train_check_environment(cfg_in, rt, &kernels);
+    rc = rc ? rc : sample_on(cfg_in, rt, opt, kernels);
+    st_kernels_close(kernels);
     return rc;
 }

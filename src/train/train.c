@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "runtime/device.h"
 #include "engine/fsdp.h"
+#include "train/engine_setup.h"
 #include "comm/groups.h"
 #include "base/log.h"
 #include "model/model.h"
@@ -40,7 +41,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int st_train_check_environment(const st_config *cfg, st_runtime *rt, const st_kernels **k)
+int st_train_check_environment(const st_config *cfg, st_runtime *rt, st_kernels **k)
 {
     const int shared_ok = cfg->parallel.backend == ST_BACKEND_MPI;
     int rc = st_runtime_agree(st_device_bind(rt, cfg, shared_ok));
@@ -68,7 +69,7 @@ static void format_eta(char *buf, size_t n, double s)
 typedef struct {
     const st_config *cfg;
     st_runtime *rt;
-    const st_kernels *kernels;
+    st_kernels *kernels;
     int rank, dp;           /* dp: data-parallel ranks, the whole world */
     int64_t B, T, accum;    /* micro-batch, sequence length, micro-batches a step */
     st_groups groups;
@@ -172,7 +173,7 @@ static int train_setup(train_run *r)
     int rc = open_data(cfg, &r->train_ds, &r->val_ds);
     r->data_open = rc == 0;
     rc = rc ? rc : st_model_init(&r->model, &cfg->model);
-    rc = rc ? rc : st_fsdp_create(&r->fsdp, &r->model, cfg, &r->groups, r->kernels);
+    rc = rc ? rc : st_engine_open(&r->fsdp, &r->model, cfg, &r->groups, r->kernels);
     if (!rc && r->rank == 0)
         rc = open_metrics(r);
     if ((rc = st_runtime_agree(rc)))
@@ -216,6 +217,7 @@ static int train_teardown(train_run *r, int rc)
             st_dataset_close(&r->val_ds);
     }
     st_groups_destroy(&r->groups);
+    st_kernels_close(r->kernels);
     return rc;
 }
 
@@ -448,11 +450,12 @@ int st_train(const st_config *cfg, st_runtime *rt)
 {
     train_run r = {.cfg = cfg, .rt = rt};
     int rc = train_check(&r);
-    if (rc)
-        return rc;
     /* Layout errors are found identically on every rank, before any work. */
-    if ((rc = st_groups_create(&r.groups, rt, cfg)))
+    rc = rc ? rc : st_groups_create(&r.groups, rt, cfg, r.kernels->stream);
+    if (rc) {
+        st_kernels_close(r.kernels);
         return rc;
+    }
     rc = train_setup(&r);
     for (int64_t step = r.start; step < cfg->train.steps && !rc; step++)
         rc = train_step(&r, step);

@@ -1,8 +1,7 @@
 #!/bin/sh
 # Builds an emulated shardtrain: the real binary (src/cli/main.o and the objects
 # of libshardtrain.a), except that the C files calling the CUDA runtime
-# (src/kernels/kernels_cuda.c, src/runtime/device.c, src/comm/comm_nccl.c,
-# src/cli/cmd_bench_comm.c) are
+# (src/kernels/kernels_cuda.c, src/runtime/device.c, src/comm/comm_nccl.c) are
 # compiled with shim_c.h force-included (every runtime call they make
 # mapped onto devmem.c's checked host arena), and the kernels of cuda/ are
 # rewritten by transform.py and compiled by g++ against shim.h (one host
@@ -31,13 +30,13 @@ trap 'rm -rf "$tmp"' EXIT
 
 # The library without the objects rebuilt against the shim.
 cp "$build/libshardtrain.a" "$tmp/lib.a"
-ar d "$tmp/lib.a" kernels_cuda.o device.o comm_nccl.o cmd_bench_comm.o
+ar d "$tmp/lib.a" kernels_cuda.o device.o comm_nccl.o
 
 cflags="-std=c11 -O2 -g -Wall -Wextra $(mk OPENMP_CFLAGS) -D_GNU_SOURCE -I$build -I$top/src \
 -I$top/cuda $(mk INIH_CFLAGS) $(mk JANSSON_CFLAGS) $(mk XXHASH_CFLAGS) $(mk PMIX_CFLAGS) \
 $(mk CUDA_CFLAGS) $(mk NCCL_CFLAGS) -include $emu/shim_c.h"
 objs=
-for f in kernels/kernels_cuda runtime/device comm/comm_nccl cli/cmd_bench_comm; do
+for f in kernels/kernels_cuda runtime/device comm/comm_nccl; do
     o="$tmp/$(basename "$f").o"
     # shellcheck disable=SC2086
     nice -n 10 $CC $cflags -c "$top/src/$f.c" -o "$o"
