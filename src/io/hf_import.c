@@ -18,7 +18,7 @@
  * export), a dtype other than F32, F16 or BF16, lm_head.weight in a tied
  * model. */
 #include "io/hf_import.h"
-#include "kernels/cpu_ops.h"
+#include "base/dtype.h"
 #include "base/log.h"
 #include "base/test_faults.h"
 #include "io/safetensors_parse.h"

@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "base/dtype.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -78,13 +80,8 @@ double st_softmax_xent(float *logits, const int32_t *targets, int64_t N,
 
 /* y[i] += x[i] */
 void st_add_inplace(float *y, const float *x, int64_t n);
-/* Round each element to the nearest bfloat16 (ties to even), stored back as
- * float: emulates bf16 storage on the CPU. */
-void st_round_bf16(float *dst, const float *src, int64_t n);
-/* The same rounding into 16-bit bfloat16 words (what travels in a bf16
- * collective), and back to float. */
-void st_pack_bf16(uint16_t *dst, const float *src, int64_t n);
-void st_unpack_bf16(float *dst, const uint16_t *src, int64_t n);
+/* The bf16 conversions (st_round_bf16, st_pack_bf16, st_unpack_bf16) are
+ * base/dtype.h's, included here for the kernels that use them. */
 
 #ifdef __cplusplus
 }
