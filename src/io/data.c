@@ -85,9 +85,10 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Map one file and check its header, size and tokens.  f->path is set by
- * the caller; on failure nothing stays mapped. */
-static int open_token_file(st_token_file *f, int64_t vocab_size)
+/* Map the regular file f->path read-only into f->map.  The mapping keeps
+ * the file alive, so the descriptor is closed at once; *size is the file's
+ * size for the header check. */
+static int map_token_file(st_token_file *f, off_t *size)
 {
     const char *path = f->path;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -97,32 +98,29 @@ static int open_token_file(st_token_file *f, int64_t vocab_size)
         return ST_EXIT_USAGE;
     }
     struct stat st;
+    int rc = 0;
     if (fstat(fd, &st) != 0) {
         st_error(path, "cannot stat: %s", strerror(errno));
-        close(fd);
-        return ST_EXIT_FAILURE;
-    }
-    if (!S_ISREG(st.st_mode)) {
+        rc = ST_EXIT_FAILURE;
+    } else if (!S_ISREG(st.st_mode)) {
         st_error(path, "not a regular file; make the glob match only token files");
-        close(fd);
-        return ST_EXIT_USAGE;
-    }
-    if (st.st_size < HEADER_BYTES) {
+        rc = ST_EXIT_USAGE;
+    } else if (st.st_size < HEADER_BYTES) {
         st_error(path, "file is %lld bytes, shorter than the %d-byte header; "
                  "is this a token file?", (long long)st.st_size, HEADER_BYTES);
-        close(fd);
-        return ST_EXIT_USAGE;
-    }
-    if ((uintmax_t)st.st_size > (uintmax_t)SIZE_MAX) {
+        rc = ST_EXIT_USAGE;
+    } else if ((uintmax_t)st.st_size > (uintmax_t)SIZE_MAX) {
         st_error(path, "file is %lld bytes, too large to map on this system",
                  (long long)st.st_size);
+        rc = ST_EXIT_USAGE;
+    }
+    if (rc) {
         close(fd);
-        return ST_EXIT_USAGE;
+        return rc;
     }
     size_t bytes = (size_t)st.st_size;
     void *map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
-    /* The mapping keeps the file alive; the descriptor is no longer needed. */
     if (close(fd) != 0 && map != MAP_FAILED) {
         st_error(path, "cannot close: %s", strerror(errno));
         munmap(map, bytes);
@@ -134,69 +132,121 @@ static int open_token_file(st_token_file *f, int64_t vocab_size)
     }
     f->map = map;
     f->map_bytes = bytes;
+    *size = st.st_size;
+    return 0;
+}
 
+/* The header of a mapped file: magic and version (which give the token
+ * width), and a token count that matches the file's size. */
+static int check_token_header(st_token_file *f, off_t size)
+{
+    const char *path = f->path;
     int32_t magic = (int32_t)load_le32(f->map);
     int32_t version = (int32_t)load_le32(f->map + 4);
     int32_t count = (int32_t)load_le32(f->map + 8);
-    int rc = ST_EXIT_USAGE;
-    if (magic == MAGIC_U16) {
-        if (version != VERSION_U16) {
-            st_error(path, "version %d with magic %d (expected version %d); "
-                     "the file was written by an unsupported tool",
-                     (int)version, (int)magic, VERSION_U16);
-            goto fail;
-        }
-        f->token_bytes = 2;
-    } else if (magic == MAGIC_U32) {
-        if (version != VERSION_U32) {
-            st_error(path, "version %d with magic %d (expected version %d); "
-                     "the file was written by an unsupported tool",
-                     (int)version, (int)magic, VERSION_U32);
-            goto fail;
-        }
-        f->token_bytes = 4;
-    } else {
+    int expect_version = magic == MAGIC_U16 ? VERSION_U16 : VERSION_U32;
+    if (magic != MAGIC_U16 && magic != MAGIC_U32) {
         st_error(path, "bad magic %d (expected %d or %d); "
                  "is this an llm.c token file?",
                  (int)magic, MAGIC_U16, MAGIC_U32);
-        goto fail;
+        return ST_EXIT_USAGE;
     }
+    if (version != expect_version) {
+        st_error(path, "version %d with magic %d (expected version %d); "
+                 "the file was written by an unsupported tool",
+                 (int)version, (int)magic, expect_version);
+        return ST_EXIT_USAGE;
+    }
+    f->token_bytes = magic == MAGIC_U16 ? 2 : 4;
     if (count < 0) {
         st_error(path, "header token count is %d, negative; the header is corrupt",
                  (int)count);
-        goto fail;
+        return ST_EXIT_USAGE;
     }
     /* count < 2^31 and token_bytes <= 4, so this cannot overflow int64. */
     int64_t expect = (int64_t)HEADER_BYTES + (int64_t)count * f->token_bytes;
-    if ((int64_t)st.st_size != expect) {
-        int64_t diff = (int64_t)st.st_size - expect;
+    if ((int64_t)size != expect) {
+        int64_t diff = (int64_t)size - expect;
         st_error(path, "file is %lld bytes but its header promises %d tokens "
                  "of %d bytes, %lld bytes in all; the file is %s by %lld bytes",
-                 (long long)st.st_size, (int)count, f->token_bytes,
+                 (long long)size, (int)count, f->token_bytes,
                  (long long)expect, diff < 0 ? "truncated" : "too long",
                  (long long)(diff < 0 ? -diff : diff));
-        goto fail;
+        return ST_EXIT_USAGE;
     }
     f->n_tokens = count;
-    /* Windows are delivered as int32, so ids must also fit in one. */
+    return 0;
+}
+
+/* Every token id is below vocab_size (and fits the int32 windows). */
+static int check_token_ids(const st_token_file *f, int64_t vocab_size)
+{
     int64_t limit = vocab_size < INT32_MAX ? vocab_size : (int64_t)INT32_MAX + 1;
-    if (f->token_bytes == 4 || limit < 65536) {
-        for (int64_t i = 0; i < f->n_tokens; i++) {
-            uint32_t t = token_at(f, i);
-            if ((int64_t)t >= limit) {
-                st_error(path, "token %lld is %lu, not below vocab_size %lld; "
-                         "model.vocab_size may be too small for this data",
-                         (long long)i, (unsigned long)t, (long long)vocab_size);
-                goto fail;
-            }
+    if (f->token_bytes == 2 && limit >= 65536)
+        return 0; /* no 16-bit id can be out of range */
+    for (int64_t i = 0; i < f->n_tokens; i++) {
+        uint32_t t = token_at(f, i);
+        if ((int64_t)t >= limit) {
+            st_error(f->path, "token %lld is %lu, not below vocab_size %lld; "
+                     "model.vocab_size may be too small for this data",
+                     (long long)i, (unsigned long)t, (long long)vocab_size);
+            return ST_EXIT_USAGE;
         }
     }
     return 0;
-fail:
-    munmap((void *)f->map, f->map_bytes);
-    f->map = NULL;
-    f->map_bytes = 0;
+}
+
+/* Map one file and check its header, size and tokens.  f->path is set by
+ * the caller; on failure nothing stays mapped. */
+static int open_token_file(st_token_file *f, int64_t vocab_size)
+{
+    off_t size = 0;
+    int rc = map_token_file(f, &size);
+    if (rc)
+        return rc;
+    rc = check_token_header(f, size);
+    rc = rc ? rc : check_token_ids(f, vocab_size);
+    if (rc) {
+        munmap((void *)f->map, f->map_bytes);
+        f->map = NULL;
+        f->map_bytes = 0;
+    }
     return rc;
+}
+
+/* The files glob_pattern matches, sorted bytewise into *g; the caller
+ * frees g whatever this returns. */
+static int find_token_files(glob_t *g, const char *glob_pattern, const char *cfg_file,
+                            int cfg_line)
+{
+    glob_err_path[0] = '\0';
+    glob_err_errno = 0;
+    int grc = glob(glob_pattern, GLOB_ERR, glob_errfunc, g);
+    if (grc == GLOB_ABORTED && glob_err_errno != ENOENT &&
+        glob_err_errno != ENOTDIR) {
+        st_error(glob_err_path[0] ? glob_err_path : glob_pattern,
+                 "cannot read directory: %s; check its permissions",
+                 strerror(glob_err_errno));
+        return ST_EXIT_USAGE;
+    }
+    if (grc == GLOB_NOSPACE) {
+        st_error(glob_pattern, "out of memory expanding the glob");
+        return ST_EXIT_FAILURE;
+    }
+    if (grc != 0 || g->gl_pathc == 0) {
+        st_error_at(cfg_file, cfg_line, "no file matches '%s'; check the path "
+                    "(relative paths are relative to the working directory)",
+                    glob_pattern);
+        return ST_EXIT_USAGE;
+    }
+    if (g->gl_pathc > (size_t)INT32_MAX) {
+        st_error_at(cfg_file, cfg_line, "too many files match '%s'", glob_pattern);
+        return ST_EXIT_USAGE;
+    }
+    /* glob sorts with strcoll; the window numbering must not depend on the
+     * locale, so sort bytewise. */
+    qsort(g->gl_pathv, g->gl_pathc, sizeof *g->gl_pathv, cmp_str);
+    return 0;
 }
 
 int st_dataset_open(st_dataset *ds, const char *glob_pattern, int64_t seq_len,
@@ -213,40 +263,13 @@ int st_dataset_open(st_dataset *ds, const char *glob_pattern, int64_t seq_len,
     }
     /* Zeroed so globfree is safe whatever glob returns. */
     glob_t g = {0};
-    glob_err_path[0] = '\0';
-    glob_err_errno = 0;
-    int grc = glob(glob_pattern, GLOB_ERR, glob_errfunc, &g);
-    if (grc == GLOB_ABORTED && glob_err_errno != ENOENT &&
-        glob_err_errno != ENOTDIR) {
-        st_error(glob_err_path[0] ? glob_err_path : glob_pattern,
-                 "cannot read directory: %s; check its permissions",
-                 strerror(glob_err_errno));
+    int rc = find_token_files(&g, glob_pattern, cfg_file, cfg_line);
+    if (rc) {
         globfree(&g);
-        return ST_EXIT_USAGE;
+        return rc;
     }
-    if (grc == GLOB_NOSPACE) {
-        st_error(glob_pattern, "out of memory expanding the glob");
-        globfree(&g);
-        return ST_EXIT_FAILURE;
-    }
-    if (grc != 0 || g.gl_pathc == 0) {
-        st_error_at(cfg_file, cfg_line, "no file matches '%s'; check the path "
-                    "(relative paths are relative to the working directory)",
-                    glob_pattern);
-        globfree(&g);
-        return ST_EXIT_USAGE;
-    }
-    if (g.gl_pathc > (size_t)INT32_MAX) {
-        st_error_at(cfg_file, cfg_line, "too many files match '%s'", glob_pattern);
-        globfree(&g);
-        return ST_EXIT_USAGE;
-    }
-    /* glob sorts with strcoll; the window numbering must not depend on the
-     * locale, so sort bytewise. */
-    qsort(g.gl_pathv, g.gl_pathc, sizeof *g.gl_pathv, cmp_str);
-
     int n = (int)g.gl_pathc;
-    int rc = ST_EXIT_FAILURE;
+    rc = ST_EXIT_FAILURE;
     ds->files = calloc((size_t)n, sizeof *ds->files);
     ds->window_start = calloc((size_t)n + 1, sizeof *ds->window_start);
     if (!ds->files || !ds->window_start) {
