@@ -156,6 +156,74 @@ void st_ckpt_close(st_ckpt *c)
     memset(c, 0, sizeof *c);
 }
 
+/* The manifest's units: sizes and byte offsets that add up, so the shard
+ * file's size follows from them. */
+static int read_units(st_ckpt *c, json_t *units, int64_t sh, const char *mp, const char *hint,
+                      char *err, size_t n)
+{
+    c->n_units = (int)json_array_size(units);
+    c->numel = calloc((size_t)c->n_units, sizeof(int64_t));
+    c->shard = calloc((size_t)c->n_units, sizeof(int64_t));
+    c->unit_off = calloc((size_t)c->n_units, sizeof(int64_t));
+    int64_t off = 0;
+    for (int u = 0; u < c->n_units; u++) {
+        json_t *e = json_array_get(units, (size_t)u);
+        int64_t bo_;
+        if (get_int(e, "numel", 1, &c->numel[u]) || get_int(e, "shard", 1, &c->shard[u]) ||
+            get_int(e, "byte_offset", 0, &bo_) || bo_ != off ||
+            c->shard[u] * sh < c->numel[u] || c->shard[u] > ((int64_t)1 << 40))
+            return fail(err, n, mp, "unit %d has an inconsistent size or offset; %s", u, hint);
+        c->unit_off[u] = off;
+        off += 3 * c->shard[u] * (int64_t)sizeof(float);
+        if (off > ((int64_t)1 << 50))
+            return fail(err, n, mp, "units add up to an impossible file size; %s", hint);
+    }
+    c->file_bytes = off;
+    c->n_blocks = (off + c->block - 1) / c->block;
+    return 0;
+}
+
+/* The manifest's file entries: fixed names, the size the units give and
+ * one checksum per block. */
+static int read_files(st_ckpt *c, json_t *files, const char *dir, const char *mp,
+                      const char *hint, char *err, size_t n)
+{
+    const int64_t off = c->file_bytes;
+    /* Sizes agree with the manifest's own arrays before anything is
+     * allocated from them. */
+    for (int i = 0; i < c->n_files; i++) {
+        json_t *blocks = json_object_get(json_array_get(files, (size_t)i), "block_xxh64");
+        if (!json_is_array(blocks) || (int64_t)json_array_size(blocks) != c->n_blocks)
+            return fail(err, n, mp, "file entry %d is inconsistent with the layout; %s", i,
+                        hint);
+    }
+    c->block_hash = calloc((size_t)(c->n_files * c->n_blocks), sizeof(uint64_t));
+    c->fd = malloc(sizeof(int) * (size_t)c->n_files);
+    c->file_path = calloc((size_t)c->n_files, sizeof(char *));
+    for (int i = 0; i < c->n_files; i++)
+        c->fd[i] = -1;
+    for (int i = 0; i < c->n_files; i++) {
+        json_t *e = json_array_get(files, (size_t)i), *blocks = json_object_get(e, "block_xxh64");
+        const char *name = json_string_value(json_object_get(e, "name"));
+        char want[64];
+        snprintf(want, sizeof want, "shard_%05d-of-%05d.bin", i, c->n_files);
+        int64_t bytes;
+        /* Names are fixed, so a manifest cannot point outside its directory. */
+        if (!name || strcmp(name, want) || get_int(e, "bytes", 0, &bytes) || bytes != off ||
+            !json_is_array(blocks) || (int64_t)json_array_size(blocks) != c->n_blocks)
+            return fail(err, n, mp, "file entry %d is inconsistent with the layout; %s", i,
+                        hint);
+        for (int64_t b = 0; b < c->n_blocks; b++)
+            if (parse_hex64(json_array_get(blocks, (size_t)b),
+                            &c->block_hash[(size_t)i * (size_t)c->n_blocks + (size_t)b]))
+                return fail(err, n, mp, "file entry %d has a malformed checksum; %s", i, hint);
+        size_t len = strlen(dir) + strlen(name) + 2;
+        c->file_path[i] = malloc(len);
+        snprintf(c->file_path[i], len, "%s/%s", dir, name);
+    }
+    return 0;
+}
+
 int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size_t n)
 {
     memset(c, 0, sizeof *c);
@@ -195,57 +263,10 @@ int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size
         strcmp(bo, "little") || read_model(c, json_object_get(root, "model")))
         return fail(err, n, mp, "manifest lacks a field or has a bad value; %s", hint);
     c->n_files = (int)sh;
-    c->n_units = (int)json_array_size(units);
-    c->numel = calloc((size_t)c->n_units, sizeof(int64_t));
-    c->shard = calloc((size_t)c->n_units, sizeof(int64_t));
-    c->unit_off = calloc((size_t)c->n_units, sizeof(int64_t));
-    int64_t off = 0;
-    for (int u = 0; u < c->n_units; u++) {
-        json_t *e = json_array_get(units, (size_t)u);
-        int64_t bo_;
-        if (get_int(e, "numel", 1, &c->numel[u]) || get_int(e, "shard", 1, &c->shard[u]) ||
-            get_int(e, "byte_offset", 0, &bo_) || bo_ != off ||
-            c->shard[u] * sh < c->numel[u] || c->shard[u] > ((int64_t)1 << 40))
-            return fail(err, n, mp, "unit %d has an inconsistent size or offset; %s", u, hint);
-        c->unit_off[u] = off;
-        off += 3 * c->shard[u] * (int64_t)sizeof(float);
-        if (off > ((int64_t)1 << 50))
-            return fail(err, n, mp, "units add up to an impossible file size; %s", hint);
-    }
-    c->file_bytes = off;
-    c->n_blocks = (off + c->block - 1) / c->block;
-    /* Sizes agree with the manifest's own arrays before anything is
-     * allocated from them. */
-    for (int i = 0; i < c->n_files; i++) {
-        json_t *blocks = json_object_get(json_array_get(files, (size_t)i), "block_xxh64");
-        if (!json_is_array(blocks) || (int64_t)json_array_size(blocks) != c->n_blocks)
-            return fail(err, n, mp, "file entry %d is inconsistent with the layout; %s", i,
-                        hint);
-    }
-    c->block_hash = calloc((size_t)(c->n_files * c->n_blocks), sizeof(uint64_t));
-    c->fd = malloc(sizeof(int) * (size_t)c->n_files);
-    c->file_path = calloc((size_t)c->n_files, sizeof(char *));
-    for (int i = 0; i < c->n_files; i++)
-        c->fd[i] = -1;
-    for (int i = 0; i < c->n_files; i++) {
-        json_t *e = json_array_get(files, (size_t)i), *blocks = json_object_get(e, "block_xxh64");
-        const char *name = json_string_value(json_object_get(e, "name"));
-        char want[64];
-        snprintf(want, sizeof want, "shard_%05d-of-%05d.bin", i, c->n_files);
-        int64_t bytes;
-        /* Names are fixed, so a manifest cannot point outside its directory. */
-        if (!name || strcmp(name, want) || get_int(e, "bytes", 0, &bytes) || bytes != off ||
-            !json_is_array(blocks) || (int64_t)json_array_size(blocks) != c->n_blocks)
-            return fail(err, n, mp, "file entry %d is inconsistent with the layout; %s", i,
-                        hint);
-        for (int64_t b = 0; b < c->n_blocks; b++)
-            if (parse_hex64(json_array_get(blocks, (size_t)b),
-                            &c->block_hash[(size_t)i * (size_t)c->n_blocks + (size_t)b]))
-                return fail(err, n, mp, "file entry %d has a malformed checksum; %s", i, hint);
-        size_t len = strlen(dir) + strlen(name) + 2;
-        c->file_path[i] = malloc(len);
-        snprintf(c->file_path[i], len, "%s/%s", dir, name);
-    }
+    int rc = read_units(c, units, sh, mp, hint, err, n);
+    rc = rc ? rc : read_files(c, files, dir, mp, hint, err, n);
+    if (rc)
+        return rc;
     c->have_model = 1;
     return m ? check_model(c, root, m, err, n) : 0;
 }
