@@ -25,6 +25,7 @@ Prints "# ..." lines on failure and exits 1; exits 0 when all is well.
 import glob
 import json
 import os
+import re
 import sys
 import time
 
@@ -60,8 +61,18 @@ def text_of(tensor_event):
     return t.string_val[0].decode("utf-8")
 
 
+def as_block(text):
+    """What st_tb_text_block makes of text: a Markdown code block."""
+    return re.sub(r"(?m)^(?=[^\n])", "    ", text)
+
+
 def expected_records(d):
-    return [json.loads(line) for line in open(os.path.join(d, "expected.jsonl"))]
+    """test_tensorboard's list, blocks turned into the text they are written as."""
+    recs = [json.loads(line) for line in open(os.path.join(d, "expected.jsonl"))]
+    for r in recs:
+        if "block" in r:
+            r["text"] = [r["block"][0], as_block(r.pop("block")[1])]
+    return recs
 
 
 def check_records(d):
@@ -226,12 +237,10 @@ def check_run(logdir, config_file, mfu):
         else:
             events = acc.Tensors("config")
             strictly_increasing("config", [e.step for e in events])
-            # shown as a Markdown code block: every line indented by 4
-            want_text = "".join("    " + line if line.strip() else line
-                                for line in open(config_file).read().splitlines(True))
+            want_text = as_block(open(config_file).read())
             for e in events:
                 t = text_of(e)
-                if t is not None and t.rstrip("\n") != want_text.rstrip("\n"):
+                if t is not None and t != want_text:
                     problem("config text at step %d differs from %s:\n%s" % (e.step, config_file, t))
             print("# %d config text summaries checked" % len(events))
 

@@ -100,11 +100,11 @@ static void scalar(st_tb_writer *w, const char *tag, int64_t step, double value)
     expect_scalars(step, &(st_tb_value){tag, value}, 1);
 }
 
-/* {"step":N,"text":[TAG,TEXT]} */
-static void text(st_tb_writer *w, const char *tag, int64_t step, const char *s)
+/* {"step":N,"text":[TAG,TEXT]}, or "block" for st_tb_text_block */
+static void text(st_tb_writer *w, const char *tag, int64_t step, const char *s, int block)
 {
-    must(st_tb_text(w, tag, step, s), "st_tb_text");
-    fprintf(expected, "{\"step\":%lld,\"text\":[", (long long)step);
+    must((block ? st_tb_text_block : st_tb_text)(w, tag, step, s), "st_tb_text");
+    fprintf(expected, "{\"step\":%lld,\"%s\":[", (long long)step, block ? "block" : "text");
     json_string(expected, tag);
     fputc(',', expected);
     json_string(expected, s);
@@ -112,7 +112,8 @@ static void text(st_tb_writer *w, const char *tag, int64_t step, const char *s)
 }
 
 /* Session 1 logs steps 1..5; session 2 resumes from a checkpoint of step 3
- * and logs 4..6 with other values, as a run does after a crash.  The values
+ * and logs 4..6 with other values, as a run does after a crash.  Texts:
+ * plain Markdown and blocks with empty and indented lines.  The values
  * include what a float keeps exactly, what it rounds, zero, negatives, a
  * byte count past 2^24, and values only a float's range holds. */
 static int write_sessions(const char *dir)
@@ -123,7 +124,8 @@ static int write_sessions(const char *dir)
         st_die(ST_EXIT_FAILURE, "%s: %s", path, strerror(errno));
     st_tb_writer *w;
     open_session(&w, dir, 0);
-    text(w, "config", 1, "    [model]\n    arch = gpt2   ; from default\n\n**bold** ünïcødé");
+    text(w, "config", 1, "[model]\narch = gpt2   ; from default\n\n  [log]\n\n", 1);
+    text(w, "notes", 1, "**bold** ünïcødé\n\n* a list", 0);
     for (int64_t s = 1; s <= 5; s++) {
         st_tb_value v[] = {
             {"train/loss", 5.5 / (double)s + 0.123456789},
@@ -140,7 +142,7 @@ static int write_sessions(const char *dir)
     must(st_tb_close(w), "st_tb_close");
 
     open_session(&w, dir, 3);
-    text(w, "config", 4, "second session");
+    text(w, "config", 4, "second session", 1);
     for (int64_t s = 4; s <= 6; s++) {
         st_tb_value v[] = {
             {"train/loss", 2.0 + 1.0 / (double)s},

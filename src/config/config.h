@@ -75,6 +75,7 @@ typedef struct {
     char *dir;
     int64_t every;
     double peak_tflops;      /* 0 = unknown: MFU is not reported */
+    int tensorboard;         /* write TensorBoard event files beside metrics.jsonl */
 } st_log_config;
 
 typedef struct {

@@ -212,6 +212,29 @@ int st_tb_text(st_tb_writer *w, const char *tag, int64_t step, const char *text)
     return write_summary(w, step, &ptr, 1);
 }
 
+int st_tb_text_block(st_tb_writer *w, const char *tag, int64_t step, const char *text)
+{
+    size_t lines = 1;
+    for (const char *p = text; *p; p++)
+        lines += *p == '\n';
+    char *block = malloc(strlen(text) + 4 * lines + 1), *q = block;
+    if (!block) {
+        errno = ENOMEM;
+        return fail(w, "cannot write");
+    }
+    for (const char *p = text; *p; p++) {
+        if ((p == text || p[-1] == '\n') && *p != '\n') {
+            memcpy(q, "    ", 4);
+            q += 4;
+        }
+        *q++ = *p;
+    }
+    *q = '\0';
+    int rc = st_tb_text(w, tag, step, block);
+    free(block);
+    return rc;
+}
+
 int st_tb_close(st_tb_writer *w)
 {
     if (!w)

@@ -45,6 +45,9 @@ int st_tb_scalar(st_tb_writer *w, const char *tag, int64_t step, double value);
 
 /* A text summary (TensorBoard's text plugin renders it as Markdown). */
 int st_tb_text(st_tb_writer *w, const char *tag, int64_t step, const char *text);
+/* Text shown as written, in a fixed-width font: st_tb_text of a Markdown
+ * code block (every line but the empty ones indented by four spaces). */
+int st_tb_text_block(st_tb_writer *w, const char *tag, int64_t step, const char *text);
 
 /* Writes return 0, or ST_EXIT_FAILURE: the first failure prints one error
  * line naming the file, and the writer then ignores every later call. */
