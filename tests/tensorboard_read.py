@@ -248,7 +248,7 @@ def check_run(logdir, config_file, mfu):
 def check_same(logdir, ref):
     a, b = accumulate(logdir), accumulate(ref)
     ta, tb = sorted(a.Tags()["scalars"]), sorted(b.Tags()["scalars"])
-    if ta != tb:
+    if ta != tb or not ta:
         problem("scalar tags %s, uninterrupted run %s" % (ta, tb))
     for tag in sorted(set(ta) & set(tb)):
         ea, eb = a.Scalars(tag), b.Scalars(tag)
