@@ -30,6 +30,10 @@
 
 /* ---- writing (checkpoint_write.c) ------------------------------------- */
 
+/* The step directory of `step` completed steps in checkpoint directory
+ * dir: DIR/step_NNNNNNNN. */
+void st_ckpt_step_dir(const char *dir, int64_t step, char *buf, size_t n);
+
 /* Write the checkpoint of `step` completed steps into checkpoint.dir:
  * temporary directory, fsync, rename, then (after every rank is done) the
  * `latest` pointer and pruning to checkpoint.keep.  Collective over the

@@ -531,7 +531,7 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
     }
     for (size_t i = 0; i < ns && rc != ST_EXIT_FAILURE && (rc || !tried_latest); i++) {
         char d2[8192];
-        snprintf(d2, sizeof d2, "%s/step_%08lld", cfg->checkpoint.dir, steps[i]);
+        st_ckpt_step_dir(cfg->checkpoint.dir, steps[i], d2, sizeof d2);
         if (tried_latest && !strcmp(d2, dir))
             continue;
         tried_latest = 1;

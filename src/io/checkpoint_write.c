@@ -28,6 +28,11 @@
 
 /* ---- filesystem helpers ----------------------------------------------- */
 
+void st_ckpt_step_dir(const char *dir, int64_t step, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/step_%08lld", dir, (long long)step);
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb, (void)flag, (void)ftw;
@@ -297,7 +302,7 @@ static void prune(const char *dir, int64_t keep, int64_t current)
     for (size_t i = (size_t)keep; i < n; i++) {
         if (steps[i] == current)
             continue;
-        snprintf(path, sizeof path, "%s/step_%08lld", dir, steps[i]);
+        st_ckpt_step_dir(dir, steps[i], path, sizeof path);
         if (rm_rf(path))
             st_warn("%s: cannot remove old checkpoint: %s", path, strerror(errno));
     }
@@ -330,7 +335,7 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
         st_error(path, "cannot write checkpoint manifest: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
-    snprintf(final, sizeof final, "%s/step_%08lld", dir, (long long)step);
+    st_ckpt_step_dir(dir, step, final, sizeof final);
     snprintf(old, sizeof old, "%s/.old-step_%08lld", dir, (long long)step);
     /* A directory of the same step (a run repeated over an old one) is
      * moved aside first: rename() will not replace a non-empty directory. */
