@@ -34,7 +34,10 @@ read_tb() {
     [ $_rc -eq 0 ] || diag "$(tail -n 5 "$TMP/read.err")"
     return $_rc
 }
-n_event_files() { ls "$1" | grep -c '^events\.out\.tfevents\.'; }
+n_event_files() {
+    set -- "$1"/events.out.tfevents.*
+    if [ -e "$1" ]; then echo $#; else echo 0; fi
+}
 
 # ---- 1. the writer alone -----------------------------------------------------
 mkdir -p "$TMP/crc"
@@ -64,7 +67,8 @@ check "every record reads back as written (file_version, START, scalars, texts)"
 check "EventAccumulator: the second session's START purges the first one's steps 4 and 5" \
     read_tb purged "$TMP/unit"
 cp -r "$TMP/unit" "$TMP/damaged"
-f=$(ls "$TMP"/damaged/events.out.tfevents.* | head -n 1)
+set -- "$TMP"/damaged/events.out.tfevents.*
+f=$1
 printf '\125' | dd of="$f" bs=1 seek=300 conv=notrunc 2>/dev/null
 if read_tb records "$TMP/damaged" >/dev/null; then not_ok "a flipped byte is noticed (CRC)"
 else ok "a flipped byte is noticed (CRC)"; fi
