@@ -124,10 +124,7 @@ p="-s train.steps=30 -s checkpoint.every=0 -s train.eval_every=4 -s train.eval_b
 train U 2 $p
 check "SIGUSR1: the uninterrupted reference completes ($st)" test "$st" -eq 0
 ( train P 2 $p; echo "$st" >"$TMP/P.rc" ) &
-i=0
-until [ -f "$TMP/P/logs/metrics.jsonl" ] && grep -q '"step":6,' "$TMP/P/logs/metrics.jsonl"; do
-    i=$((i + 1)); [ $i -gt 1200 ] && break; sleep 0.1
-done
+wait_logged_step "$TMP/P/logs" 6
 pkill -USR1 -f "^$SHARDTRAIN train .*$TMP/tbmark\.ini" || diag "pkill found no rank"
 wait
 check "SIGUSR1: exit status 3, a checkpoint" \
