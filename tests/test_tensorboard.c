@@ -289,7 +289,9 @@ int main(int argc, char **argv)
         return write_sessions(argv[2]);
     if (argc != 1)
         st_die(ST_EXIT_USAGE, "usage: test_tensorboard [crc FILE... | write DIR]");
-    char tmp[] = "/tmp/test_tensorboard.XXXXXX";
+    char tmp[1024];
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp, sizeof tmp, "%s/test_tensorboard.XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(tmp))
         st_die(ST_EXIT_FAILURE, "mkdtemp: %s", strerror(errno));
     check_crc();
