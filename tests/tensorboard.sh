@@ -8,7 +8,9 @@
 # value against metrics.jsonl and the configuration text; a run preempted
 # by SIGUSR1 and resumed, and one killed by SIGKILL after a checkpoint and
 # resumed (it logs again the steps after its checkpoint), each equal in
-# tensorboard to the uninterrupted run, steps strictly increasing.
+# tensorboard to the uninterrupted run, steps strictly increasing, and the
+# dashboard's own HTTP API (a tensorboard server on a free loopback port)
+# serving the same.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 TB_PYTHON=${TB_PYTHON:-${top_builddir:-.}/_venv/bin/python}
@@ -176,3 +178,5 @@ check "killed + resumed: every tag and value equals metrics.jsonl, two config te
     read_tb run "$TMP/K/logs" --config "$TMP/K.config"
 check "killed + resumed: no duplicate steps, same values as the uninterrupted run" \
     read_tb same "$TMP/K/logs" "$TMP/V/logs"
+check "killed + resumed: the dashboard (tensorboard --logdir, both loaders) serves the same" \
+    read_tb served "$TMP/K/logs"

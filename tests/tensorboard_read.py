@@ -15,6 +15,11 @@ package, the reader users run, and checks them (tests/tensorboard.sh).
                    strictly increasing; the config text summary of each
                    session is FILE's text (the resolved configuration); MFU
                    present exactly when --mfu;
+  served LOGDIR    what the dashboard itself serves for LOGDIR (the HTTP API
+                   of `tensorboard --logdir LOGDIR`, with its Python loader
+                   and with its Rust data server, the default): the steps
+                   and values of every scalar, and the steps of every text,
+                   that EventAccumulator gives;
   same LOGDIR REF  the run in LOGDIR (interrupted and resumed) shows in
                    tensorboard the same steps for every tag as the
                    uninterrupted REF, and the same values for the tags that
@@ -26,8 +31,11 @@ import glob
 import json
 import os
 import re
+import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator, event_file_loader
@@ -262,6 +270,67 @@ def check_same(logdir, ref):
                     problem("%s step %d: %r, uninterrupted %r" % (tag, x.step, x.value, y.value))
 
 
+def serve(logdir, load_fast):
+    """Starts tensorboard on a free loopback port; (process, base URL)."""
+    log = open("%s.serve_%s.log" % (logdir.rstrip("/"), load_fast), "w+")
+    proc = subprocess.Popen(
+        [os.path.join(os.path.dirname(sys.executable), "tensorboard"), "--logdir", logdir,
+         "--host", "127.0.0.1", "--port", "0", "--load_fast", load_fast, "--reload_interval", "1"],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        log.seek(0)
+        m = re.search(r"(http://127\.0\.0\.1:\d+)/", log.read())
+        if m:
+            return proc, m.group(1)
+        time.sleep(0.2)
+    proc.kill()
+    log.seek(0)
+    problem("tensorboard --load_fast %s did not start: %s" % (load_fast, log.read()[-500:]))
+    return None, None
+
+
+def fetch(url, path, **query):
+    with urllib.request.urlopen(url + path + "?" + urllib.parse.urlencode(query), timeout=10) as r:
+        return json.load(r)
+
+
+def check_served(d):
+    """The dashboard's answers for run "." (d itself) equal EventAccumulator's."""
+    acc = accumulate(d)
+    scalars = {t: [[e.step, np.float32(e.value)] for e in acc.Scalars(t)]
+               for t in acc.Tags()["scalars"]}
+    texts = {t: [e.step for e in acc.Tensors(t)] for t in acc.Tags()["tensors"]}
+    for load_fast in ("false", "true"):
+        proc, url = serve(d, load_fast)
+        if not proc:
+            continue
+        try:
+            got, got_text, deadline = {}, {}, time.time() + 60
+            while time.time() < deadline:   # the server loads in the background
+                try:
+                    got = {t: [[s, np.float32(v)] for _, s, v in
+                               fetch(url, "/data/plugin/scalars/scalars", run=".", tag=t)]
+                           for t in scalars}
+                    got_text = {t: [x["step"] for x in
+                                    fetch(url, "/data/plugin/text/text", run=".", tag=t)]
+                                for t in texts}
+                    if got == scalars and got_text == texts:
+                        break
+                except OSError:
+                    pass
+                time.sleep(0.5)
+            if got != scalars or got_text != texts:
+                problem("load_fast=%s serves %r %r, EventAccumulator %r %r"
+                        % (load_fast, got, got_text, scalars, texts))
+            else:
+                print("# load_fast=%s: %d tags served as EventAccumulator reads them"
+                      % (load_fast, len(scalars) + len(texts)))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "records":
@@ -271,10 +340,12 @@ def main(argv):
     elif cmd == "run":
         config = argv[argv.index("--config") + 1] if "--config" in argv else None
         check_run(argv[2], config, "--mfu" in argv)
+    elif cmd == "served":
+        check_served(argv[2])
     elif cmd == "same":
         check_same(argv[2], argv[3])
     else:
-        sys.exit("usage: tensorboard_read.py records|purged|run|same ...")
+        sys.exit("usage: tensorboard_read.py records|purged|run|served|same ...")
     return 1 if problems else 0
 
 
