@@ -23,7 +23,8 @@
 #include "model/model.h"
 #include "runtime/runtime.h"
 
-#define ST_CKPT_FORMAT 1
+#define ST_CKPT_FORMAT 2   /* 2: the manifest is sealed (io/manifest_seal.h) */
+#define ST_CKPT_MANIFEST_MAX (256 << 20)
 #define ST_CKPT_BLOCK ((int64_t)1 << 20)
 #define ST_CKPT_MANIFEST "manifest.json"
 #define ST_CKPT_LATEST "latest"
