@@ -133,6 +133,9 @@ const st_key st_schema[] = {
     INT_GE("log", "every", "10", 1, "Print and log metrics every this many steps.", log.every),
     FLT("log", "peak_tflops", "0", 0, 0, GE0,
         "Peak TFLOP/s of one device for MFU; 0 unknown, MFU not reported.", log.peak_tflops),
+    ROW("log", "plot", ST_T_BOOL, "true", NULL, 0, 0, 0, NULL,
+        "At the end of training (completed, stopped or preempted), rank 0 writes dir/plot.svg: loss, validation loss, tokens/s, MFU and learning rate against steps, as shardtrain plot does.",
+        log.plot),
 };
 const int st_schema_n = (int)(sizeof st_schema / sizeof st_schema[0]);
 

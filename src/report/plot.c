@@ -1,0 +1,574 @@
+/* The loss plot (see plot.h): the page's layout - title, legend, one frame
+ * per panel stacked down the page on a shared step axis - and the series
+ * drawn into the frames.  Coordinates are pixels of a fixed-width page;
+ * every number goes through svg.h, so the file is the same in any locale. */
+#include "report/plot.h"
+#include "report/axis.h"
+#include "report/metrics_read.h"
+#include "report/svg.h"
+#include "base/files.h"
+#include "base/log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE_W 960.0
+#define LEFT 88.0      /* room for tick labels and the rotated axis title */
+#define RIGHT 28.0
+#define PLOT_W (PAGE_W - LEFT - RIGHT)
+#define LOSS_H 300.0
+#define SMALL_H 110.0
+#define CHAR_W 6.6     /* a guess at 12px sans-serif's mean advance, for wrapping the legend */
+#define FONT "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
+
+/* Tableau's ten colours: distinct, and readable on white. */
+static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                      "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+#define N_COLOURS (int)(sizeof palette / sizeof palette[0])
+
+typedef struct {
+    const char *dir;
+    st_metrics m;
+    int64_t tokens_per_step; /* 0: the log has no tokens; -1: not one ratio */
+} plot_run;
+
+/* A panel: where it is on the page and the ranges it shows. */
+typedef struct {
+    double left, top, width, height;
+    st_axis x, y;
+} frame;
+
+enum quantity { Q_LOSS, Q_TOKENS_PER_S, Q_MFU, Q_LR };
+
+typedef struct {
+    double *x, *y;
+    int64_t n;
+} points;
+
+static double px(const frame *f, double x)
+{
+    return f->left + (x - f->x.lo) / (f->x.hi - f->x.lo) * f->width;
+}
+
+static double py(const frame *f, double y)
+{
+    return f->top + f->height - (y - f->y.lo) / (f->y.hi - f->y.lo) * f->height;
+}
+
+static double quantity_of(const st_metrics_step *s, enum quantity q)
+{
+    switch (q) {
+    case Q_LOSS: return s->loss;
+    case Q_TOKENS_PER_S: return s->tokens_per_s;
+    case Q_MFU: return 100.0 * s->mfu; /* NaN stays NaN: not known */
+    case Q_LR: return s->lr;
+    }
+    return NAN;
+}
+
+/* The logged steps' values of q, leaving out the unknown ones. */
+static int step_points(const st_metrics *m, enum quantity q, points *p)
+{
+    p->n = 0;
+    p->x = malloc(sizeof(double) * (size_t)(m->n_steps + 1));
+    p->y = malloc(sizeof(double) * (size_t)(m->n_steps + 1));
+    if (!p->x || !p->y)
+        return -1;
+    for (int64_t i = 0; i < m->n_steps; i++) {
+        double v = quantity_of(&m->steps[i], q);
+        if (isfinite(v)) {
+            p->x[p->n] = (double)m->steps[i].step;
+            p->y[p->n++] = v;
+        }
+    }
+    return 0;
+}
+
+static void points_free(points *p)
+{
+    free(p->x);
+    free(p->y);
+    memset(p, 0, sizeof *p);
+}
+
+/* The centred mean of `window` (odd) points around each point; fewer at
+ * the ends.  Centred rather than exponential: a finished run is looked at
+ * whole, and a centred mean does not lag the curve. */
+static int smooth(const points *in, int64_t window, points *out)
+{
+    out->n = in->n;
+    out->x = malloc(sizeof(double) * (size_t)(in->n + 1));
+    out->y = malloc(sizeof(double) * (size_t)(in->n + 1));
+    if (!out->x || !out->y)
+        return -1;
+    int64_t half = window / 2;
+    double sum = 0.0;
+    int64_t lo = 0, hi = 0; /* the sum is of y[lo, hi) */
+    for (int64_t i = 0; i < in->n; i++) {
+        int64_t want_lo = i - half < 0 ? 0 : i - half;
+        int64_t want_hi = i + half + 1 > in->n ? in->n : i + half + 1;
+        while (hi < want_hi)
+            sum += in->y[hi++];
+        while (lo < want_lo)
+            sum -= in->y[lo++];
+        out->x[i] = in->x[i];
+        out->y[i] = sum / (double)(hi - lo);
+    }
+    return 0;
+}
+
+/* The smoothing window for runs of at most n logged steps: about a
+ * twentieth of the longest, odd; 1 (no smoothing) below 40 points. */
+static int64_t smoothing_window(int64_t n)
+{
+    return 2 * (n / 40) + 1;
+}
+
+static void polyline(st_svg *s, const frame *f, const points *p, const char *id,
+                     const char *colour, const char *style)
+{
+    st_svg_printf(s, "<polyline id=\"%s\" fill=\"none\" stroke=\"%s\" %s points=\"", id, colour,
+                  style);
+    for (int64_t i = 0; i < p->n; i++) {
+        if (i)
+            st_svg_printf(s, " ");
+        st_svg_num(s, px(f, p->x[i]), 2);
+        st_svg_printf(s, ",");
+        st_svg_num(s, py(f, p->y[i]), 2);
+    }
+    st_svg_printf(s, "\"/>\n");
+}
+
+/* A cross centred at (x, y), r across each arm. */
+static void cross(st_svg *s, double x, double y, double r, const char *colour)
+{
+    st_svg_printf(s, "<path stroke=\"%s\" stroke-width=\"2\" d=\"M", colour);
+    st_svg_num(s, x - r, 1);
+    st_svg_printf(s, " ");
+    st_svg_num(s, y - r, 1);
+    st_svg_printf(s, "L");
+    st_svg_num(s, x + r, 1);
+    st_svg_printf(s, " ");
+    st_svg_num(s, y + r, 1);
+    st_svg_printf(s, "M");
+    st_svg_num(s, x - r, 1);
+    st_svg_printf(s, " ");
+    st_svg_num(s, y + r, 1);
+    st_svg_printf(s, "L");
+    st_svg_num(s, x + r, 1);
+    st_svg_printf(s, " ");
+    st_svg_num(s, y - r, 1);
+    st_svg_printf(s, "\"/>\n");
+}
+
+static void circle(st_svg *s, double x, double y, double r, const char *colour)
+{
+    st_svg_printf(s, "<circle cx=\"");
+    st_svg_num(s, x, 2);
+    st_svg_printf(s, "\" cy=\"");
+    st_svg_num(s, y, 2);
+    st_svg_printf(s, "\" r=\"");
+    st_svg_num(s, r, 1);
+    st_svg_printf(s, "\" fill=\"#fff\" stroke=\"%s\" stroke-width=\"1.8\"/>\n", colour);
+}
+
+/* Text rotated to read upwards, centred on (x, y). */
+static void text_up(st_svg *s, double x, double y, const char *text)
+{
+    char attrs[160];
+    char xs[32], ys[32];
+    snprintf(attrs, sizeof attrs,
+             "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\" transform=\"rotate(-90 %s %s)\"",
+             st_svg_format_num(xs, sizeof xs, x, 1), st_svg_format_num(ys, sizeof ys, y, 1));
+    st_svg_text(s, x, y, attrs, text);
+}
+
+/* The frame, its grid, the step ticks below it and the value ticks left of
+ * it, and the axis titles (x_title NULL for none). */
+static void draw_frame(st_svg *s, const frame *f, const char *y_title, const char *x_title)
+{
+    char label[48];
+    st_svg_printf(s, "<rect x=\"");
+    st_svg_num(s, f->left, 1);
+    st_svg_printf(s, "\" y=\"");
+    st_svg_num(s, f->top, 1);
+    st_svg_printf(s, "\" width=\"");
+    st_svg_num(s, f->width, 1);
+    st_svg_printf(s, "\" height=\"");
+    st_svg_num(s, f->height, 1);
+    st_svg_printf(s, "\" fill=\"#fff\" stroke=\"#999\"/>\n");
+    for (int i = 0; i < f->y.n; i++) {
+        double y = py(f, st_axis_tick(&f->y, i));
+        st_svg_line(s, f->left, y, f->left + f->width, y, "stroke=\"#e4e4e4\"");
+        st_svg_line(s, f->left - 4, y, f->left, y, "stroke=\"#999\"");
+        st_svg_text(s, f->left - 7, y + 4, "text-anchor=\"end\" font-size=\"11\" fill=\"#444\"",
+                    st_axis_label(&f->y, i, label, sizeof label));
+    }
+    for (int i = 0; i < f->x.n; i++) {
+        double x = px(f, st_axis_tick(&f->x, i));
+        double bottom = f->top + f->height;
+        st_svg_line(s, x, f->top, x, bottom, "stroke=\"#e4e4e4\"");
+        st_svg_line(s, x, bottom, x, bottom + 4, "stroke=\"#999\"");
+        st_svg_text(s, x, bottom + 16, "text-anchor=\"middle\" font-size=\"11\" fill=\"#444\"",
+                    st_axis_label(&f->x, i, label, sizeof label));
+    }
+    text_up(s, f->left - 56, f->top + f->height / 2, y_title);
+    if (x_title)
+        st_svg_text(s, f->left + f->width / 2, f->top + f->height + 34,
+                    "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\"", x_title);
+}
+
+/* A second scale above the loss frame: tokens trained, one step being
+ * tokens_per_step tokens. */
+static void draw_tokens_axis(st_svg *s, const frame *f, int64_t tokens_per_step)
+{
+    st_axis t;
+    double ratio = (double)tokens_per_step;
+    st_axis_make(&t, f->x.lo * ratio, f->x.hi * ratio, 8);
+    char label[48];
+    for (int i = 0; i < t.n; i++) {
+        double x = px(f, st_axis_tick(&t, i) / ratio);
+        st_svg_line(s, x, f->top - 4, x, f->top, "stroke=\"#999\"");
+        st_svg_text(s, x, f->top - 8, "text-anchor=\"middle\" font-size=\"11\" fill=\"#444\"",
+                    st_axis_label(&t, i, label, sizeof label));
+    }
+    char title[96], per[32];
+    snprintf(title, sizeof title, "tokens trained (%s per step)",
+             st_axis_si((double)tokens_per_step, per, sizeof per));
+    st_svg_text(s, f->left + f->width / 2, f->top - 26,
+                "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\"", title);
+}
+
+/* The run's name as shown: its directory, cut from the left when long. */
+static const char *shown_name(const char *dir, char *buf, size_t size)
+{
+    size_t n = strlen(dir);
+    if (n <= 48)
+        return dir;
+    snprintf(buf, size, "...%s", dir + n - 45);
+    return buf;
+}
+
+/* The legend from y on: the runs' names by colour when there are several,
+ * then what each mark means.  Returns the y below it. */
+static double draw_legend(st_svg *s, const plot_run *runs, int n_runs, int64_t window,
+                          int any_skipped, double y)
+{
+    const char *key_colour = n_runs == 1 ? palette[0] : "#555";
+    double x = LEFT;
+    char name[64];
+    if (n_runs > 1) {
+        for (int r = 0; r < n_runs; r++) {
+            const char *shown = shown_name(runs[r].dir, name, sizeof name);
+            double w = 34 + CHAR_W * (double)strlen(shown) + 18;
+            if (x > LEFT && x + w > PAGE_W - RIGHT) {
+                x = LEFT;
+                y += 20;
+            }
+            char attrs[96];
+            snprintf(attrs, sizeof attrs, "stroke=\"%s\" stroke-width=\"3\"",
+                     palette[r % N_COLOURS]);
+            st_svg_line(s, x, y - 4, x + 26, y - 4, attrs);
+            st_svg_text(s, x + 34, y, "font-size=\"12\" fill=\"#222\"", shown);
+            x += w;
+        }
+        x = LEFT;
+        y += 22;
+    }
+    char attrs[128], text[96];
+    snprintf(attrs, sizeof attrs, "stroke=\"%s\" stroke-width=\"1\" stroke-opacity=\"%s\"",
+             key_colour, window > 1 ? "0.45" : "1");
+    st_svg_line(s, x, y - 4, x + 26, y - 4, attrs);
+    st_svg_text(s, x + 34, y, "font-size=\"12\" fill=\"#222\"", "training loss, each logged step");
+    x += 250;
+    if (window > 1) {
+        snprintf(attrs, sizeof attrs, "stroke=\"%s\" stroke-width=\"2.2\"", key_colour);
+        st_svg_line(s, x, y - 4, x + 26, y - 4, attrs);
+        snprintf(text, sizeof text, "smoothed: centred mean of %lld logged steps",
+                 (long long)window);
+        st_svg_text(s, x + 34, y, "font-size=\"12\" fill=\"#222\"", text);
+        x += 310;
+    }
+    circle(s, x + 13, y - 4, 3.5, key_colour);
+    st_svg_text(s, x + 26, y, "font-size=\"12\" fill=\"#222\"", "validation loss");
+    x += 130;
+    if (any_skipped) {
+        if (x + 200 > PAGE_W - RIGHT) {
+            x = LEFT;
+            y += 20;
+        }
+        cross(s, x + 13, y - 4, 4, key_colour);
+        st_svg_text(s, x + 26, y, "font-size=\"12\" fill=\"#222\"", "skipped step (not finite)");
+    }
+    return y + 12;
+}
+
+/* The range of q over every run (mfu in percent); from_zero pins the low
+ * end at 0, for rates whose size matters more than their wiggles. */
+static void value_range(const plot_run *runs, int n_runs, enum quantity q, int with_val,
+                        int from_zero, double *lo, double *hi)
+{
+    *lo = INFINITY;
+    *hi = -INFINITY;
+    for (int r = 0; r < n_runs; r++) {
+        const st_metrics *m = &runs[r].m;
+        for (int64_t i = 0; i < m->n_steps; i++) {
+            double v = quantity_of(&m->steps[i], q);
+            if (isfinite(v)) {
+                *lo = fmin(*lo, v);
+                *hi = fmax(*hi, v);
+            }
+        }
+        for (int64_t i = 0; with_val && i < m->n_evals; i++) {
+            *lo = fmin(*lo, m->evals[i].val_loss);
+            *hi = fmax(*hi, m->evals[i].val_loss);
+        }
+    }
+    if (!(*hi >= *lo)) { /* nothing logged */
+        *lo = 0.0;
+        *hi = 1.0;
+    }
+    if (from_zero && *lo > 0.0)
+        *lo = 0.0;
+    double pad = (*hi - *lo) * 0.05;
+    *hi += pad;
+    if (!from_zero || *lo < 0.0)
+        *lo -= pad;
+}
+
+/* One run's series of a second-panel quantity. */
+static int draw_rate(st_svg *s, const frame *f, const plot_run *run, int r, enum quantity q,
+                     const char *name)
+{
+    points p;
+    if (step_points(&run->m, q, &p)) {
+        points_free(&p);
+        return -1;
+    }
+    char id[48];
+    snprintf(id, sizeof id, "run%d-%s", r, name);
+    if (p.n) /* a run without MFU beside one with it */
+        polyline(s, f, &p, id, palette[r % N_COLOURS], "stroke-width=\"1.6\"");
+    points_free(&p);
+    return 0;
+}
+
+/* One run's marks in the loss frame. */
+static int draw_loss(st_svg *s, const frame *f, const plot_run *run, int r, int64_t window)
+{
+    const char *colour = palette[r % N_COLOURS];
+    char id[48];
+    points raw, smoothed = {0};
+    int rc = step_points(&run->m, Q_LOSS, &raw);
+    if (!rc && window > 1)
+        rc = smooth(&raw, window, &smoothed);
+    if (!rc) {
+        snprintf(id, sizeof id, "run%d-loss", r);
+        polyline(s, f, &raw, id, colour,
+                 window > 1 ? "stroke-width=\"1\" stroke-opacity=\"0.45\"" : "stroke-width=\"1.6\"");
+        if (window > 1) {
+            snprintf(id, sizeof id, "run%d-loss-smoothed", r);
+            polyline(s, f, &smoothed, id, colour, "stroke-width=\"2.2\"");
+        }
+        st_svg_printf(s, "<g id=\"run%d-val-loss\">\n", r);
+        for (int64_t i = 0; i < run->m.n_evals; i++)
+            circle(s, px(f, (double)run->m.evals[i].step), py(f, run->m.evals[i].val_loss), 3.5,
+                   colour);
+        st_svg_printf(s, "</g>\n<g id=\"run%d-skipped\">\n", r);
+        for (int64_t i = 0; i < run->m.n_skipped; i++)
+            cross(s, px(f, (double)run->m.skipped[i]), f->top + f->height - 8, 4, colour);
+        st_svg_printf(s, "</g>\n");
+    }
+    points_free(&raw);
+    points_free(&smoothed);
+    return rc;
+}
+
+/* tokens / step when every logged step of the run agrees on it. */
+static int64_t tokens_per_step(const st_metrics *m)
+{
+    int64_t ratio = 0;
+    for (int64_t i = 0; i < m->n_steps; i++) {
+        const st_metrics_step *s = &m->steps[i];
+        if (s->tokens < 0)
+            return i == 0 ? 0 : -1;
+        if (i == 0)
+            ratio = s->tokens / s->step;
+        if (ratio <= 0 || s->tokens != ratio * s->step)
+            return -1;
+    }
+    return ratio;
+}
+
+/* The ratio the tokens scale uses: the one all runs with tokens share. */
+static int64_t common_tokens_per_step(const plot_run *runs, int n_runs)
+{
+    int64_t ratio = 0;
+    for (int r = 0; r < n_runs; r++) {
+        int64_t t = runs[r].tokens_per_step;
+        if (t < 0 || (t > 0 && ratio > 0 && t != ratio))
+            return 0;
+        if (t > 0)
+            ratio = t;
+    }
+    return ratio;
+}
+
+static void subtitle(st_svg *s, const plot_run *runs, int n_runs, double y)
+{
+    char text[256];
+    if (n_runs == 1) {
+        const st_metrics *m = &runs[0].m;
+        snprintf(text, sizeof text,
+                 "%lld logged steps, the last step %lld; %lld evaluations; %lld skipped steps",
+                 (long long)m->n_steps, (long long)(m->n_steps ? m->steps[m->n_steps - 1].step : 0),
+                 (long long)m->n_evals, (long long)m->n_skipped);
+    } else {
+        snprintf(text, sizeof text, "%d runs overlaid, one colour each", n_runs);
+    }
+    st_svg_text(s, LEFT, y, "font-size=\"12\" fill=\"#555\"", text);
+}
+
+/* The whole page body into s; *height gets the page's height. */
+static int draw_page(st_svg *s, const plot_run *runs, int n_runs, double *height)
+{
+    int64_t max_n = 0, max_step = 1;
+    int any_mfu = 0, any_skipped = 0;
+    for (int r = 0; r < n_runs; r++) {
+        const st_metrics *m = &runs[r].m;
+        max_n = m->n_steps > max_n ? m->n_steps : max_n;
+        if (m->n_steps && m->steps[m->n_steps - 1].step > max_step)
+            max_step = m->steps[m->n_steps - 1].step;
+        if (m->n_evals && m->evals[m->n_evals - 1].step > max_step)
+            max_step = m->evals[m->n_evals - 1].step;
+        if (m->n_skipped && m->skipped[m->n_skipped - 1] > max_step)
+            max_step = m->skipped[m->n_skipped - 1];
+        any_skipped |= m->n_skipped > 0;
+        for (int64_t i = 0; i < m->n_steps && !any_mfu; i++)
+            any_mfu = isfinite(m->steps[i].mfu);
+    }
+    const int64_t window = smoothing_window(max_n);
+    char title[160], name[64];
+    if (n_runs == 1)
+        snprintf(title, sizeof title, "shardtrain run %s", shown_name(runs[0].dir, name, sizeof name));
+    else
+        snprintf(title, sizeof title, "shardtrain: %d runs", n_runs);
+    st_svg_text(s, LEFT, 30, "font-size=\"18\" font-weight=\"bold\" fill=\"#111\"", title);
+    subtitle(s, runs, n_runs, 50);
+    double y = draw_legend(s, runs, n_runs, window, any_skipped, 76);
+
+    const int64_t ratio = common_tokens_per_step(runs, n_runs);
+    frame loss = {.left = LEFT, .top = y + (ratio > 0 ? 44 : 14), .width = PLOT_W,
+                  .height = LOSS_H};
+    st_axis_make(&loss.x, 0.0, (double)max_step, 9);
+    double lo, hi;
+    value_range(runs, n_runs, Q_LOSS, 1, 0, &lo, &hi);
+    st_axis_make(&loss.y, lo, hi, 6);
+    draw_frame(s, &loss, "loss (nats/token)", "step");
+    if (ratio > 0)
+        draw_tokens_axis(s, &loss, ratio);
+    if (max_n == 0)
+        st_svg_text(s, LEFT + PLOT_W / 2, loss.top + LOSS_H / 2,
+                    "text-anchor=\"middle\" font-size=\"14\" fill=\"#777\"", "no steps logged yet");
+    for (int r = 0; r < n_runs; r++)
+        if (draw_loss(s, &loss, &runs[r], r, window))
+            return -1;
+    y = loss.top + LOSS_H + 40;
+
+    static const struct {
+        enum quantity q;
+        const char *id, *title, *y_title;
+    } rates[] = {
+        {Q_TOKENS_PER_S, "tokens-per-s", "Throughput", "tokens/s"},
+        {Q_MFU, "mfu", "Model FLOPs utilisation", "MFU (%)"},
+        {Q_LR, "lr", "Learning rate", "learning rate"},
+    };
+    for (size_t k = 0; k < sizeof rates / sizeof rates[0]; k++) {
+        if (rates[k].q == Q_MFU && !any_mfu)
+            continue;
+        st_svg_text(s, LEFT, y + 22, "font-size=\"13\" font-weight=\"bold\" fill=\"#222\"",
+                    rates[k].title);
+        frame f = {.left = LEFT, .top = y + 30, .width = PLOT_W, .height = SMALL_H, .x = loss.x};
+        value_range(runs, n_runs, rates[k].q, 0, 1, &lo, &hi);
+        st_axis_make(&f.y, lo, hi, 4);
+        int last = rates[k].q == Q_LR;
+        draw_frame(s, &f, rates[k].y_title, last ? "step" : NULL);
+        for (int r = 0; r < n_runs; r++)
+            if (draw_rate(s, &f, &runs[r], r, rates[k].q, rates[k].id))
+                return -1;
+        y = f.top + SMALL_H + (last ? 44 : 20);
+    }
+    *height = y + 8;
+    return 0;
+}
+
+static int write_text(int fd, void *ctx)
+{
+    const st_svg *s = ctx;
+    return st_write_all(fd, s->text, s->len);
+}
+
+static int write_svg(const char *out_path, const st_svg *body, double height)
+{
+    st_svg page;
+    st_svg_init(&page);
+    st_svg_printf(&page, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                         "viewBox=\"0 0 %d %d\" " FONT ">\n"
+                         "<rect width=\"100%%\" height=\"100%%\" fill=\"#fafafa\"/>\n",
+                  (int)PAGE_W, (int)ceil(height), (int)PAGE_W, (int)ceil(height));
+    st_svg_printf(&page, "%s</svg>\n", body->text ? body->text : "");
+    if (page.failed) {
+        st_svg_free(&page);
+        st_error(out_path, "out of memory drawing the plot");
+        return ST_EXIT_FAILURE;
+    }
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", out_path) >= sizeof tmp) {
+        st_svg_free(&page);
+        st_error(out_path, "path too long");
+        return ST_EXIT_FAILURE;
+    }
+    int step = st_file_write_atomic(out_path, tmp, 0666, write_text, &page);
+    st_svg_free(&page);
+    if (step == ST_ATOMIC_CREATE)
+        st_error(tmp, "cannot create: %s", strerror(errno));
+    else if (step)
+        st_error(out_path, "cannot write: %s", strerror(errno));
+    return step ? ST_EXIT_FAILURE : 0;
+}
+
+int st_plot_write(const char *out_path, const char *const *log_dirs, int n_dirs)
+{
+    plot_run *runs = calloc((size_t)n_dirs, sizeof *runs);
+    if (!runs) {
+        st_error(out_path, "out of memory drawing the plot");
+        return ST_EXIT_FAILURE;
+    }
+    int rc = 0;
+    for (int r = 0; r < n_dirs && !rc; r++) {
+        char path[4096];
+        runs[r].dir = log_dirs[r];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", log_dirs[r]);
+        rc = st_metrics_read(path, &runs[r].m);
+        runs[r].tokens_per_step = tokens_per_step(&runs[r].m);
+    }
+    st_svg body;
+    st_svg_init(&body);
+    double height = 0.0;
+    if (!rc && (draw_page(&body, runs, n_dirs, &height) || body.failed)) {
+        st_error(out_path, "out of memory drawing the plot");
+        rc = ST_EXIT_FAILURE;
+    }
+    if (!rc)
+        rc = write_svg(out_path, &body, height);
+    st_svg_free(&body);
+    for (int r = 0; r < n_dirs; r++)
+        st_metrics_free(&runs[r].m);
+    free(runs);
+    return rc;
+}
