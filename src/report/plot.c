@@ -22,7 +22,7 @@
 #define PLOT_W (PAGE_W - LEFT - RIGHT)
 #define LOSS_H 300.0
 #define SMALL_H 110.0
-#define CHAR_W 6.6     /* a guess at 12px sans-serif's mean advance, for wrapping the legend */
+#define CHAR_W 6.2     /* a guess at 12px sans-serif's mean advance, for wrapping the legend */
 #define FONT "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\""
 
 /* Tableau's ten colours: distinct, and readable on white. */
@@ -253,58 +253,72 @@ static const char *shown_name(const char *dir, char *buf, size_t size)
     return buf;
 }
 
+/* How a legend entry is marked. */
+enum mark { MARK_RUN, MARK_RAW, MARK_RAW_ALONE, MARK_SMOOTHED, MARK_CIRCLE, MARK_CROSS };
+
+/* Where the next legend entry goes. */
+typedef struct {
+    double x, y;
+} pen;
+
+/* One legend entry at the pen, on the next row when it would not fit. */
+static void legend_entry(st_svg *s, pen *p, enum mark mark, const char *colour, const char *text)
+{
+    const double w = 34 + CHAR_W * (double)strlen(text) + 20;
+    if (p->x > LEFT && p->x + w > PAGE_W - RIGHT) {
+        p->x = LEFT;
+        p->y += 20;
+    }
+    char attrs[128];
+    const double x = p->x, y = p->y - 4;
+    switch (mark) {
+    case MARK_RUN:
+    case MARK_RAW:
+    case MARK_RAW_ALONE:
+    case MARK_SMOOTHED:
+        snprintf(attrs, sizeof attrs, "stroke=\"%s\" %s", colour,
+                 mark == MARK_RUN ? "stroke-width=\"3\""
+                 : mark == MARK_RAW ? "stroke-width=\"1\" stroke-opacity=\"0.45\""
+                 : mark == MARK_RAW_ALONE ? "stroke-width=\"1.6\""
+                                          : "stroke-width=\"2.2\"");
+        st_svg_line(s, x, y, x + 26, y, attrs);
+        break;
+    case MARK_CIRCLE:
+        circle(s, x + 13, y, 3.5, colour);
+        break;
+    case MARK_CROSS:
+        cross(s, x + 13, y, 4, colour);
+        break;
+    }
+    st_svg_text(s, x + 34, p->y, "font-size=\"12\" fill=\"#222\"", text);
+    p->x += w;
+}
+
 /* The legend from y on: the runs' names by colour when there are several,
  * then what each mark means.  Returns the y below it. */
 static double draw_legend(st_svg *s, const plot_run *runs, int n_runs, int64_t window,
                           int any_skipped, double y)
 {
     const char *key_colour = n_runs == 1 ? palette[0] : "#555";
-    double x = LEFT;
-    char name[64];
+    pen p = {LEFT, y};
+    char text[96];
     if (n_runs > 1) {
-        for (int r = 0; r < n_runs; r++) {
-            const char *shown = shown_name(runs[r].dir, name, sizeof name);
-            double w = 34 + CHAR_W * (double)strlen(shown) + 18;
-            if (x > LEFT && x + w > PAGE_W - RIGHT) {
-                x = LEFT;
-                y += 20;
-            }
-            char attrs[96];
-            snprintf(attrs, sizeof attrs, "stroke=\"%s\" stroke-width=\"3\"",
-                     palette[r % N_COLOURS]);
-            st_svg_line(s, x, y - 4, x + 26, y - 4, attrs);
-            st_svg_text(s, x + 34, y, "font-size=\"12\" fill=\"#222\"", shown);
-            x += w;
-        }
-        x = LEFT;
-        y += 22;
+        for (int r = 0; r < n_runs; r++)
+            legend_entry(s, &p, MARK_RUN, palette[r % N_COLOURS],
+                         shown_name(runs[r].dir, text, sizeof text));
+        p.x = LEFT;
+        p.y += 22;
     }
-    char attrs[128], text[96];
-    snprintf(attrs, sizeof attrs, "stroke=\"%s\" stroke-width=\"1\" stroke-opacity=\"%s\"",
-             key_colour, window > 1 ? "0.45" : "1");
-    st_svg_line(s, x, y - 4, x + 26, y - 4, attrs);
-    st_svg_text(s, x + 34, y, "font-size=\"12\" fill=\"#222\"", "training loss, each logged step");
-    x += 250;
+    legend_entry(s, &p, window > 1 ? MARK_RAW : MARK_RAW_ALONE, key_colour,
+                 "loss, each logged step");
     if (window > 1) {
-        snprintf(attrs, sizeof attrs, "stroke=\"%s\" stroke-width=\"2.2\"", key_colour);
-        st_svg_line(s, x, y - 4, x + 26, y - 4, attrs);
-        snprintf(text, sizeof text, "smoothed: centred mean of %lld logged steps",
-                 (long long)window);
-        st_svg_text(s, x + 34, y, "font-size=\"12\" fill=\"#222\"", text);
-        x += 310;
+        snprintf(text, sizeof text, "smoothed (centred mean of %lld steps)", (long long)window);
+        legend_entry(s, &p, MARK_SMOOTHED, key_colour, text);
     }
-    circle(s, x + 13, y - 4, 3.5, key_colour);
-    st_svg_text(s, x + 26, y, "font-size=\"12\" fill=\"#222\"", "validation loss");
-    x += 130;
-    if (any_skipped) {
-        if (x + 200 > PAGE_W - RIGHT) {
-            x = LEFT;
-            y += 20;
-        }
-        cross(s, x + 13, y - 4, 4, key_colour);
-        st_svg_text(s, x + 26, y, "font-size=\"12\" fill=\"#222\"", "skipped step (not finite)");
-    }
-    return y + 12;
+    legend_entry(s, &p, MARK_CIRCLE, key_colour, "validation loss");
+    if (any_skipped)
+        legend_entry(s, &p, MARK_CROSS, key_colour, "skipped step (not finite)");
+    return p.y + 12;
 }
 
 /* The range of q over every run (mfu in percent); from_zero pins the low
@@ -467,6 +481,8 @@ static int draw_page(st_svg *s, const plot_run *runs, int n_runs, double *height
     st_axis_make(&loss.x, 0.0, (double)max_step, 9);
     double lo, hi;
     value_range(runs, n_runs, Q_LOSS, 1, 0, &lo, &hi);
+    if (any_skipped) /* a strip below the curves for the crosses */
+        lo -= (hi - lo) * 0.08;
     st_axis_make(&loss.y, lo, hi, 6);
     draw_frame(s, &loss, "loss (nats/token)", "step");
     if (ratio > 0)
