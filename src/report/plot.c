@@ -4,6 +4,7 @@
  * every number goes through svg.h, so the file is the same in any locale. */
 #include "report/plot.h"
 #include "report/axis.h"
+#include "report/chart.h"
 #include "report/metrics_read.h"
 #include "report/svg.h"
 #include "base/files.h"
@@ -36,28 +37,7 @@ typedef struct {
     int64_t tokens_per_step; /* 0: the log has no tokens; -1: not one ratio */
 } plot_run;
 
-/* A panel: where it is on the page and the ranges it shows. */
-typedef struct {
-    double left, top, width, height;
-    st_axis x, y;
-} frame;
-
 enum quantity { Q_LOSS, Q_TOKENS_PER_S, Q_MFU, Q_LR };
-
-typedef struct {
-    double *x, *y;
-    int64_t n;
-} points;
-
-static double px(const frame *f, double x)
-{
-    return f->left + (x - f->x.lo) / (f->x.hi - f->x.lo) * f->width;
-}
-
-static double py(const frame *f, double y)
-{
-    return f->top + f->height - (y - f->y.lo) / (f->y.hi - f->y.lo) * f->height;
-}
 
 static double quantity_of(const st_metrics_step *s, enum quantity q)
 {
@@ -71,7 +51,7 @@ static double quantity_of(const st_metrics_step *s, enum quantity q)
 }
 
 /* The logged steps' values of q, leaving out the unknown ones. */
-static int step_points(const st_metrics *m, enum quantity q, points *p)
+static int step_points(const st_metrics *m, enum quantity q, st_chart_points *p)
 {
     p->n = 0;
     p->x = malloc(sizeof(double) * (size_t)(m->n_steps + 1));
@@ -88,7 +68,7 @@ static int step_points(const st_metrics *m, enum quantity q, points *p)
     return 0;
 }
 
-static void points_free(points *p)
+static void points_free(st_chart_points *p)
 {
     free(p->x);
     free(p->y);
@@ -98,7 +78,7 @@ static void points_free(points *p)
 /* The centred mean of `window` (odd) points around each point; fewer at
  * the ends.  Centred rather than exponential: a finished run is looked at
  * whole, and a centred mean does not lag the curve. */
-static int smooth(const points *in, int64_t window, points *out)
+static int smooth(const st_chart_points *in, int64_t window, st_chart_points *out)
 {
     out->n = in->n;
     out->x = malloc(sizeof(double) * (size_t)(in->n + 1));
@@ -126,121 +106,6 @@ static int smooth(const points *in, int64_t window, points *out)
 static int64_t smoothing_window(int64_t n)
 {
     return 2 * (n / 40) + 1;
-}
-
-static void polyline(st_svg *s, const frame *f, const points *p, const char *id,
-                     const char *colour, const char *style)
-{
-    st_svg_printf(s, "<polyline id=\"%s\" fill=\"none\" stroke=\"%s\" %s points=\"", id, colour,
-                  style);
-    for (int64_t i = 0; i < p->n; i++) {
-        if (i)
-            st_svg_printf(s, " ");
-        st_svg_num(s, px(f, p->x[i]), 2);
-        st_svg_printf(s, ",");
-        st_svg_num(s, py(f, p->y[i]), 2);
-    }
-    st_svg_printf(s, "\"/>\n");
-}
-
-/* A cross centred at (x, y), r across each arm. */
-static void cross(st_svg *s, double x, double y, double r, const char *colour)
-{
-    st_svg_printf(s, "<path stroke=\"%s\" stroke-width=\"2\" d=\"M", colour);
-    st_svg_num(s, x - r, 1);
-    st_svg_printf(s, " ");
-    st_svg_num(s, y - r, 1);
-    st_svg_printf(s, "L");
-    st_svg_num(s, x + r, 1);
-    st_svg_printf(s, " ");
-    st_svg_num(s, y + r, 1);
-    st_svg_printf(s, "M");
-    st_svg_num(s, x - r, 1);
-    st_svg_printf(s, " ");
-    st_svg_num(s, y + r, 1);
-    st_svg_printf(s, "L");
-    st_svg_num(s, x + r, 1);
-    st_svg_printf(s, " ");
-    st_svg_num(s, y - r, 1);
-    st_svg_printf(s, "\"/>\n");
-}
-
-static void circle(st_svg *s, double x, double y, double r, const char *colour)
-{
-    st_svg_printf(s, "<circle cx=\"");
-    st_svg_num(s, x, 2);
-    st_svg_printf(s, "\" cy=\"");
-    st_svg_num(s, y, 2);
-    st_svg_printf(s, "\" r=\"");
-    st_svg_num(s, r, 1);
-    st_svg_printf(s, "\" fill=\"#fff\" stroke=\"%s\" stroke-width=\"1.8\"/>\n", colour);
-}
-
-/* Text rotated to read upwards, centred on (x, y). */
-static void text_up(st_svg *s, double x, double y, const char *text)
-{
-    char attrs[160];
-    char xs[32], ys[32];
-    snprintf(attrs, sizeof attrs,
-             "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\" transform=\"rotate(-90 %s %s)\"",
-             st_svg_format_num(xs, sizeof xs, x, 1), st_svg_format_num(ys, sizeof ys, y, 1));
-    st_svg_text(s, x, y, attrs, text);
-}
-
-/* The frame, its grid, the step ticks below it and the value ticks left of
- * it, and the axis titles (x_title NULL for none). */
-static void draw_frame(st_svg *s, const frame *f, const char *y_title, const char *x_title)
-{
-    char label[48];
-    st_svg_printf(s, "<rect x=\"");
-    st_svg_num(s, f->left, 1);
-    st_svg_printf(s, "\" y=\"");
-    st_svg_num(s, f->top, 1);
-    st_svg_printf(s, "\" width=\"");
-    st_svg_num(s, f->width, 1);
-    st_svg_printf(s, "\" height=\"");
-    st_svg_num(s, f->height, 1);
-    st_svg_printf(s, "\" fill=\"#fff\" stroke=\"#999\"/>\n");
-    for (int i = 0; i < f->y.n; i++) {
-        double y = py(f, st_axis_tick(&f->y, i));
-        st_svg_line(s, f->left, y, f->left + f->width, y, "stroke=\"#e4e4e4\"");
-        st_svg_line(s, f->left - 4, y, f->left, y, "stroke=\"#999\"");
-        st_svg_text(s, f->left - 7, y + 4, "text-anchor=\"end\" font-size=\"11\" fill=\"#444\"",
-                    st_axis_label(&f->y, i, label, sizeof label));
-    }
-    for (int i = 0; i < f->x.n; i++) {
-        double x = px(f, st_axis_tick(&f->x, i));
-        double bottom = f->top + f->height;
-        st_svg_line(s, x, f->top, x, bottom, "stroke=\"#e4e4e4\"");
-        st_svg_line(s, x, bottom, x, bottom + 4, "stroke=\"#999\"");
-        st_svg_text(s, x, bottom + 16, "text-anchor=\"middle\" font-size=\"11\" fill=\"#444\"",
-                    st_axis_label(&f->x, i, label, sizeof label));
-    }
-    text_up(s, f->left - 56, f->top + f->height / 2, y_title);
-    if (x_title)
-        st_svg_text(s, f->left + f->width / 2, f->top + f->height + 34,
-                    "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\"", x_title);
-}
-
-/* A second scale above the loss frame: tokens trained, one step being
- * tokens_per_step tokens. */
-static void draw_tokens_axis(st_svg *s, const frame *f, int64_t tokens_per_step)
-{
-    st_axis t;
-    double ratio = (double)tokens_per_step;
-    st_axis_make(&t, f->x.lo * ratio, f->x.hi * ratio, 8);
-    char label[48];
-    for (int i = 0; i < t.n; i++) {
-        double x = px(f, st_axis_tick(&t, i) / ratio);
-        st_svg_line(s, x, f->top - 4, x, f->top, "stroke=\"#999\"");
-        st_svg_text(s, x, f->top - 8, "text-anchor=\"middle\" font-size=\"11\" fill=\"#444\"",
-                    st_axis_label(&t, i, label, sizeof label));
-    }
-    char title[96], per[32];
-    snprintf(title, sizeof title, "tokens trained (%s per step)",
-             st_axis_si((double)tokens_per_step, per, sizeof per));
-    st_svg_text(s, f->left + f->width / 2, f->top - 26,
-                "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\"", title);
 }
 
 /* The run's name as shown: its directory, cut from the left when long. */
@@ -284,10 +149,10 @@ static void legend_entry(st_svg *s, pen *p, enum mark mark, const char *colour, 
         st_svg_line(s, x, y, x + 26, y, attrs);
         break;
     case MARK_CIRCLE:
-        circle(s, x + 13, y, 3.5, colour);
+        st_chart_circle(s, x + 13, y, 3.5, colour);
         break;
     case MARK_CROSS:
-        cross(s, x + 13, y, 4, colour);
+        st_chart_cross(s, x + 13, y, 4, colour);
         break;
     }
     st_svg_text(s, x + 34, p->y, "font-size=\"12\" fill=\"#222\"", text);
@@ -355,10 +220,10 @@ static void value_range(const plot_run *runs, int n_runs, enum quantity q, int w
 }
 
 /* One run's series of a second-panel quantity. */
-static int draw_rate(st_svg *s, const frame *f, const plot_run *run, int r, enum quantity q,
+static int draw_rate(st_svg *s, const st_chart_frame *f, const plot_run *run, int r, enum quantity q,
                      const char *name)
 {
-    points p;
+    st_chart_points p;
     if (step_points(&run->m, q, &p)) {
         points_free(&p);
         return -1;
@@ -366,35 +231,35 @@ static int draw_rate(st_svg *s, const frame *f, const plot_run *run, int r, enum
     char id[48];
     snprintf(id, sizeof id, "run%d-%s", r, name);
     if (p.n) /* a run without MFU beside one with it */
-        polyline(s, f, &p, id, palette[r % N_COLOURS], "stroke-width=\"1.6\"");
+        st_chart_polyline(s, f, &p, id, palette[r % N_COLOURS], "stroke-width=\"1.6\"");
     points_free(&p);
     return 0;
 }
 
 /* One run's marks in the loss frame. */
-static int draw_loss(st_svg *s, const frame *f, const plot_run *run, int r, int64_t window)
+static int draw_loss(st_svg *s, const st_chart_frame *f, const plot_run *run, int r, int64_t window)
 {
     const char *colour = palette[r % N_COLOURS];
     char id[48];
-    points raw, smoothed = {0};
+    st_chart_points raw, smoothed = {0};
     int rc = step_points(&run->m, Q_LOSS, &raw);
     if (!rc && window > 1)
         rc = smooth(&raw, window, &smoothed);
     if (!rc) {
         snprintf(id, sizeof id, "run%d-loss", r);
-        polyline(s, f, &raw, id, colour,
+        st_chart_polyline(s, f, &raw, id, colour,
                  window > 1 ? "stroke-width=\"1\" stroke-opacity=\"0.45\"" : "stroke-width=\"1.6\"");
         if (window > 1) {
             snprintf(id, sizeof id, "run%d-loss-smoothed", r);
-            polyline(s, f, &smoothed, id, colour, "stroke-width=\"2.2\"");
+            st_chart_polyline(s, f, &smoothed, id, colour, "stroke-width=\"2.2\"");
         }
         st_svg_printf(s, "<g id=\"run%d-val-loss\">\n", r);
         for (int64_t i = 0; i < run->m.n_evals; i++)
-            circle(s, px(f, (double)run->m.evals[i].step), py(f, run->m.evals[i].val_loss), 3.5,
+            st_chart_circle(s, st_chart_px(f, (double)run->m.evals[i].step), st_chart_py(f, run->m.evals[i].val_loss), 3.5,
                    colour);
         st_svg_printf(s, "</g>\n<g id=\"run%d-skipped\">\n", r);
         for (int64_t i = 0; i < run->m.n_skipped; i++)
-            cross(s, px(f, (double)run->m.skipped[i]), f->top + f->height - 8, 4, colour);
+            st_chart_cross(s, st_chart_px(f, (double)run->m.skipped[i]), f->top + f->height - 8, 4, colour);
         st_svg_printf(s, "</g>\n");
     }
     points_free(&raw);
@@ -476,7 +341,7 @@ static int draw_page(st_svg *s, const plot_run *runs, int n_runs, double *height
     double y = draw_legend(s, runs, n_runs, window, any_skipped, 76);
 
     const int64_t ratio = common_tokens_per_step(runs, n_runs);
-    frame loss = {.left = LEFT, .top = y + (ratio > 0 ? 44 : 14), .width = PLOT_W,
+    st_chart_frame loss = {.left = LEFT, .top = y + (ratio > 0 ? 44 : 14), .width = PLOT_W,
                   .height = LOSS_H};
     st_axis_make(&loss.x, 0.0, (double)max_step, 9);
     double lo, hi;
@@ -484,9 +349,13 @@ static int draw_page(st_svg *s, const plot_run *runs, int n_runs, double *height
     if (any_skipped) /* a strip below the curves for the crosses */
         lo -= (hi - lo) * 0.08;
     st_axis_make(&loss.y, lo, hi, 6);
-    draw_frame(s, &loss, "loss (nats/token)", "step");
-    if (ratio > 0)
-        draw_tokens_axis(s, &loss, ratio);
+    st_chart_draw_frame(s, &loss, "loss (nats/token)", "step");
+    if (ratio > 0) {
+        char title[96], per[32];
+        snprintf(title, sizeof title, "tokens trained (%s per step)",
+                 st_axis_si((double)ratio, per, sizeof per));
+        st_chart_top_axis(s, &loss, (double)ratio, title);
+    }
     if (max_n == 0)
         st_svg_text(s, LEFT + PLOT_W / 2, loss.top + LOSS_H / 2,
                     "text-anchor=\"middle\" font-size=\"14\" fill=\"#777\"", "no steps logged yet");
@@ -508,11 +377,11 @@ static int draw_page(st_svg *s, const plot_run *runs, int n_runs, double *height
             continue;
         st_svg_text(s, LEFT, y + 22, "font-size=\"13\" font-weight=\"bold\" fill=\"#222\"",
                     rates[k].title);
-        frame f = {.left = LEFT, .top = y + 30, .width = PLOT_W, .height = SMALL_H, .x = loss.x};
+        st_chart_frame f = {.left = LEFT, .top = y + 30, .width = PLOT_W, .height = SMALL_H, .x = loss.x};
         value_range(runs, n_runs, rates[k].q, 0, 1, &lo, &hi);
         st_axis_make(&f.y, lo, hi, 4);
         int last = rates[k].q == Q_LR;
-        draw_frame(s, &f, rates[k].y_title, last ? "step" : NULL);
+        st_chart_draw_frame(s, &f, rates[k].y_title, last ? "step" : NULL);
         for (int r = 0; r < n_runs; r++)
             if (draw_rate(s, &f, &runs[r], r, rates[k].q, rates[k].id))
                 return -1;
