@@ -9,7 +9,7 @@ greater than the previous record's of its kind drops every earlier record of
 that kind at or after its step).  For run I (its METRICS file's position),
 the polylines run<I>-loss, run<I>-tokens-per-s, run<I>-lr (and run<I>-mfu
 when the log knows MFU, run<I>-loss-smoothed when drawn) must have one point
-per kept step record, the group run<I>-val-loss one circle per evaluation,
+per kept step record whose value is known (not null), the group run<I>-val-loss one circle per evaluation,
 run<I>-skipped one mark per skipped step; x must be the same increasing
 affine function of the step for every point of a panel, and y one affine
 function of the value (larger values higher up) for every run and series of
@@ -55,7 +55,8 @@ def read_metrics(path):
         if kept and rec["step"] <= kept[-1]["step"]:
             kinds[kind] = kept = [r for r in kept if r["step"] < rec["step"]]
         kept.append(rec)
-    return kinds["step"], kinds["eval"], [r["step"] for r in kinds["skipped"]]
+    evals = [r for r in kinds["eval"] if r["val_loss"] is not None]
+    return kinds["step"], evals, [r["step"] for r in kinds["skipped"]]
 
 
 def polyline_points(elem):
@@ -96,7 +97,7 @@ def check_svg(svg_path, metrics_paths):
             fails += 1
         for name, key, panel in series:
             elem = by_id.get(f"run{i}-{name}")
-            recs = mfu if name == "mfu" else steps
+            recs = [r for r in steps if r.get(key) is not None]
             pts = polyline_points(elem) if elem is not None else []
             good = len(pts) == len(recs)
             fails += not report(good, f"run {i}: {name} has {len(pts)} points, the log "

@@ -64,7 +64,8 @@ static void text_up(st_svg *s, double x, double y, const char *text)
     char attrs[160];
     char xs[32], ys[32];
     snprintf(attrs, sizeof attrs,
-             "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\" transform=\"rotate(-90 %s %s)\"",
+             "text-anchor=\"middle\" font-size=\"13\" fill=\"#222\" "
+             "transform=\"rotate(-90 %s %s)\"",
              st_svg_format_num(xs, sizeof xs, x, 1), st_svg_format_num(ys, sizeof ys, y, 1));
     st_svg_text(s, x, y, attrs, text);
 }

@@ -64,14 +64,19 @@ static int bad(const reader *r, const char *what)
     return ST_EXIT_USAGE;
 }
 
-/* A JSON number (integer or real) under key, into *out. */
+/* A JSON number (integer or real) under key, into *out; null, which the
+ * writer puts for a value that is not finite, is NaN: not known. */
 static int number(const reader *r, json_t *o, const char *key, double *out)
 {
     json_t *v = json_object_get(o, key);
+    if (json_is_null(v)) {
+        *out = NAN;
+        return 0;
+    }
     if (!json_is_number(v)) {
         char msg[128];
-        snprintf(msg, sizeof msg, "\"%s\" is %s, not a number", key,
-                 v ? "of another type" : "missing");
+        snprintf(msg, sizeof msg, "\"%s\" is %s", key,
+                 v ? "neither a number nor null" : "missing");
         return bad(r, msg);
     }
     *out = json_number_value(v);
@@ -91,13 +96,11 @@ static int add_step(reader *r, json_t *o, int64_t step)
     int rc = number(r, o, "loss", &s.loss);
     rc = rc ? rc : number(r, o, "lr", &s.lr);
     rc = rc ? rc : number(r, o, "tokens_per_s", &s.tokens_per_s);
+    /* Absent in logs of runs without log.peak_tflops before it was null. */
+    if (!rc && json_object_get(o, "mfu"))
+        rc = number(r, o, "mfu", &s.mfu);
     if (rc)
         return rc;
-    json_t *mfu = json_object_get(o, "mfu");
-    if (json_is_number(mfu))
-        s.mfu = json_number_value(mfu);
-    else if (mfu && !json_is_null(mfu))
-        return bad(r, "\"mfu\" is neither a number nor null");
     json_t *tokens = json_object_get(o, "tokens");
     if (json_is_integer(tokens) && json_integer_value(tokens) >= 0)
         s.tokens = json_integer_value(tokens);

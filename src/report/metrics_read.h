@@ -17,8 +17,8 @@
 typedef struct {
     int64_t step;         /* 1-based */
     int64_t tokens;       /* cumulative tokens trained; -1 when the log predates them */
-    double loss, lr, tokens_per_s;
-    double mfu;           /* NaN when not known (null) */
+    double loss, lr, tokens_per_s; /* NaN when not known (null) */
+    double mfu;
 } st_metrics_step;
 
 typedef struct {

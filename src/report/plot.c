@@ -202,7 +202,7 @@ static void value_range(const plot_run *runs, int n_runs, enum quantity q, int w
                 *hi = fmax(*hi, v);
             }
         }
-        for (int64_t i = 0; with_val && i < m->n_evals; i++) {
+        for (int64_t i = 0; with_val && i < m->n_evals; i++) { /* fmin passes NaN over */
             *lo = fmin(*lo, m->evals[i].val_loss);
             *hi = fmax(*hi, m->evals[i].val_loss);
         }
@@ -220,8 +220,8 @@ static void value_range(const plot_run *runs, int n_runs, enum quantity q, int w
 }
 
 /* One run's series of a second-panel quantity. */
-static int draw_rate(st_svg *s, const st_chart_frame *f, const plot_run *run, int r, enum quantity q,
-                     const char *name)
+static int draw_rate(st_svg *s, const st_chart_frame *f, const plot_run *run, int r,
+                     enum quantity q, const char *name)
 {
     st_chart_points p;
     if (step_points(&run->m, q, &p)) {
@@ -248,18 +248,23 @@ static int draw_loss(st_svg *s, const st_chart_frame *f, const plot_run *run, in
     if (!rc) {
         snprintf(id, sizeof id, "run%d-loss", r);
         st_chart_polyline(s, f, &raw, id, colour,
-                 window > 1 ? "stroke-width=\"1\" stroke-opacity=\"0.45\"" : "stroke-width=\"1.6\"");
+                          window > 1 ? "stroke-width=\"1\" stroke-opacity=\"0.45\""
+                                     : "stroke-width=\"1.6\"");
         if (window > 1) {
             snprintf(id, sizeof id, "run%d-loss-smoothed", r);
             st_chart_polyline(s, f, &smoothed, id, colour, "stroke-width=\"2.2\"");
         }
         st_svg_printf(s, "<g id=\"run%d-val-loss\">\n", r);
-        for (int64_t i = 0; i < run->m.n_evals; i++)
-            st_chart_circle(s, st_chart_px(f, (double)run->m.evals[i].step), st_chart_py(f, run->m.evals[i].val_loss), 3.5,
-                   colour);
+        for (int64_t i = 0; i < run->m.n_evals; i++) {
+            const st_metrics_eval *e = &run->m.evals[i];
+            if (isfinite(e->val_loss))
+                st_chart_circle(s, st_chart_px(f, (double)e->step), st_chart_py(f, e->val_loss),
+                                3.5, colour);
+        }
         st_svg_printf(s, "</g>\n<g id=\"run%d-skipped\">\n", r);
         for (int64_t i = 0; i < run->m.n_skipped; i++)
-            st_chart_cross(s, st_chart_px(f, (double)run->m.skipped[i]), f->top + f->height - 8, 4, colour);
+            st_chart_cross(s, st_chart_px(f, (double)run->m.skipped[i]), f->top + f->height - 8,
+                           4, colour);
         st_svg_printf(s, "</g>\n");
     }
     points_free(&raw);
@@ -333,7 +338,8 @@ static int draw_page(st_svg *s, const plot_run *runs, int n_runs, double *height
     const int64_t window = smoothing_window(max_n);
     char title[160], name[64];
     if (n_runs == 1)
-        snprintf(title, sizeof title, "shardtrain run %s", shown_name(runs[0].dir, name, sizeof name));
+        snprintf(title, sizeof title, "shardtrain run %s",
+                 shown_name(runs[0].dir, name, sizeof name));
     else
         snprintf(title, sizeof title, "shardtrain: %d runs", n_runs);
     st_svg_text(s, LEFT, 30, "font-size=\"18\" font-weight=\"bold\" fill=\"#111\"", title);
@@ -377,7 +383,8 @@ static int draw_page(st_svg *s, const plot_run *runs, int n_runs, double *height
             continue;
         st_svg_text(s, LEFT, y + 22, "font-size=\"13\" font-weight=\"bold\" fill=\"#222\"",
                     rates[k].title);
-        st_chart_frame f = {.left = LEFT, .top = y + 30, .width = PLOT_W, .height = SMALL_H, .x = loss.x};
+        st_chart_frame f = {.left = LEFT, .top = y + 30, .width = PLOT_W, .height = SMALL_H,
+                            .x = loss.x};
         value_range(runs, n_runs, rates[k].q, 0, 1, &lo, &hi);
         st_axis_make(&f.y, lo, hi, 4);
         int last = rates[k].q == Q_LR;
