@@ -49,13 +49,11 @@ void st_chart_cross(st_svg *s, double x, double y, double r, const char *colour)
 
 void st_chart_circle(st_svg *s, double x, double y, double r, const char *colour)
 {
-    st_svg_printf(s, "<circle cx=\"");
-    st_svg_num(s, x, 2);
-    st_svg_printf(s, "\" cy=\"");
-    st_svg_num(s, y, 2);
-    st_svg_printf(s, "\" r=\"");
-    st_svg_num(s, r, 1);
-    st_svg_printf(s, "\" fill=\"#fff\" stroke=\"%s\" stroke-width=\"1.8\"/>\n", colour);
+    st_svg_printf(s, "<circle");
+    st_svg_attr(s, "cx", x, 2);
+    st_svg_attr(s, "cy", y, 2);
+    st_svg_attr(s, "r", r, 1);
+    st_svg_printf(s, " fill=\"#fff\" stroke=\"%s\" stroke-width=\"1.8\"/>\n", colour);
 }
 
 /* Text rotated to read upwards, centred on (x, y). */
@@ -74,15 +72,12 @@ void st_chart_draw_frame(st_svg *s, const st_chart_frame *f, const char *y_title
                          const char *x_title)
 {
     char label[48];
-    st_svg_printf(s, "<rect x=\"");
-    st_svg_num(s, f->left, 1);
-    st_svg_printf(s, "\" y=\"");
-    st_svg_num(s, f->top, 1);
-    st_svg_printf(s, "\" width=\"");
-    st_svg_num(s, f->width, 1);
-    st_svg_printf(s, "\" height=\"");
-    st_svg_num(s, f->height, 1);
-    st_svg_printf(s, "\" fill=\"#fff\" stroke=\"#999\"/>\n");
+    st_svg_printf(s, "<rect");
+    st_svg_attr(s, "x", f->left, 1);
+    st_svg_attr(s, "y", f->top, 1);
+    st_svg_attr(s, "width", f->width, 1);
+    st_svg_attr(s, "height", f->height, 1);
+    st_svg_printf(s, " fill=\"#fff\" stroke=\"#999\"/>\n");
     for (int i = 0; i < f->y.n; i++) {
         double y = st_chart_py(f, st_axis_tick(&f->y, i));
         st_svg_line(s, f->left, y, f->left + f->width, y, "stroke=\"#e4e4e4\"");

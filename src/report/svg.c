@@ -114,26 +114,29 @@ void st_svg_escaped(st_svg *s, const char *text)
     }
 }
 
+void st_svg_attr(st_svg *s, const char *name, double x, int decimals)
+{
+    st_svg_printf(s, " %s=\"", name);
+    st_svg_num(s, x, decimals);
+    st_svg_printf(s, "\"");
+}
+
 void st_svg_text(st_svg *s, double x, double y, const char *attrs, const char *text)
 {
-    st_svg_printf(s, "<text x=\"");
-    st_svg_num(s, x, 1);
-    st_svg_printf(s, "\" y=\"");
-    st_svg_num(s, y, 1);
-    st_svg_printf(s, "\"%s%s>", *attrs ? " " : "", attrs);
+    st_svg_printf(s, "<text");
+    st_svg_attr(s, "x", x, 1);
+    st_svg_attr(s, "y", y, 1);
+    st_svg_printf(s, "%s%s>", *attrs ? " " : "", attrs);
     st_svg_escaped(s, text);
     st_svg_printf(s, "</text>\n");
 }
 
 void st_svg_line(st_svg *s, double x1, double y1, double x2, double y2, const char *attrs)
 {
-    st_svg_printf(s, "<line x1=\"");
-    st_svg_num(s, x1, 1);
-    st_svg_printf(s, "\" y1=\"");
-    st_svg_num(s, y1, 1);
-    st_svg_printf(s, "\" x2=\"");
-    st_svg_num(s, x2, 1);
-    st_svg_printf(s, "\" y2=\"");
-    st_svg_num(s, y2, 1);
-    st_svg_printf(s, "\"%s%s/>\n", *attrs ? " " : "", attrs);
+    st_svg_printf(s, "<line");
+    st_svg_attr(s, "x1", x1, 1);
+    st_svg_attr(s, "y1", y1, 1);
+    st_svg_attr(s, "x2", x2, 1);
+    st_svg_attr(s, "y2", y2, 1);
+    st_svg_printf(s, "%s%s/>\n", *attrs ? " " : "", attrs);
 }

@@ -27,6 +27,9 @@ void st_svg_num(st_svg *s, double x, int decimals);
 /* The same into buf (at least 32 bytes); returns buf. */
 char *st_svg_format_num(char *buf, size_t size, double x, int decimals);
 
+/* Append ` name="x"`, x as st_svg_num writes it. */
+void st_svg_attr(st_svg *s, const char *name, double x, int decimals);
+
 /* Append text with &, <, >, " and ' escaped, and bytes below 0x20 dropped. */
 void st_svg_escaped(st_svg *s, const char *text);
 
