@@ -13,8 +13,9 @@ per kept step record whose value is known (not null), the group run<I>-val-loss 
 run<I>-skipped one mark per skipped step; x must be the same increasing
 affine function of the step for every point of a panel, and y one affine
 function of the value (larger values higher up) for every run and series of
-a panel (loss and validation loss share theirs), within the 0.01 px the
-file's two decimals allow.
+a panel (loss, its smoothed curve - the centred mean over the window the
+legend names, narrowing at the ends - and validation loss share theirs),
+within the 0.01 px the file's two decimals allow.
 
 png: not blank (a fair share of pixels differ from the background, and
 dark text is there), and each run's colour of the plot's palette is drawn.
@@ -23,6 +24,7 @@ Prints one TAP-style line per check ("ok - ..." / "not ok - ..."); the
 shell test counts them.
 """
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -59,6 +61,15 @@ def read_metrics(path):
     return kinds["step"], evals, [r["step"] for r in kinds["skipped"]]
 
 
+def centred_means(ys, window):
+    """Each point's mean over up to window points centred on it, fewer near the ends."""
+    out = []
+    for i in range(len(ys)):
+        h = min(window // 2, i, len(ys) - 1 - i)
+        out.append(sum(ys[i - h:i + h + 1]) / (2 * h + 1))
+    return out
+
+
 def polyline_points(elem):
     pts = []
     for pair in elem.get("points", "").split():
@@ -86,6 +97,12 @@ def check_svg(svg_path, metrics_paths):
     # panel -> [(step, x)] and [(value, y)] over every run and series in it:
     # each panel has one x and one y scale
     step_x, value_y = {}, {}
+    # the smoothing window, as the legend gives it
+    window = 0
+    for e in root.iter(SVG + "text"):
+        m = re.search(r"centred mean of (\d+) steps", e.text or "")
+        if m:
+            window = int(m.group(1))
     for i, path in enumerate(metrics_paths):
         steps, evals, skipped = read_metrics(path)
         series = [("loss", "loss", "loss"), ("tokens-per-s", "tokens_per_s", "rate"),
@@ -111,9 +128,15 @@ def check_svg(svg_path, metrics_paths):
             value_y.setdefault(panel, []).extend((r[key], p[1]) for r, p in zip(recs, pts))
         smoothed = by_id.get(f"run{i}-loss-smoothed")
         if smoothed is not None:
-            n = len(polyline_points(smoothed))
-            fails += not report(n == len(steps), f"run {i}: smoothed loss has {n} points, "
-                                                 f"the log {len(steps)} steps")
+            pts = polyline_points(smoothed)
+            losses = [r for r in steps if r.get("loss") is not None]
+            fails += not report(len(pts) == len(losses), f"run {i}: smoothed loss has {len(pts)} "
+                                                         f"points, the log {len(losses)} steps")
+            if len(pts) == len(losses) and window:
+                means = centred_means([r["loss"] for r in losses], window)
+                step_x.setdefault("loss", []).extend(
+                    (r["step"], p[0]) for r, p in zip(losses, pts))
+                value_y.setdefault("loss", []).extend((m, p[1]) for m, p in zip(means, pts))
         elem = by_id.get(f"run{i}-val-loss")
         circles = list(elem.iter(SVG + "circle")) if elem is not None else []
         good = elem is not None and len(circles) == len(evals)

@@ -93,18 +93,3 @@ char *st_axis_label(const st_axis *a, int i, char *buf, size_t size)
     st_svg_format_num(buf, size, v, decimals_for(a->step, 1.0));
     return buf;
 }
-
-char *st_axis_si(double v, char *buf, size_t size)
-{
-    for (size_t k = 0; k < sizeof si / sizeof si[0]; k++)
-        if (fabs(v) >= si[k].scale) {
-            double x = v / si[k].scale;
-            char num[48];
-            st_svg_format_num(num, sizeof num, x, fabs(x) >= 100 ? 0 : fabs(x) >= 10 ? 1 : 2);
-            strip_zeros(num);
-            snprintf(buf, size, "%s%s", num, si[k].suffix);
-            return buf;
-        }
-    st_svg_format_num(buf, size, v, 0);
-    return buf;
-}

@@ -26,8 +26,4 @@ double st_axis_tick(const st_axis *a, int i);
 /* Tick i's label into buf (32 bytes are enough). */
 char *st_axis_label(const st_axis *a, int i, char *buf, size_t size);
 
-/* An integer count in the same style as labels (65536 -> "65.5k", 1200000
- * -> "1.2M"), three significant digits at most. */
-char *st_axis_si(double v, char *buf, size_t size);
-
 #endif

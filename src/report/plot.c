@@ -75,29 +75,33 @@ static void points_free(st_chart_points *p)
     memset(p, 0, sizeof *p);
 }
 
-/* The centred mean of `window` (odd) points around each point; fewer at
- * the ends.  Centred rather than exponential: a finished run is looked at
- * whole, and a centred mean does not lag the curve. */
+/* The centred mean of up to `window` (odd) points around each point,
+ * narrower near the ends so that it stays centred (the first and last
+ * points are their own mean).  Centred rather than exponential: a finished
+ * run is looked at whole, and a centred mean does not lag the curve. */
 static int smooth(const st_chart_points *in, int64_t window, st_chart_points *out)
 {
     out->n = in->n;
     out->x = malloc(sizeof(double) * (size_t)(in->n + 1));
     out->y = malloc(sizeof(double) * (size_t)(in->n + 1));
-    if (!out->x || !out->y)
+    double *sum = malloc(sizeof(double) * (size_t)(in->n + 1)); /* sum[i]: y[0, i) */
+    if (!out->x || !out->y || !sum) {
+        free(sum);
         return -1;
-    int64_t half = window / 2;
-    double sum = 0.0;
-    int64_t lo = 0, hi = 0; /* the sum is of y[lo, hi) */
-    for (int64_t i = 0; i < in->n; i++) {
-        int64_t want_lo = i - half < 0 ? 0 : i - half;
-        int64_t want_hi = i + half + 1 > in->n ? in->n : i + half + 1;
-        while (hi < want_hi)
-            sum += in->y[hi++];
-        while (lo < want_lo)
-            sum -= in->y[lo++];
-        out->x[i] = in->x[i];
-        out->y[i] = sum / (double)(hi - lo);
     }
+    sum[0] = 0.0;
+    for (int64_t i = 0; i < in->n; i++)
+        sum[i + 1] = sum[i] + in->y[i];
+    for (int64_t i = 0; i < in->n; i++) {
+        int64_t half = window / 2;
+        if (half > i)
+            half = i;
+        if (half > in->n - 1 - i)
+            half = in->n - 1 - i;
+        out->x[i] = in->x[i];
+        out->y[i] = (sum[i + half + 1] - sum[i - half]) / (double)(2 * half + 1);
+    }
+    free(sum);
     return 0;
 }
 
@@ -357,9 +361,8 @@ static int draw_page(st_svg *s, const plot_run *runs, int n_runs, double *height
     st_axis_make(&loss.y, lo, hi, 6);
     st_chart_draw_frame(s, &loss, "loss (nats/token)", "step");
     if (ratio > 0) {
-        char title[96], per[32];
-        snprintf(title, sizeof title, "tokens trained (%s per step)",
-                 st_axis_si((double)ratio, per, sizeof per));
+        char title[96];
+        snprintf(title, sizeof title, "tokens trained (%lld per step)", (long long)ratio);
         st_chart_top_axis(s, &loss, (double)ratio, title);
     }
     if (max_n == 0)
