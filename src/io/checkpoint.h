@@ -11,7 +11,8 @@
  * so only replicate index 0 writes.  The manifest records the layout, the
  * tensor table, the step, the optimizer's step count, the config, and an
  * XXH64 of every file and of every 1 MiB block of it, so that a rank that
- * reads only some byte ranges can still verify every byte it uses. */
+ * reads only some byte ranges can still verify every byte it uses, and
+ * ends with its own checksum (io/manifest_seal.h). */
 #ifndef ST_CHECKPOINT_H
 #define ST_CHECKPOINT_H
 
