@@ -12,6 +12,7 @@ PACKAGES="
   clang libclang-rt-14-dev
   slurm-wlm slurm-wlm-basic-plugins munge util-linux
   python3 python3-numpy python3-torch python3-xxhash python3-venv python3-crc32c
+  librsvg2-bin python3-pil
 "
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then

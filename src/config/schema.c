@@ -136,6 +136,9 @@ const st_key st_schema[] = {
     ROW("log", "tensorboard", ST_T_BOOL, "true", NULL, 0, 0, 0, NULL,
         "Write TensorBoard event files (dir/events.out.tfevents.*) beside metrics.jsonl: the metrics as scalars and the resolved configuration as text; a resumed run continues the same curves.",
         log.tensorboard),
+    ROW("log", "plot", ST_T_BOOL, "true", NULL, 0, 0, 0, NULL,
+        "At the end of training (completed, stopped or preempted), rank 0 writes dir/plot.svg: loss, validation loss, tokens/s, MFU and learning rate against steps, as shardtrain plot does.",
+        log.plot),
 };
 const int st_schema_n = (int)(sizeof st_schema / sizeof st_schema[0]);
 

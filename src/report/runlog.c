@@ -5,6 +5,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "config/origin.h"
+#include "report/plot.h"
 #include "report/summary.h"
 #include "report/tensorboard.h"
 
@@ -21,6 +22,7 @@ struct st_runlog {
     st_tb_writer *tb;              /* NULL when log.tensorboard is false */
     char tb_path[4200];            /* its file, "" for none */
     char metrics_path[4200], summary_path[4200];
+    char plot_path[4200];          /* "" when log.plot is false */
     st_run_summary sum;
     int world;
     int64_t resumed_from;
@@ -57,10 +59,14 @@ static void print_outputs(const st_runlog *lg, const char *when)
                  (long long)cfg->checkpoint.every);
     else
         snprintf(ckpt, sizeof ckpt, "only on a preemption signal (checkpoint.every = 0)");
-    st_info("shardtrain: %s: metrics %s, summary %s%s%s; checkpoints in %s/ (%s), final "
+    char plot[4300] = "";
+    if (lg->plot_path[0])
+        snprintf(plot, sizeof plot, ", plot %s", lg->plot_path);
+    st_info("shardtrain: %s: metrics %s, summary %s%s%s%s; checkpoints in %s/ (%s), final "
             "weights %s/final/model.safetensors",
-            when, lg->metrics_path, lg->summary_path, *lg->tb_path ? ", TensorBoard events " : "",
-            lg->tb_path, cfg->checkpoint.dir, ckpt, cfg->checkpoint.dir);
+            when, lg->metrics_path, lg->summary_path, plot,
+            *lg->tb_path ? ", TensorBoard events " : "", lg->tb_path, cfg->checkpoint.dir, ckpt,
+            cfg->checkpoint.dir);
 }
 
 /* The event file, starting with the resolved configuration as
@@ -105,6 +111,8 @@ int st_runlog_open(st_runlog **out, const st_config *cfg, int world,
     lg->t_begin = t_begin;
     snprintf(lg->metrics_path, sizeof lg->metrics_path, "%s/metrics.jsonl", dir);
     snprintf(lg->summary_path, sizeof lg->summary_path, "%s/summary.json", dir);
+    if (cfg->log.plot)
+        snprintf(lg->plot_path, sizeof lg->plot_path, "%s/plot.svg", dir);
     if (!(lg->metrics = fopen(lg->metrics_path, "a"))) {
         st_error(lg->metrics_path, "cannot open for appending: %s", strerror(errno));
         free(lg);
@@ -339,6 +347,11 @@ int st_runlog_close(st_runlog *lg, int exit_status)
     const char *status = st_summary_status(rc);
     const int requeue = rc == ST_EXIT_PREEMPTED && lg->cfg->checkpoint.requeue;
     if (st_summary_write(&lg->sum, lg->summary_path, status, rc, requeue) != 0 && rc == 0)
+        rc = ST_EXIT_FAILURE;
+    /* The picture is drawn from the file just closed, so a resumed run's
+     * plot shows every segment of it. */
+    const char *dirs[] = {lg->cfg->log.dir};
+    if (lg->plot_path[0] && st_plot_write(lg->plot_path, dirs, 1) != 0 && rc == 0)
         rc = ST_EXIT_FAILURE;
     st_summary_print(&lg->sum, st_summary_status(rc), rc);
     print_outputs(lg, "wrote");
