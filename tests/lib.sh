@@ -37,14 +37,16 @@ prepare_test_data() {
 
 # ranks NP SECONDS COMMAND...: COMMAND with a hang guard of SECONDS, alone
 # when NP is 1, else as NP ranks under mpirun (oversubscribed: the tests
-# run more ranks than this machine has cores).
+# run more ranks than this machine has cores).  SIGKILL follows 10 s after
+# the guard's SIGTERM: a process stuck in a blocking call may not die of
+# SIGTERM, and a guard that cannot end it is no guard.
 ranks() {
     _np=$1 _limit=$2
     shift 2
     if [ "$_np" -eq 1 ]; then
-        timeout "$_limit" "$@"
+        timeout -k 10 "$_limit" "$@"
     else
-        timeout "$_limit" mpirun --oversubscribe -np "$_np" "$@"
+        timeout -k 10 "$_limit" mpirun --oversubscribe -np "$_np" "$@"
     fi
 }
 
