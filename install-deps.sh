@@ -10,7 +10,7 @@ PACKAGES="
   mandoc shellcheck
   clang libclang-rt-14-dev
   slurm-wlm slurm-wlm-basic-plugins munge util-linux
-  python3 python3-numpy python3-torch
+  python3 python3-numpy python3-torch python3-xxhash
 "
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then

@@ -59,7 +59,7 @@ check "checkpoints of steps 2, 4, 6 and latest = step_00000006" \
 import json, os, sys
 d = sys.argv[1]
 m = json.load(open(d + "/manifest.json"))
-assert m["format_version"] == 1 and m["step"] == 4 and m["optimizer_steps"] == 4
+assert m["format_version"] == 2 and m["step"] == 4 and m["optimizer_steps"] == 4
 assert m["world_size"] == 4 and m["shard_size"] == 4 and m["strategy"] == "full_shard"
 assert m["data"]["next_step"] == 4 and m["config"]["model"]["d_model"] == 128
 assert len(m["files"]) == 4
@@ -122,7 +122,7 @@ expect_load_error "truncated file: exit 2, one error naming the file" \
 expect_load_error "manifest of another model shape: exit 2, one error naming it" \
     "manifest.json: .*n_layer" E3 4 -s model.n_layer=3 -s checkpoint.resume="$TMP/A/ckpt/step_00000004"
 cp -r "$TMP/A/ckpt" "$TMP/badman"
-printf '{"format": "shardtrain-checkpoint", "format_version": 1, "step": ' \
+printf '{"format": "shardtrain-checkpoint", "format_version": 2, "step": ' \
     >"$TMP/badman/step_00000004/manifest.json"
 expect_load_error "a damaged manifest: exit 2, one error naming it" \
     "step_00000004/manifest.json: not a valid manifest" E7 2 -s checkpoint.resume="$TMP/badman/step_00000004"

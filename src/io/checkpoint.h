@@ -11,7 +11,8 @@
  * so only replicate index 0 writes.  The manifest records the layout, the
  * tensor table, the step, the optimizer's step count, the config, and an
  * XXH64 of every file and of every 1 MiB block of it, so that a rank that
- * reads only some byte ranges can still verify every byte it uses. */
+ * reads only some byte ranges can still verify every byte it uses, and
+ * ends with its own checksum (io/manifest_seal.h). */
 #ifndef ST_CHECKPOINT_H
 #define ST_CHECKPOINT_H
 
@@ -23,12 +24,17 @@
 #include "model/model.h"
 #include "runtime/runtime.h"
 
-#define ST_CKPT_FORMAT 1
+#define ST_CKPT_FORMAT 2   /* 2: the manifest is sealed (io/manifest_seal.h) */
+#define ST_CKPT_MANIFEST_MAX (256 << 20)
 #define ST_CKPT_BLOCK ((int64_t)1 << 20)
 #define ST_CKPT_MANIFEST "manifest.json"
 #define ST_CKPT_LATEST "latest"
 
 /* ---- writing (checkpoint_write.c) ------------------------------------- */
+
+/* The step directory of `step` completed steps in checkpoint directory
+ * dir: DIR/step_NNNNNNNN. */
+void st_ckpt_step_dir(const char *dir, int64_t step, char *buf, size_t n);
 
 /* Write the checkpoint of `step` completed steps into checkpoint.dir:
  * temporary directory, fsync, rename, then (after every rank is done) the

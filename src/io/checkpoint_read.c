@@ -5,6 +5,8 @@
  * is covered by a block checksum, and a problem is one message naming the
  * file, never a silent load. */
 #include "io/checkpoint.h"
+#include "io/manifest_seal.h"
+#include "config/schema.h"
 #include "base/alloc.h"
 #include "base/log.h"
 
@@ -224,6 +226,79 @@ static int read_files(st_ckpt *c, json_t *files, const char *dir, const char *mp
     return 0;
 }
 
+/* The manifest's bytes, from a regular file of bounded size: opened without
+ * blocking, so that a FIFO in its place is an error, not a hang. */
+static int read_manifest(const char *mp, char **out, size_t *len, char *err, size_t n)
+{
+    int fd = open(mp, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, n, mp, "cannot open checkpoint manifest: %s; hint: give a "
+                    "step directory (DIR/step_NNNNNNNN) or a checkpoint.dir with a "
+                    "`latest` file", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > ST_CKPT_MANIFEST_MAX) {
+        close(fd);
+        return fail(err, n, mp, "not a regular file of at most %d MiB; hint: the "
+                    "checkpoint is damaged; use an older one", ST_CKPT_MANIFEST_MAX >> 20);
+    }
+    char *buf = malloc((size_t)sb.st_size + 1);
+    size_t got = 0;
+    while (buf && got < (size_t)sb.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!buf || got != (size_t)sb.st_size) {
+        free(buf);
+        return fail(err, n, mp, "cannot read checkpoint manifest%s", buf ? " (it changed "
+                    "while being read)" : ": out of memory");
+    }
+    *out = buf;
+    *len = got;
+    return 0;
+}
+
+/* Fields that are not sizes but must still agree with each other and with
+ * this reader: a mismatch names the field. */
+static int check_fields(st_ckpt *c, json_t *root, int64_t sh, const char *mp, const char *hint,
+                        char *err, size_t n)
+{
+    int64_t world = 0, rep = 0, next = -1;
+    const char *dtype = json_string_value(json_object_get(root, "dtype"));
+    const char *strategy = json_string_value(json_object_get(root, "strategy"));
+    if (c->step < 1)
+        return fail(err, n, mp, "field step is %lld, a checkpoint is written after at least "
+                    "one step; %s", (long long)c->step, hint);
+    if (c->opt_steps > c->step)
+        return fail(err, n, mp, "field optimizer_steps (%lld) exceeds step (%lld); %s",
+                    (long long)c->opt_steps, (long long)c->step, hint);
+    if (!dtype || strcmp(dtype, "F32"))
+        return fail(err, n, mp, "field dtype is not \"F32\", the only one written; %s", hint);
+    if (get_int(root, "replicate_size", 1, &rep) || get_int(root, "world_size", 1, &world) ||
+        world != sh * rep)
+        return fail(err, n, mp, "field world_size is not shard_size x replicate_size; %s",
+                    hint);
+    int known = 0;
+    const char *const *names = st_schema[st_schema_index("parallel", "strategy")].values;
+    for (int i = 0; strategy && names[i]; i++)
+        known |= !strcmp(strategy, names[i]);
+    if (!known)
+        return fail(err, n, mp, "field strategy is not a strategy shardtrain writes; %s", hint);
+    /* A no_shard checkpoint has one shard; the others' shard group is the
+     * world, except hybrid_shard's. */
+    if ((!strcmp(strategy, "no_shard") && sh != 1) ||
+        (strcmp(strategy, "no_shard") && strcmp(strategy, "hybrid_shard") && rep != 1))
+        return fail(err, n, mp, "field strategy (%s) does not match shard_size %lld x "
+                    "replicate_size %lld; %s", strategy, (long long)sh, (long long)rep, hint);
+    if (get_int(json_object_get(root, "data"), "next_step", 0, &next) || next != c->step)
+        return fail(err, n, mp, "field data.next_step is not step; %s", hint);
+    return 0;
+}
+
 int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size_t n)
 {
     memset(c, 0, sizeof *c);
@@ -232,18 +307,24 @@ int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size
     const char *mp = c->manifest_path;
     const char *hint = "hint: the checkpoint is damaged; use an older one, or set "
                        "checkpoint.resume = never";
+    char *bytes = NULL;
+    size_t len = 0;
+    int rc = read_manifest(mp, &bytes, &len, err, n);
+    if (rc)
+        return rc;
     json_error_t je;
-    json_t *root = json_load_file(mp, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_loadb(bytes, len, JSON_REJECT_DUPLICATES, &je);
+    char why[256];
     if (!root) {
-        struct stat sb;
-        if (stat(mp, &sb) != 0)
-            return fail(err, n, mp, "cannot open checkpoint manifest: %s; hint: give a "
-                        "step directory (DIR/step_NNNNNNNN) or a checkpoint.dir with a "
-                        "`latest` file", strerror(errno));
+        free(bytes);
         return fail(err, n, mp, "not a valid manifest (line %d: %s); %s", je.line, je.text,
                     hint);
     }
     c->root = root;
+    rc = st_manifest_verify(bytes, len, why, sizeof why);
+    free(bytes);
+    if (rc)
+        return fail(err, n, mp, "%s; %s", why, hint);
     const char *fmt = json_string_value(json_object_get(root, "format"));
     int64_t ver = 0, sh = 0;
     if (!fmt || strcmp(fmt, "shardtrain-checkpoint") || get_int(root, "format_version", 0, &ver))
@@ -263,7 +344,8 @@ int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size
         strcmp(bo, "little") || read_model(c, json_object_get(root, "model")))
         return fail(err, n, mp, "manifest lacks a field or has a bad value; %s", hint);
     c->n_files = (int)sh;
-    int rc = read_units(c, units, sh, mp, hint, err, n);
+    rc = check_fields(c, root, sh, mp, hint, err, n);
+    rc = rc ? rc : read_units(c, units, sh, mp, hint, err, n);
     rc = rc ? rc : read_files(c, files, dir, mp, hint, err, n);
     if (rc)
         return rc;
@@ -368,17 +450,26 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
         return 0;
     }
     snprintf(p, sizeof p, "%s/%s", path, ST_CKPT_LATEST);
-    FILE *fp = fopen(p, "r");
+    /* Without blocking: a FIFO named `latest` is an error, not a hang. */
+    int fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     char line[64] = "";
     long long step;
     int nc = 0;
-    if (!fp)
+    if (fd < 0)
         return fail(err, errn, path, "holds neither %s nor %s: not a checkpoint; hint: give "
                     "a step directory (DIR/step_NNNNNNNN) or a checkpoint.dir with a "
                     "`latest` file", ST_CKPT_MANIFEST, ST_CKPT_LATEST);
-    int ok = fgets(line, sizeof line, fp) != NULL;
-    fclose(fp);
-    line[strcspn(line, "\n")] = '\0';
+    ssize_t got = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, line, sizeof line - 1)
+                                                             : -1;
+    close(fd);
+    if (got < 0)
+        return fail(err, errn, p, "is not a readable regular file; hint: it should hold "
+                    "one line such as step_00000100");
+    line[got] = '\0';
+    /* One line, the newline optional. */
+    size_t end = strcspn(line, "\n");
+    int ok = line[end] == '\0' || line[end + 1] == '\0';
+    line[end] = '\0';
     if (!ok || sscanf(line, "step_%8lld%n", &step, &nc) != 1 || nc != 13 || line[nc])
         return fail(err, errn, p, "does not name a step directory; hint: it should hold "
                     "one line such as step_00000100");
@@ -387,6 +478,14 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
 }
 
 /* ---- resume ------------------------------------------------------------ */
+
+static int latest_exists(const char *dir)
+{
+    char p[8192];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, ST_CKPT_LATEST);
+    return lstat(p, &sb) == 0;
+}
 
 /* Keys that change which data a step sees or what the schedule does: a
  * changed value is allowed (fine-tuning on, a longer run) but is not the
@@ -434,6 +533,12 @@ static int load_into(st_fsdp *f, const st_config *cfg, const char *dir, char *er
         }
     }
     free(stage);
+    /* A checkpoint past the configured end would "finish" at once without
+     * training a step: say so instead. */
+    if (!rc && c.step > cfg->train.steps)
+        rc = fail(err, n, c.manifest_path, "field step (%lld) is past train.steps (%lld); "
+                  "hint: raise train.steps to continue this run, or resume another "
+                  "checkpoint", (long long)c.step, (long long)cfg->train.steps);
     if (!rc) {
         f->opt_steps = c.opt_steps;
         *step = c.step;
@@ -526,12 +631,20 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
     if (!rc) {
         tried_latest = 1;
         rc = load_agreed(f, cfg, rt, dir, 1, start);
-    } else if (ns > 0 && rt->rank == 0) {
-        st_warn("%s; trying the step directories", err);
+    } else if (ns > 0) {
+        if (rt->rank == 0)
+            st_warn("%s; trying the step directories", err);
+    } else if (latest_exists(cfg->checkpoint.dir)) {
+        /* A `latest` that names nothing usable, and no step directory to
+         * fall back to: starting afresh would silently throw the run away. */
+        if (rt->rank == 0)
+            st_error(NULL, "%s", err);
+        free(steps);
+        return ST_EXIT_USAGE;
     }
     for (size_t i = 0; i < ns && rc != ST_EXIT_FAILURE && (rc || !tried_latest); i++) {
         char d2[8192];
-        snprintf(d2, sizeof d2, "%s/step_%08lld", cfg->checkpoint.dir, steps[i]);
+        st_ckpt_step_dir(cfg->checkpoint.dir, steps[i], d2, sizeof d2);
         if (tried_latest && !strcmp(d2, dir))
             continue;
         tried_latest = 1;

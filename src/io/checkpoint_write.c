@@ -7,6 +7,7 @@
  * therefore never sees a step directory without all of its files, and
  * `latest` never names a directory that is not complete. */
 #include "io/checkpoint.h"
+#include "io/manifest_seal.h"
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/files.h"
@@ -27,6 +28,11 @@
 #include <xxhash.h>
 
 /* ---- filesystem helpers ----------------------------------------------- */
+
+void st_ckpt_step_dir(const char *dir, int64_t step, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/step_%08lld", dir, (long long)step);
+}
 
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -247,6 +253,8 @@ static json_t *manifest_json(const st_fsdp *f, const st_config *cfg, const st_ru
                                   "index), so the seed is the whole state"));
     json_object_set_new(root, "files", files);
     json_object_set_new(root, "config", config_json(cfg));
+    /* Last, and zero until st_manifest_seal fills it in. */
+    json_object_set_new(root, ST_MANIFEST_SEAL_KEY, json_string(ST_MANIFEST_SEAL_ZERO));
     return root;
 }
 
@@ -297,7 +305,7 @@ static void prune(const char *dir, int64_t keep, int64_t current)
     for (size_t i = (size_t)keep; i < n; i++) {
         if (steps[i] == current)
             continue;
-        snprintf(path, sizeof path, "%s/step_%08lld", dir, steps[i]);
+        st_ckpt_step_dir(dir, steps[i], path, sizeof path);
         if (rm_rf(path))
             st_warn("%s: cannot remove old checkpoint: %s", path, strerror(errno));
     }
@@ -321,8 +329,16 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     char *text = json_dumps(root, JSON_INDENT(1) | JSON_ENSURE_ASCII);
     json_decref(root);
-    int bad = fd < 0 || !text || st_write_all(fd, text, strlen(text)) ||
-              st_write_all(fd, "\n", 1) || fsync(fd) != 0;
+    /* The seal covers the file's exact bytes, final newline included. */
+    const size_t len = text ? strlen(text) : 0;
+    char *body = text ? realloc(text, len + 2) : NULL;
+    if (body) {
+        memcpy(body + len, "\n", 2);
+        text = body;
+        if (st_manifest_seal(text) != 0)
+            st_bug("the manifest has no single %s member to seal", ST_MANIFEST_SEAL_KEY);
+    }
+    int bad = fd < 0 || !body || st_write_all(fd, text, len + 1) || fsync(fd) != 0;
     free(text);
     if (fd >= 0 && close(fd) != 0)
         bad = 1;
@@ -330,7 +346,7 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
         st_error(path, "cannot write checkpoint manifest: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
-    snprintf(final, sizeof final, "%s/step_%08lld", dir, (long long)step);
+    st_ckpt_step_dir(dir, step, final, sizeof final);
     snprintf(old, sizeof old, "%s/.old-step_%08lld", dir, (long long)step);
     /* A directory of the same step (a run repeated over an old one) is
      * moved aside first: rename() will not replace a non-empty directory. */

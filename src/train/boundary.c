@@ -3,18 +3,35 @@
 #include "train/boundary.h"
 #include "base/log.h"
 #include "io/checkpoint.h"
+#include "report/runlog.h"
 #include "runtime/requeue.h"
 #include "runtime/signals.h"
 
 #include <stdio.h>
 
-int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t done)
+/* st_ckpt_save, timed and reported to the run log (rank 0's; NULL on the
+ * other ranks). */
+static int save_checkpoint(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
+                           int64_t done, st_runlog *lg)
+{
+    const double t0 = st_runlog_now();
+    int rc = st_ckpt_save(f, cfg, rt, done);
+    if (!rc && lg) {
+        char dir[4200];
+        st_ckpt_step_dir(cfg->checkpoint.dir, done, dir, sizeof dir);
+        st_runlog_checkpoint(lg, done, dir, st_runlog_now() - t0);
+    }
+    return rc;
+}
+
+int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t done,
+                      st_runlog *lg)
 {
     const int last = done >= cfg->train.steps;
     const int64_t every = cfg->checkpoint.every;
     int saved = 0, rc = 0;
     if (every > 0 && (done % every == 0 || last)) {
-        if ((rc = st_ckpt_save(f, cfg, rt, done)))
+        if ((rc = save_checkpoint(f, cfg, rt, done, lg)))
             return rc;
         saved = 1;
     }
@@ -24,7 +41,7 @@ int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, in
     int sig = st_runtime_agree(st_signals_pending());
     if (!sig)
         return 0;
-    if (!saved && (rc = st_ckpt_save(f, cfg, rt, done)))
+    if (!saved && (rc = save_checkpoint(f, cfg, rt, done, lg)))
         return rc;
     st_warn("rank %d: %s received; checkpoint of step %lld written, exiting with status %d "
             "(resume with checkpoint.resume = auto)", rt->rank, st_signal_name(sig),
@@ -35,12 +52,12 @@ int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, in
 }
 
 int st_train_stop_nonfinite(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
-                            int64_t step1, int64_t in_a_row)
+                            int64_t step1, int64_t in_a_row, st_runlog *lg)
 {
     /* The skipped steps left parameters and moments untouched, so this
      * checkpoint holds the last good state: nothing is lost, and a rerun
      * with a lower learning rate resumes from it. */
-    int saved = st_ckpt_save(f, cfg, rt, step1);
+    int saved = save_checkpoint(f, cfg, rt, step1, lg);
     char where[32];
     snprintf(where, sizeof where, "rank %d", rt->rank);
     st_error(where, "steps %lld-%lld: %lld steps in a row had a non-finite loss or gradient "

@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "engine/fsdp.h"
+#include "report/runlog.h"
 #include "runtime/runtime.h"
 
 /* After `done` completed steps: the periodic save (every checkpoint.every
@@ -16,14 +17,16 @@
  * preemption check, one all-reduce of the signal flag so that every rank
  * decides the same; when a signal came, a checkpoint of this step, the
  * Slurm requeue (rank 0, checkpoint.requeue) and ST_EXIT_PREEMPTED.
- * Collective.  Returns 0 to go on, or an exit status. */
-int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t done);
+ * Collective.  Checkpoints are reported to lg (rank 0's run log; NULL on
+ * the other ranks).  Returns 0 to go on, or an exit status. */
+int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t done,
+                      st_runlog *lg);
 
 /* The one place a run stops for non-finite steps: after step1, the
  * in_a_row-th skipped step in a row, writes a checkpoint of the last good
  * state and prints the error line.  The decision is agreed, so every rank
  * calls it after the same step.  Collective; returns ST_EXIT_NONFINITE. */
 int st_train_stop_nonfinite(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
-                            int64_t step1, int64_t in_a_row);
+                            int64_t step1, int64_t in_a_row, st_runlog *lg);
 
 #endif

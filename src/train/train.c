@@ -27,19 +27,11 @@
 #include "runtime/signals.h"
 #include "train/boundary.h"
 #include "config/origin.h"
+#include "report/runlog.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int st_train_check_environment(const st_config *cfg, st_runtime *rt, st_kernels **k)
 {
@@ -51,17 +43,6 @@ int st_train_check_environment(const st_config *cfg, st_runtime *rt, st_kernels 
 void st_final_weights_path(const st_config *cfg, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/final/model.safetensors", cfg->checkpoint.dir);
-}
-
-static void format_eta(char *buf, size_t n, double s)
-{
-    long t = (long)(s + 0.5);
-    if (t >= 3600)
-        snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
-    else if (t >= 60)
-        snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
-    else
-        snprintf(buf, n, "%lds", t);
 }
 
 /* What the phases of one run share.  Zero-initialised, so that the
@@ -77,10 +58,10 @@ typedef struct {
     int data_open;
     st_model model;
     st_fsdp fsdp;
-    FILE *metrics;          /* metrics.jsonl, rank 0 only */
+    st_runlog *log;         /* rank 0 only */
     int32_t *window, *inputs, *targets;
     int64_t start;          /* steps done before this run (resumed) */
-    double t_start, flops_tok;
+    double t_begin, t_start, flops_tok; /* t_begin: st_train's start */
     float grad_scale;
     int64_t in_a_row;       /* consecutive skipped steps */
 } train_run;
@@ -134,22 +115,6 @@ static int open_data(const st_config *cfg, st_dataset *train_ds, st_dataset *val
     return rc;
 }
 
-/* Rank 0 appends to log.dir/metrics.jsonl, so a resumed run continues it. */
-static int open_metrics(train_run *r)
-{
-    const char *dir = r->cfg->log.dir;
-    int rc = st_mkdir_p(dir);
-    if (rc)
-        return rc;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    if (!(r->metrics = fopen(path, "a"))) {
-        st_error(path, "cannot open for appending: %s", strerror(errno));
-        return ST_EXIT_FAILURE;
-    }
-    return 0;
-}
-
 static void log_run_summary(const train_run *r)
 {
     const st_config *cfg = r->cfg;
@@ -165,7 +130,7 @@ static void log_run_summary(const train_run *r)
             (long long)r->B, (long long)cfg->train.steps);
 }
 
-/* After st_groups_create: data, model, engine, metrics file, signals and
+/* After st_groups_create: data, model, engine, run log, signals and
  * the resumed state.  Every rank returns the same status. */
 static int train_setup(train_run *r)
 {
@@ -174,14 +139,20 @@ static int train_setup(train_run *r)
     r->data_open = rc == 0;
     rc = rc ? rc : st_model_init(&r->model, &cfg->model);
     rc = rc ? rc : st_engine_open(&r->fsdp, &r->model, cfg, &r->groups, r->kernels);
+    /* The log directory is made before any work, so that an unwritable
+     * one is found at once. */
     if (!rc && r->rank == 0)
-        rc = open_metrics(r);
+        rc = st_mkdir_p(cfg->log.dir);
     if ((rc = st_runtime_agree(rc)))
         return rc;
     /* Before the first step so that a signal during start-up is not lost;
      * it is acted on at the first step boundary. */
     st_signals_install();
     if ((rc = st_ckpt_resume(&r->fsdp, cfg, r->rt, &r->start)))
+        return rc;
+    if (r->rank == 0)
+        rc = st_runlog_open(&r->log, cfg, r->dp, r->start, r->t_begin);
+    if ((rc = st_runtime_agree(rc)))
         return rc;
     /* After the checks, so that bad input stays a single error line. */
     char sh[128], rep[128];
@@ -192,19 +163,38 @@ static int train_setup(train_run *r)
     r->targets = st_alloc(sizeof(int32_t) * (size_t)(r->B * r->T), ST_MEM_ACTS);
     r->flops_tok = st_model_flops_per_token(&r->model);
     log_run_summary(r);
-    r->t_start = now_s();
+    r->t_start = st_runlog_now();
     r->grad_scale = (float)(1.0 / (double)(r->B * r->T * r->accum * r->dp));
     return 0;
 }
 
-/* Releases what train_setup made; a failure to finish metrics.jsonl
- * becomes the status of a run that otherwise succeeded. */
+/* Every rank's peak memory to rank 0's run log.  Only when every rank
+ * agreed on how the run ends (completed or preempted): after a failure a
+ * rank may be gone, and the gather would wait for it. */
+static void report_rank_peaks(train_run *r, int rc)
+{
+    if (rc != ST_EXIT_OK && rc != ST_EXIT_PREEMPTED)
+        return;
+    unsigned long long mine = st_mem_peak();
+    unsigned long long *all = r->rank == 0 ? st_alloc(sizeof *all * (size_t)r->dp,
+                                                      ST_MEM_OTHER) : NULL;
+    if (st_runtime_gather_u64(&mine, all, 1) == 0 && r->log) {
+        uint64_t *peaks = st_alloc(sizeof *peaks * (size_t)r->dp, ST_MEM_OTHER);
+        for (int i = 0; i < r->dp; i++)
+            peaks[i] = all[i];
+        st_runlog_rank_peaks(r->log, peaks, r->dp);
+        st_free(peaks);
+    }
+    st_free(all);
+}
+
+/* Releases what train_setup made; the run log's summary records how the
+ * run ended, and a failure to finish its files becomes the status of a
+ * run that otherwise succeeded. */
 static int train_teardown(train_run *r, int rc)
 {
-    if (r->metrics && fclose(r->metrics) != 0 && rc == 0) {
-        st_error(r->cfg->log.dir, "error writing metrics.jsonl: %s", strerror(errno));
-        rc = ST_EXIT_FAILURE;
-    }
+    report_rank_peaks(r, rc);
+    rc = st_runlog_close(r->log, rc);
     st_free(r->window);
     st_free(r->inputs);
     st_free(r->targets);
@@ -271,37 +261,23 @@ static int accumulate_gradients(train_run *r, int64_t step, double *loss_sum)
     return rc;
 }
 
-/* The progress line and metrics.jsonl record of an applied step (rank 0);
- * t0 and t1 bracket the step. */
+/* The run log's record of an applied step (rank 0); t0 and t1 bracket
+ * the step. */
 static void train_log_step(const train_run *r, int64_t step, double loss, double lr,
                            double gnorm, double t0, double t1)
 {
     const st_config *cfg = r->cfg;
     const double step_s = t1 - t0;
-    const double tok_s = (double)(cfg->train.global_batch * r->T) / step_s;
+    const int64_t tokens_step = cfg->train.global_batch * r->T;
+    const double tok_s = (double)tokens_step / step_s;
     const double peak = cfg->log.peak_tflops * 1e12 * r->dp;
-    const double mfu = peak > 0.0 ? r->flops_tok * tok_s / peak : NAN;
-    char eta[32], mfu_s[16];
-    format_eta(eta, sizeof eta, (t1 - r->t_start) / (double)(step + 1 - r->start) *
-                                    (double)(cfg->train.steps - step - 1));
-    if (isnan(mfu))
-        snprintf(mfu_s, sizeof mfu_s, "-");
-    else
-        snprintf(mfu_s, sizeof mfu_s, "%.1f%%", 100.0 * mfu);
-    st_info("step %lld/%lld | loss %.4f | lr %.3e | gnorm %.3f | %.0f tok/s | mfu %s | eta %s",
-            (long long)step + 1, (long long)cfg->train.steps, loss, lr, gnorm, tok_s, mfu_s,
-            eta);
-    fprintf(r->metrics,
-            "{\"step\":%lld,\"loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
-            "\"tokens_per_s\":%.6g,\"mfu\":",
-            (long long)step + 1, loss, lr, gnorm, tok_s);
-    if (isnan(mfu))
-        fprintf(r->metrics, "null");
-    else
-        fprintf(r->metrics, "%.6g", mfu);
-    fprintf(r->metrics, ",\"time_ms\":%.6g,\"state_bytes\":%zu,\"peak_bytes\":%zu}\n",
-            1e3 * step_s, st_mem_state(), st_mem_peak());
-    fflush(r->metrics);
+    const int last = step + 1 == cfg->train.steps;
+    const st_step_record rec = {
+        .step = step + 1, .tokens = (step + 1) * tokens_step, .loss = loss, .lr = lr,
+        .grad_norm = gnorm, .tokens_per_s = tok_s,
+        .mfu = peak > 0.0 ? r->flops_tok * tok_s / peak : NAN, .time_ms = 1e3 * step_s,
+        .state_bytes = st_mem_state(), .peak_bytes = st_mem_peak()};
+    st_runlog_step(r->log, &rec, step == 0 || (step + 1) % cfg->log.every == 0 || last);
 }
 
 /* Clip by the global norm, one AdamW update, and the progress line at
@@ -314,22 +290,8 @@ static void apply_update(train_run *r, int64_t step, double t0, double loss, dou
     const double scale = clip > 0.0 && gnorm > clip ? clip / (gnorm + 1e-6) : 1.0;
     r->in_a_row = 0;
     st_fsdp_optimizer_step(&r->fsdp, lr, scale);
-    const double t1 = now_s();
-    const int last = step + 1 == cfg->train.steps;
-    if (r->rank == 0 && (step == 0 || (step + 1) % cfg->log.every == 0 || last))
-        train_log_step(r, step, loss, lr, gnorm, t0, t1);
-}
-
-static void log_skipped(FILE *metrics, int64_t step1, double lr, double bad_ranks,
-                        int64_t in_a_row, int64_t limit, int world)
-{
-    st_warn("step %lld: the loss or gradient norm is not finite on %.0f of %d rank(s); "
-            "the update is skipped on every rank (%lld in a row, train.nonfinite_limit = %lld)",
-            (long long)step1, bad_ranks, world, (long long)in_a_row, (long long)limit);
-    fprintf(metrics, "{\"step\":%lld,\"skipped\":\"nonfinite\",\"nonfinite_ranks\":%.0f,"
-            "\"in_a_row\":%lld,\"lr\":%.9g}\n",
-            (long long)step1, bad_ranks, (long long)in_a_row, lr);
-    fflush(metrics);
+    if (r->log)
+        train_log_step(r, step, loss, lr, gnorm, t0, st_runlog_now());
 }
 
 /* No update on any rank; at train.nonfinite_limit skipped steps in a row,
@@ -338,11 +300,10 @@ static int skip_update(train_run *r, int64_t step, double lr, double bad_ranks)
 {
     const st_config *cfg = r->cfg;
     r->in_a_row++;
-    if (r->rank == 0)
-        log_skipped(r->metrics, step + 1, lr, bad_ranks, r->in_a_row,
-                    cfg->train.nonfinite_limit, r->dp);
+    if (r->log)
+        st_runlog_skipped(r->log, step + 1, lr, bad_ranks, r->in_a_row);
     if (r->in_a_row >= cfg->train.nonfinite_limit)
-        return st_train_stop_nonfinite(&r->fsdp, cfg, r->rt, step + 1, r->in_a_row);
+        return st_train_stop_nonfinite(&r->fsdp, cfg, r->rt, step + 1, r->in_a_row, r->log);
     return 0;
 }
 
@@ -380,13 +341,10 @@ static int train_evaluate(train_run *r, int64_t step)
     if (cfg->train.eval_every <= 0 || ((step + 1) % cfg->train.eval_every != 0 && !last))
         return 0;
     double vl = 0.0;
+    const double t0 = st_runlog_now();
     int rc = validation_loss(r, &vl);
-    if (!rc && r->rank == 0) {
-        st_info("step %lld/%lld | val_loss %.4f", (long long)step + 1,
-                (long long)cfg->train.steps, vl);
-        fprintf(r->metrics, "{\"step\":%lld,\"val_loss\":%.9g}\n", (long long)step + 1, vl);
-        fflush(r->metrics);
-    }
+    if (!rc && r->log)
+        st_runlog_eval(r->log, step + 1, vl, st_runlog_now() - t0);
     return rc;
 }
 
@@ -396,7 +354,7 @@ static int train_evaluate(train_run *r, int64_t step)
 static int train_step(train_run *r, int64_t step)
 {
     const st_config *cfg = r->cfg;
-    const double t0 = now_s();
+    const double t0 = st_runlog_now();
     double loss_sum = 0.0, gnorm = 0.0;
     int rc = accumulate_gradients(r, step, &loss_sum);
     rc = rc ? rc : st_fsdp_grad_norm(&r->fsdp, &gnorm);
@@ -417,7 +375,7 @@ static int train_step(train_run *r, int64_t step)
         apply_update(r, step, t0, agreed[0] / (double)(cfg->train.global_batch * r->T), lr,
                      gnorm);
     rc = rc ? rc : train_evaluate(r, step);
-    return rc ? rc : st_train_boundary(&r->fsdp, cfg, r->rt, step + 1);
+    return rc ? rc : st_train_boundary(&r->fsdp, cfg, r->rt, step + 1, r->log);
 }
 
 /* ---- the run ---------------------------------------------------------- */
@@ -448,7 +406,7 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
 
 int st_train(const st_config *cfg, st_runtime *rt)
 {
-    train_run r = {.cfg = cfg, .rt = rt};
+    train_run r = {.cfg = cfg, .rt = rt, .t_begin = st_runlog_now()};
     int rc = train_check(&r);
     /* Layout errors are found identically on every rank, before any work. */
     rc = rc ? rc : st_groups_create(&r.groups, rt, cfg, r.kernels->stream);
@@ -461,6 +419,6 @@ int st_train(const st_config *cfg, st_runtime *rt)
         rc = train_step(&r, step);
     rc = rc ? rc : save_final_weights(&r.fsdp, &r.model, cfg, r.rank);
     if (!rc)
-        st_info("shardtrain: done in %.1fs", now_s() - r.t_start);
+        st_info("shardtrain: done in %.1fs", st_runlog_now() - r.t_start);
     return train_teardown(&r, rc);
 }
