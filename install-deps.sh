@@ -7,10 +7,12 @@ PACKAGES="
   build-essential autoconf automake libtool pkg-config
   libopenmpi-dev openmpi-bin libpmix-dev
   libinih-dev libjansson-dev libxxhash-dev
+  libprotobuf-c-dev protobuf-c-compiler
   mandoc shellcheck
   clang libclang-rt-14-dev
   slurm-wlm slurm-wlm-basic-plugins munge util-linux
-  python3 python3-numpy python3-torch python3-xxhash
+  python3 python3-numpy python3-torch python3-xxhash python3-venv python3-crc32c
+  librsvg2-bin python3-pil
 "
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then

@@ -159,10 +159,7 @@ run U 4 -s train.steps=40 -s checkpoint.every=0
 # make it a preempted run too, and the comparison below meaningless).
 check "SIGUSR1: the uninterrupted reference completes ($?)" test -s "$TMP/U/ckpt/final/model.safetensors"
 ( run P 4 -s train.steps=40 -s checkpoint.every=0; echo $? >"$TMP/P.rc" ) &
-i=0
-until [ -f "$TMP/P/logs/metrics.jsonl" ] && grep -q '"step":2,' "$TMP/P/logs/metrics.jsonl"; do
-    i=$((i + 1)); [ $i -gt 1200 ] && break; sleep 0.1
-done
+wait_logged_step "$TMP/P/logs" 2
 pkill -USR1 -f "^$SHARDTRAIN train .*sigmark\.ini" || diag "pkill found no rank"
 wait
 check "SIGUSR1: mpirun exits 3" test "$(cat "$TMP/P.rc")" = 3
@@ -188,10 +185,7 @@ CFG="$TMP/sigmark.ini"
 ( export PATH="$TMP/bin:$PATH" SLURM_JOB_ID=4242
   run T 1 -s train.steps=400 -s checkpoint.every=0 -s checkpoint.requeue=true
   echo $? >"$TMP/T.rc" ) &
-i=0
-until [ -f "$TMP/T/logs/metrics.jsonl" ] && grep -q '"step":2,' "$TMP/T/logs/metrics.jsonl"; do
-    i=$((i + 1)); [ $i -gt 1200 ] && break; sleep 0.1
-done
+wait_logged_step "$TMP/T/logs" 2
 pkill -TERM -f "^$SHARDTRAIN train .*checkpoint.requeue=true .*sigmark\.ini" || diag "pkill found no rank"
 wait
 CFG=

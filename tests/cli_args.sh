@@ -78,7 +78,7 @@ refused 3 "-s needs SECTION.KEY=VALUE$H" train c.ini -s
 refused 2 "--set needs SECTION.KEY=VALUE$H" train --set
 refused 3 "invalid integer 'x' for train.steps" train -s train.steps=x c.ini
 refused 3 "unknown key 'stepz' in [train]; did you mean 'steps'?" train -s train.stepz=1 c.ini
-refused 3 "train.steps = 0 is out of range; must be >= 1" train --set train.steps=0 c.ini
+refused 3 "train.steps = 0 is out of range; must be [1, 1000000000]" train --set train.steps=0 c.ini
 refused 2 "missing CONFIG$H" check
 refused 2 "-s needs SECTION.KEY=VALUE$H" check -s
 refused 3 "unexpected argument 'c.ini'$H" check c.ini c.ini

@@ -83,7 +83,7 @@ bad beta1-one 3 "optim.beta1 = 1 is out of range; must be [0, 1)" <<EOF
 lr = 0.001
 beta1 = 1
 EOF
-bad zero-layers 2 "model.n_layer = 0 is out of range; must be >= 1" <<EOF
+bad zero-layers 2 "model.n_layer = 0 is out of range; must be [1, 1024]" <<EOF
 [model]
 n_layer = 0
 EOF
@@ -254,6 +254,47 @@ check "llama-8b kv heads" grep -q '^n_kv_head = 8 ' "$TMP/out"
 
 "$SHARDTRAIN" check -s model.preset=tiny -s model.arch=llama /dev/null > "$TMP/out" 2> "$TMP/err"
 check "tiny follows arch" grep -q '^n_kv_head = 2 ' "$TMP/out"
+
+# Every integer key is bounded (issue 17): 2^62 is refused for each, with
+# one line and exit status 2, never a crash later in train.  The integer
+# keys are read from the man page text the schema generates.
+"$SHARDTRAIN" keys --man | awk '/^\.SS/ { sec = $2; gsub(/[][]/, "", sec) }
+    /^\.B / { key = $2 } /fIinteger/ { print sec "." key }' > "$TMP/intkeys"
+check "the schema has integer keys" test "$(wc -l < "$TMP/intkeys")" -ge 15
+unbounded=0
+while read -r key; do
+    "$SHARDTRAIN" check -s "$key=4611686018427387904" /dev/null > /dev/null 2> "$TMP/err"
+    st=$?
+    if [ "$st" -ne 2 ] || [ "$(wc -l < "$TMP/err")" -ne 1 ] ||
+        ! grep -q "$key = 4611686018427387904 is out of range; must be \\[" "$TMP/err"; then
+        diag "$key = 2^62: exit $st: $(cat "$TMP/err")"; unbounded=1
+    fi
+done < "$TMP/intkeys"
+check "every integer key refuses 2^62 with one line, exit 2" test "$unbounded" -eq 0
+
+# Products of in-range keys that would overflow a size are refused by check.
+bad tokens-overflow 4 "the run's tokens (steps 1000000000 x global_batch 16000000 x seq_len 1000000) pass 2^59" <<EOF
+[model]
+seq_len = 1000000
+[train]
+steps = 1000000000
+global_batch = 16000000
+EOF
+bad acts-overflow 2 "one micro-batch's activations pass 2^59 values" <<EOF
+[train]
+micro_batch = 65536
+[model]
+seq_len = 1048576
+d_model = 1048576
+n_head = 1024
+EOF
+bad eval-overflow 3 "one evaluation's tokens" <<EOF
+[train]
+global_batch = 16777216
+eval_batches = 1048576
+[model]
+seq_len = 1048576
+EOF
 
 # Every schema key appears in its section of the check output.
 "$SHARDTRAIN" check "$TMP/preset.ini" > "$TMP/out" 2>&1

@@ -48,6 +48,18 @@ ranks() {
     fi
 }
 
+# wait_logged_step LOG_DIR N: wait (2 minutes at most) until a run in the
+# background has logged step N to LOG_DIR/metrics.jsonl, so that a signal
+# sent next lands mid-run.
+wait_logged_step() {
+    _i=0
+    until [ -f "$1/metrics.jsonl" ] && grep -q "\"step\":$2," "$1/metrics.jsonl"; do
+        _i=$((_i + 1))
+        [ $_i -gt 1200 ] && return 1
+        sleep 0.1
+    done
+}
+
 # write_base_ini FILE [SECTION.KEY=VALUE...]: the tiny configuration the
 # training tests start from: gpt2 of preset tiny on 32-token sequences, the
 # shards of prepare_test_data, global batch 8 in micro-batches of 4, 4

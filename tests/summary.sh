@@ -101,7 +101,7 @@ check "completed: ... and name the last checkpoint" \
 check "completed: ... and every rank's peak memory" \
     grep -Eq '^shardtrain: summary: peak memory per rank: [0-9.]+ MiB, [0-9.]+ MiB$' "$TMP/C.out"
 check "output locations printed at the start" \
-    sh -c "head -n 1 '$TMP/C.out' | grep -q '^shardtrain: writing: metrics $TMP/C/logs/metrics.jsonl, summary $TMP/C/logs/summary.json; checkpoints in $TMP/C/ckpt/ (every 3 steps'"
+    sh -c "head -n 1 '$TMP/C.out' | grep -q '^shardtrain: writing: metrics $TMP/C/logs/metrics.jsonl, summary $TMP/C/logs/summary.json, plot $TMP/C/logs/plot.svg, TensorBoard events $TMP/C/logs/events\.out\.tfevents\.[0-9]*\.[^;]*; checkpoints in $TMP/C/ckpt/ (every 3 steps'"
 check "... and at the end" \
     sh -c "tail -n 1 '$TMP/C.out' | grep -q '^shardtrain: wrote: metrics $TMP/C/logs/metrics.jsonl'"
 

@@ -146,8 +146,11 @@ int st_args_parse(const st_args_spec *spec, int argc, char **argv, void *dest, s
             rc = take_override(argc, argv, &i, a);
         else if (arg[0] == '-' && arg[1] != '\0') /* a lone "-" is a path */
             rc = take_option(spec, argc, argv, &i, dest, a);
-        else if (a->n_positional == spec->n_positionals)
+        else if (a->n_positional == spec->n_positionals && !spec->last_repeats)
             rc = st_arg_error(i, "unexpected argument '%s'", arg);
+        else if (a->n_positional == ST_ARGS_MAX_REPEATS)
+            rc = st_arg_error(i, "more than %d %s arguments", ST_ARGS_MAX_REPEATS,
+                              spec->positionals[spec->n_positionals - 1]);
         else {
             a->positional[a->n_positional++] = arg;
             rc = 0;

@@ -17,6 +17,7 @@
 #define ST_MAX_OVERRIDES 256
 #define ST_ARGS_MAX_OPTIONS 16
 #define ST_ARGS_MAX_POSITIONALS 2
+#define ST_ARGS_MAX_REPEATS 64   /* values of a repeated last positional */
 
 typedef enum {
     ST_ARG_FLAG,    /* no value; sets an int to 1 */
@@ -57,13 +58,15 @@ typedef struct {
     int n_options;              /* at most ST_ARGS_MAX_OPTIONS */
     const char *positionals[ST_ARGS_MAX_POSITIONALS]; /* names, as in the usage */
     int n_positionals;          /* at most this many */
+    int last_repeats;           /* the last positional may come up to
+                                 * ST_ARGS_MAX_REPEATS times (LOG_DIR...) */
     int n_required;             /* st_args_parse refuses fewer (see st_args_missing) */
 } st_args_spec;
 
 typedef struct {
     st_override overrides[ST_MAX_OVERRIDES];
     int n_overrides;
-    const char *positional[ST_ARGS_MAX_POSITIONALS];
+    const char *positional[ST_ARGS_MAX_REPEATS];
     int n_positional;
     int value_at[ST_ARGS_MAX_OPTIONS]; /* index of each option's last value; 0: not given */
 } st_args;

@@ -23,6 +23,7 @@ static const char usage_text[] =
     "       shardtrain bench-comm [-s SECTION.KEY=VALUE]... [--min-bytes B] [--max-bytes B]\n"
     "                             [--iters N] [--warmup N] [--group world|shard|replicate] CONFIG\n"
     "       shardtrain export CHECKPOINT OUT_DIR\n"
+    "       shardtrain plot LOG_DIR... [-o FILE]\n"
     "       shardtrain keys [--man]\n"
     "       shardtrain --version | --help\n"
     "See shardtrain(1) and shardtrain.ini(5).\n";
@@ -36,6 +37,7 @@ static const struct {
     {"sample", st_cmd_sample},
     {"prepare", st_cmd_prepare},
     {"export", st_cmd_export},
+    {"plot", st_cmd_plot},
     {"keys", st_cmd_keys},
     {"estimate", st_cmd_estimate},
     {"bench-comm", st_cmd_bench_comm},

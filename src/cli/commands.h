@@ -35,6 +35,10 @@ int st_cmd_bench_comm(int argc, char **argv);
 /* export CHECKPOINT OUT_DIR.  One process, no MPI. */
 int st_cmd_export(int argc, char **argv);
 
+/* plot LOG_DIR... [-o FILE]: the loss plot (SVG) of one run or several
+ * overlaid.  One process, no MPI. */
+int st_cmd_plot(int argc, char **argv);
+
 /* keys [--man]: the configuration keys, or the ini(5) page's key list. */
 int st_cmd_keys(int argc, char **argv);
 

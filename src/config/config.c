@@ -8,6 +8,7 @@
  * first and stops the parse at the first thing we refuse, and every error
  * is recorded with its line and printed once, as the first problem found. */
 #include "config/config.h"
+#include "config/limits.h"
 
 #include "base/log.h"
 #include "config/origin.h"
@@ -624,7 +625,7 @@ static int validate(const st_config *cfg)
         return cross_key_error(cfg, "optim", "min_lr", "lr",
                                "optim.min_lr = %g is above optim.lr = %g; hint: min_lr <= lr",
                                cfg->optim.min_lr, cfg->optim.lr);
-    return 0;
+    return st_config_check_sizes(cfg);
 }
 
 /* ---- public API -------------------------------------------------------------- */

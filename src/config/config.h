@@ -75,6 +75,8 @@ typedef struct {
     char *dir;
     int64_t every;
     double peak_tflops;      /* 0 = unknown: MFU is not reported */
+    int tensorboard;         /* write TensorBoard event files beside metrics.jsonl */
+    int plot;                /* write LOG_DIR/plot.svg at the end of training */
 } st_log_config;
 
 typedef struct {

@@ -23,9 +23,21 @@ static const char *const backend_v[] = {"auto", "mpi", "nccl", NULL};
 #define OFF(f) offsetof(st_config, f)
 #define ROW(sec, key, type, def, defdoc, min, max, fl, vals, doc, field) \
     {sec, key, type, def, defdoc, min, max, fl, vals, doc, OFF(field)}
-/* Shorthands; the bounds read like the documentation: INT_GE(1) is ">= 1". */
-#define INT_GE(s, k, def, lo, doc, f) ROW(s, k, ST_T_INT, def, NULL, lo, 0, ST_R_MIN, NULL, doc, f)
-#define INT_DER(s, k, dd, lo, doc, f) ROW(s, k, ST_T_INT, NULL, dd, lo, 0, ST_R_MIN, NULL, doc, f)
+/* Shorthands; the bounds read like the documentation: INT_IN(1, 64) is
+ * "[1, 64]". */
+/* Every integer key is bounded on both sides (issue 17: no value may
+ * overflow a size computed from it); config/limits.c then bounds the
+ * products of several keys. */
+#define INT_IN(s, k, def, lo, hi, doc, f) \
+    ROW(s, k, ST_T_INT, def, NULL, lo, hi, ST_R_MIN | ST_R_MAX, NULL, doc, f)
+#define INT_DER_IN(s, k, dd, lo, hi, doc, f) \
+    ROW(s, k, ST_T_INT, NULL, dd, lo, hi, ST_R_MIN | ST_R_MAX, NULL, doc, f)
+/* 2^k bounds, spelt out so that the manual prints them as integers. */
+#define P10 1024.0
+#define P20 1048576.0
+#define P24 16777216.0
+#define P53 9007199254740992.0
+#define G9 1e9
 #define FLT(s, k, def, lo, hi, fl, doc, f) ROW(s, k, ST_T_FLOAT, def, NULL, lo, hi, fl, NULL, doc, f)
 #define STR(s, k, def, doc, f) ROW(s, k, ST_T_STRING, def, NULL, 0, 0, 0, NULL, doc, f)
 #define ENUM(s, k, def, v, doc, f) ROW(s, k, ST_T_ENUM, def, NULL, 0, 0, 0, v, doc, f)
@@ -40,17 +52,17 @@ const st_key st_schema[] = {
     STR("model", "preset", "",
         "Named model shape that sets the model keys below; keys given explicitly still win.",
         model.preset),
-    INT_GE("model", "n_layer", "2", 1, "Number of transformer blocks.", model.n_layer),
-    INT_GE("model", "n_head", "4", 1, "Number of attention (query) heads; must divide d_model.",
+    INT_IN("model", "n_layer", "2", 1, P10, "Number of transformer blocks.", model.n_layer),
+    INT_IN("model", "n_head", "4", 1, P10, "Number of attention (query) heads; must divide d_model.",
            model.n_head),
-    INT_DER("model", "n_kv_head", "n_head", 1,
+    INT_DER_IN("model", "n_kv_head", "n_head", 1, P10,
             "Number of key/value heads; must divide n_head and equal it for gpt2.",
             model.n_kv_head),
-    INT_GE("model", "d_model", "64", 1, "Width of the residual stream.", model.d_model),
-    INT_DER("model", "d_ff", "4*d_model for gpt2; for llama the smallest multiple of 16 >= 8*d_model/3", 1,
+    INT_IN("model", "d_model", "64", 1, P20, "Width of the residual stream.", model.d_model),
+    INT_DER_IN("model", "d_ff", "4*d_model for gpt2; for llama the smallest multiple of 16 >= 8*d_model/3", 1, (4 * P20),
             "Hidden width of the feed-forward block.", model.d_ff),
-    INT_GE("model", "vocab_size", "256", 1, "Number of token ids.", model.vocab_size),
-    INT_GE("model", "seq_len", "64", 1, "Context length in tokens.", model.seq_len),
+    INT_IN("model", "vocab_size", "256", 1, P24, "Number of token ids.", model.vocab_size),
+    INT_IN("model", "seq_len", "64", 1, P20, "Context length in tokens.", model.seq_len),
     FLT("model", "rope_theta", "10000", 0, 0, GT0, "RoPE base frequency (llama).", model.rope_theta),
     FLT("model", "norm_eps", "1e-5", 0, 0, GT0, "Epsilon of LayerNorm / RMSNorm.", model.norm_eps),
     ROW("model", "tie_embeddings", ST_T_BOOL, NULL, "true for gpt2, false for llama", 0, 0, 0, NULL,
@@ -64,18 +76,18 @@ const st_key st_schema[] = {
     STR("data", "train", "", "Glob of the training token files; required to train.", data.train),
     STR("data", "val", "", "Glob of the validation token files; empty for none.", data.val),
 
-    INT_GE("train", "micro_batch", "1", 1, "Sequences per rank per forward/backward pass.",
+    INT_IN("train", "micro_batch", "1", 1, (64 * P10), "Sequences per rank per forward/backward pass.",
            train.micro_batch),
-    INT_DER("train", "global_batch", "micro_batch", 1,
+    INT_DER_IN("train", "global_batch", "micro_batch", 1, P24,
             "Sequences per optimizer step over all ranks; a multiple of micro_batch.",
             train.global_batch),
-    INT_GE("train", "steps", "100", 1, "Number of optimizer steps.", train.steps),
-    INT_GE("train", "seed", "1337", 0, "Seed of initialisation and data order.", train.seed),
+    INT_IN("train", "steps", "100", 1, G9, "Number of optimizer steps.", train.steps),
+    INT_IN("train", "seed", "1337", 0, P53, "Seed of initialisation and data order.", train.seed),
     FLT("train", "grad_clip", "1.0", 0, 0, GE0, "Global gradient-norm clip; 0 disables clipping.",
         train.grad_clip),
-    INT_GE("train", "eval_every", "0", 0, "Evaluate every this many steps; 0 never.",
+    INT_IN("train", "eval_every", "0", 0, G9, "Evaluate every this many steps; 0 never.",
            train.eval_every),
-    INT_GE("train", "eval_batches", "4", 1, "Batches per evaluation.", train.eval_batches),
+    INT_IN("train", "eval_batches", "4", 1, P20, "Batches per evaluation.", train.eval_batches),
     ENUM("train", "device", "auto", device_v, "Where to compute; auto picks CUDA when available.",
          train.device),
     ENUM("train", "precision", "fp32", prec_v, "Compute precision; master weights stay fp32.",
@@ -83,14 +95,14 @@ const st_key st_schema[] = {
     ENUM("train", "activation_checkpointing", "none", ackpt_v,
          "Recompute block activations in the backward pass to save memory.",
          train.activation_checkpointing),
-    INT_GE("train", "nonfinite_limit", "5", 1,
+    INT_IN("train", "nonfinite_limit", "5", 1, P20,
            "Consecutive steps with a non-finite loss or gradient norm that are skipped (with a warning; all ranks agree, the update and AdamW's step count are left alone, the learning-rate schedule moves on) before the run saves a checkpoint and stops with exit status 5.",
            train.nonfinite_limit),
 
     FLT("optim", "lr", "3e-4", 0, 0, GT0, "Peak learning rate.", optim.lr),
     FLT("optim", "min_lr", "0", 0, 0, GE0, "Final learning rate of the decay; at most lr.",
         optim.min_lr),
-    INT_GE("optim", "warmup_steps", "0", 0, "Steps of linear warm-up from 0 to lr.",
+    INT_IN("optim", "warmup_steps", "0", 0, G9, "Steps of linear warm-up from 0 to lr.",
            optim.warmup_steps),
     ENUM("optim", "schedule", "cosine", sched_v,
          "Learning-rate decay after warm-up; wsd is warmup-stable-decay.", optim.schedule),
@@ -104,11 +116,11 @@ const st_key st_schema[] = {
 
     ENUM("parallel", "strategy", "full_shard", strat_v,
          "full_shard (ZeRO-3), shard_grad_op (ZeRO-2), hybrid_shard (shard in a group, replicate across), no_shard (DDP).", parallel.strategy),
-    INT_GE("parallel", "shard_size", "0", 0, "Ranks per shard group for hybrid_shard; 0 the ranks of one node.",
+    INT_IN("parallel", "shard_size", "0", 0, P20, "Ranks per shard group for hybrid_shard; 0 the ranks of one node.",
            parallel.shard_size),
     ENUM("parallel", "backend", "auto", backend_v, "Collectives: mpi (host buffers), nccl (GPU buffers), auto (nccl with GPUs, else mpi).",
          parallel.backend),
-    INT_GE("parallel", "prefetch", "1", 0, "All-gathers in flight ahead of the unit computing; 0 gathers each unit when needed.",
+    INT_IN("parallel", "prefetch", "1", 0, 64, "All-gathers in flight ahead of the unit computing; 0 gathers each unit when needed.",
            parallel.prefetch),
     ENUM("parallel", "reduce_dtype", "fp32", prec_v, "Precision gradients are reduced in (bf16 rounds every partial sum).",
          parallel.reduce_dtype),
@@ -118,9 +130,9 @@ const st_key st_schema[] = {
         parallel.timeout_s),
 
     STR("checkpoint", "dir", "checkpoints", "Directory of checkpoints; final weights go to DIR/final/model.safetensors.", checkpoint.dir),
-    INT_GE("checkpoint", "every", "0", 0, "Write a sharded checkpoint every this many steps and after the last step; 0 writes none (a preemption signal still does).",
+    INT_IN("checkpoint", "every", "0", 0, G9, "Write a sharded checkpoint every this many steps and after the last step; 0 writes none (a preemption signal still does).",
            checkpoint.every),
-    INT_GE("checkpoint", "keep", "3", 1, "Number of most recent step checkpoints kept; older ones are removed after each save.",
+    INT_IN("checkpoint", "keep", "3", 1, P20, "Number of most recent step checkpoints kept; older ones are removed after each save.",
            checkpoint.keep),
     STR("checkpoint", "resume", "auto",
         "auto resumes from dir's latest checkpoint (falling back to older good ones, fresh when there is none), never starts fresh, else a step directory to resume from, at any world size and strategy.",
@@ -130,9 +142,15 @@ const st_key st_schema[] = {
         checkpoint.requeue),
 
     STR("log", "dir", "logs", "Directory of the metrics log.", log.dir),
-    INT_GE("log", "every", "10", 1, "Print and log metrics every this many steps.", log.every),
+    INT_IN("log", "every", "10", 1, G9, "Print and log metrics every this many steps.", log.every),
     FLT("log", "peak_tflops", "0", 0, 0, GE0,
         "Peak TFLOP/s of one device for MFU; 0 unknown, MFU not reported.", log.peak_tflops),
+    ROW("log", "tensorboard", ST_T_BOOL, "true", NULL, 0, 0, 0, NULL,
+        "Write TensorBoard event files (dir/events.out.tfevents.*) beside metrics.jsonl: the metrics as scalars and the resolved configuration as text; a resumed run continues the same curves.",
+        log.tensorboard),
+    ROW("log", "plot", ST_T_BOOL, "true", NULL, 0, 0, 0, NULL,
+        "At the end of training (completed, stopped or preempted), rank 0 writes dir/plot.svg: loss, validation loss, tokens/s, MFU and learning rate against steps, as shardtrain plot does.",
+        log.plot),
 };
 const int st_schema_n = (int)(sizeof st_schema / sizeof st_schema[0]);
 
@@ -191,13 +209,18 @@ const char *st_schema_range_text(const st_key *k, char *buf, size_t n)
 {
     unsigned f = k->flags;
     buf[0] = '\0';
+    /* Integers in full: 16777216, not 1.67772e+07. */
+    const char *num = k->type == ST_T_INT ? "%.0f" : "%g";
+    char lo[40], hi[40];
+    snprintf(lo, sizeof lo, num, k->min);
+    snprintf(hi, sizeof hi, num, k->max);
     if ((f & ST_R_MIN) && (f & ST_R_MAX))
-        snprintf(buf, n, "%s%g, %g%s", f & ST_R_MIN_OPEN ? "(" : "[", k->min, k->max,
+        snprintf(buf, n, "%s%s, %s%s", f & ST_R_MIN_OPEN ? "(" : "[", lo, hi,
                  f & ST_R_MAX_OPEN ? ")" : "]");
     else if (f & ST_R_MIN)
-        snprintf(buf, n, "%s %g", f & ST_R_MIN_OPEN ? ">" : ">=", k->min);
+        snprintf(buf, n, "%s %s", f & ST_R_MIN_OPEN ? ">" : ">=", lo);
     else if (f & ST_R_MAX)
-        snprintf(buf, n, "%s %g", f & ST_R_MAX_OPEN ? "<" : "<=", k->max);
+        snprintf(buf, n, "%s %s", f & ST_R_MAX_OPEN ? "<" : "<=", hi);
     return buf;
 }
 

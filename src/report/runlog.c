@@ -1,9 +1,13 @@
-/* The run log (see runlog.h): metrics.jsonl records, the progress line and
- * its ETA, and the bookkeeping the summary (summary.h) is made from. */
+/* The run log (see runlog.h): metrics.jsonl records and the same numbers
+ * as TensorBoard scalars (tensorboard.h), the progress line and its ETA,
+ * and the bookkeeping the summary (summary.h) is made from. */
 #include "report/runlog.h"
 #include "base/files.h"
 #include "base/log.h"
+#include "config/origin.h"
+#include "report/plot.h"
 #include "report/summary.h"
+#include "report/tensorboard.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,7 +19,10 @@
 struct st_runlog {
     const st_config *cfg;
     FILE *metrics;
+    st_tb_writer *tb;              /* NULL when log.tensorboard is false */
+    char tb_path[4200];            /* its file, "" for none */
     char metrics_path[4200], summary_path[4200];
+    char plot_path[4200];          /* "" when log.plot is false */
     st_run_summary sum;
     int world;
     int64_t resumed_from;
@@ -52,10 +59,37 @@ static void print_outputs(const st_runlog *lg, const char *when)
                  (long long)cfg->checkpoint.every);
     else
         snprintf(ckpt, sizeof ckpt, "only on a preemption signal (checkpoint.every = 0)");
-    st_info("shardtrain: %s: metrics %s, summary %s; checkpoints in %s/ (%s), final weights "
-            "%s/final/model.safetensors",
-            when, lg->metrics_path, lg->summary_path, cfg->checkpoint.dir, ckpt,
+    char plot[4300] = "";
+    if (lg->plot_path[0])
+        snprintf(plot, sizeof plot, ", plot %s", lg->plot_path);
+    st_info("shardtrain: %s: metrics %s, summary %s%s%s%s; checkpoints in %s/ (%s), final "
+            "weights %s/final/model.safetensors",
+            when, lg->metrics_path, lg->summary_path, plot,
+            *lg->tb_path ? ", TensorBoard events " : "", lg->tb_path, cfg->checkpoint.dir, ckpt,
             cfg->checkpoint.dir);
+}
+
+/* The event file, starting with the resolved configuration as
+ * `shardtrain check` prints it, shown at the first step this segment
+ * logs: each resume adds its own. */
+static int open_tensorboard(st_runlog *lg, int64_t resumed_from_step)
+{
+    int rc = st_tb_open(&lg->tb, lg->cfg->log.dir, resumed_from_step);
+    if (rc)
+        return rc;
+    snprintf(lg->tb_path, sizeof lg->tb_path, "%s", st_tb_path(lg->tb));
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f) {
+        st_error(st_tb_path(lg->tb), "out of memory writing the configuration");
+        return ST_EXIT_FAILURE;
+    }
+    st_config_print(lg->cfg, f);
+    fclose(f);
+    rc = st_tb_text_block(lg->tb, "config", resumed_from_step + 1, text);
+    free(text);
+    return rc;
 }
 
 int st_runlog_open(st_runlog **out, const st_config *cfg, int world,
@@ -77,10 +111,18 @@ int st_runlog_open(st_runlog **out, const st_config *cfg, int world,
     lg->t_begin = t_begin;
     snprintf(lg->metrics_path, sizeof lg->metrics_path, "%s/metrics.jsonl", dir);
     snprintf(lg->summary_path, sizeof lg->summary_path, "%s/summary.json", dir);
+    if (cfg->log.plot)
+        snprintf(lg->plot_path, sizeof lg->plot_path, "%s/plot.svg", dir);
     if (!(lg->metrics = fopen(lg->metrics_path, "a"))) {
         st_error(lg->metrics_path, "cannot open for appending: %s", strerror(errno));
         free(lg);
         return ST_EXIT_FAILURE;
+    }
+    if (cfg->log.tensorboard && (rc = open_tensorboard(lg, resumed_from_step)) != 0) {
+        st_tb_close(lg->tb);
+        fclose(lg->metrics);
+        free(lg);
+        return rc;
     }
     st_summary_begin(&lg->sum, lg->summary_path, resumed_from_step, cfg->train.steps);
     lg->sum.tokens_done = resumed_from_step * cfg->train.global_batch * cfg->model.seq_len;
@@ -168,6 +210,21 @@ static void write_step_record(FILE *f, const st_step_record *s)
     fflush(f);
 }
 
+/* The step record's numbers as one TensorBoard record; MFU only when known. */
+static void write_step_scalars(st_tb_writer *tb, const st_step_record *s)
+{
+    st_tb_value v[] = {
+        {"train/loss", s->loss},
+        {"train/lr", s->lr},
+        {"train/grad_norm", s->grad_norm},
+        {"train/tokens_per_s", s->tokens_per_s},
+        {"memory/state_bytes", (double)s->state_bytes},
+        {"memory/peak_bytes", (double)s->peak_bytes},
+        {"train/mfu", s->mfu},
+    };
+    st_tb_scalars(tb, s->step, v, isnan(s->mfu) ? 6 : 7);
+}
+
 void st_runlog_step(st_runlog *lg, const st_step_record *s, int print)
 {
     if (!lg->t_first_step) {
@@ -193,6 +250,8 @@ void st_runlog_step(st_runlog *lg, const st_step_record *s, int print)
         return;
     print_progress(lg, s);
     write_step_record(lg->metrics, s);
+    if (lg->tb)
+        write_step_scalars(lg->tb, s);
 }
 
 void st_runlog_skipped(st_runlog *lg, int64_t step, double lr, double bad_ranks,
@@ -208,6 +267,11 @@ void st_runlog_skipped(st_runlog *lg, int64_t step, double lr, double bad_ranks,
     put_number(lg->metrics, "%.9g", lr);
     fputs("}\n", lg->metrics);
     fflush(lg->metrics);
+    if (lg->tb) {
+        st_tb_value v[] = {{"train/skipped_nonfinite", 1.0},
+                           {"train/nonfinite_in_a_row", (double)in_a_row}};
+        st_tb_scalars(lg->tb, step, v, 2);
+    }
     /* A skipped step is still a step done: the schedule moved on. */
     lg->sum.steps_done = step;
     lg->sum.tokens_done += cfg->train.global_batch * cfg->model.seq_len;
@@ -224,6 +288,8 @@ void st_runlog_eval(st_runlog *lg, int64_t step, double val_loss, double seconds
     put_number(lg->metrics, "%.9g", val_loss);
     fputs("}\n", lg->metrics);
     fflush(lg->metrics);
+    if (lg->tb)
+        st_tb_scalar(lg->tb, "eval/val_loss", step, val_loss);
     if (!isfinite(val_loss))
         return;
     st_run_summary *sum = &lg->sum;
@@ -273,10 +339,19 @@ int st_runlog_close(st_runlog *lg, int exit_status)
         st_error(lg->metrics_path, "error writing: %s", strerror(errno));
         rc = ST_EXIT_FAILURE;
     }
+    /* the event file's write errors were printed as they happened */
+    if (st_tb_close(lg->tb) != 0 && rc == 0)
+        rc = ST_EXIT_FAILURE;
+    lg->tb = NULL;
     update_wall(lg);
     const char *status = st_summary_status(rc);
     const int requeue = rc == ST_EXIT_PREEMPTED && lg->cfg->checkpoint.requeue;
     if (st_summary_write(&lg->sum, lg->summary_path, status, rc, requeue) != 0 && rc == 0)
+        rc = ST_EXIT_FAILURE;
+    /* The picture is drawn from the file just closed, so a resumed run's
+     * plot shows every segment of it. */
+    const char *dirs[] = {lg->cfg->log.dir};
+    if (lg->plot_path[0] && st_plot_write(lg->plot_path, dirs, 1) != 0 && rc == 0)
         rc = ST_EXIT_FAILURE;
     st_summary_print(&lg->sum, st_summary_status(rc), rc);
     print_outputs(lg, "wrote");
