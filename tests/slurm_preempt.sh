@@ -5,7 +5,9 @@
 # shardtrain checkpoint at the next step boundary and requeue the job; the
 # requeued job (SLURM_RESTART_COUNT=1) resumes from the checkpoint and
 # finishes every step, with exactly the losses and final weights of an
-# uninterrupted run of the same layout.
+# uninterrupted run of the same layout.  The requeue's message tells the
+# truth: no warning for a job that is requeued (by shardtrain, or already
+# by Slurm), a warning in scontrol's words for one that cannot be.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm_cluster.sh"
 steps=120
@@ -19,41 +21,57 @@ cfg ref
 timeout 300 mpirun --oversubscribe -np 4 "$SHARDTRAIN" train "$W/ref.ini" >"$W/ref.out" 2>&1
 check "uninterrupted 4-rank reference run" test -s "$W/ref/ckpt/final/model.safetensors"
 
-cfg pre
-jobid=$(cd "$W" && sbatch --parsable -o "$W/pre.out" "$top_srcdir/sbatch/preemptible.sbatch" \
-    "$W/pre.ini" 2>"$W/pre.sub")
-jobid=${jobid%%;*}
-# Mid-run: once step 10 is logged, well before the last.
-i=0
-until grep -q '^step 10/' "$W/pre.out" 2>/dev/null; do
-    i=$((i + 1))
-    [ $i -gt 1200 ] && break
-    sleep 0.25
-done
-if grep -q '^step 10/' "$W/pre.out" 2>/dev/null; then
-    ok "preemptible.sbatch: job $jobid is training"
-else
-    not_ok "preemptible.sbatch: job ${jobid:-?} is training"
-    diag "$(cat "$W/pre.sub" "$W/pre.out" 2>/dev/null | tail -n 15)"
-    exit 1
-fi
-scancel --signal=USR1 --full "$jobid"
+# submit NAME [SBATCH_OPTION...]: preemptible.sbatch on $W/NAME.ini, its
+# output in $W/NAME.out; prints the job id.
+submit() {
+    _n=$1
+    shift
+    _j=$(cd "$W" && sbatch --parsable -o "$W/$_n.out" "$@" "$top_srcdir/sbatch/preemptible.sbatch" \
+        "$W/$_n.ini" 2>"$W/$_n.sub")
+    echo "${_j%%;*}"
+}
+# training NAME JOBID: passes once the job has logged step 10, well before the last.
+training() {
+    _i=0
+    until grep -q '^step 10/' "$W/$1.out" 2>/dev/null; do
+        _i=$((_i + 1))
+        [ $_i -gt 1200 ] && break
+        sleep 0.25
+    done
+    if grep -q '^step 10/' "$W/$1.out" 2>/dev/null; then
+        ok "preemptible.sbatch: job $2 ($1) is training"
+    else
+        not_ok "preemptible.sbatch: job ${2:-?} ($1) is training"
+        diag "$(cat "$W/$1.sub" "$W/$1.out" 2>/dev/null | tail -n 15)"
+        exit 1
+    fi
+}
+# finished JOBID: waits until the job ends (any final state) or the hang
+# guard gives up after 5 min; sets state, restarts and exitcode.
+finished() {
+    state= restarts= exitcode= _i=0
+    while [ $_i -lt 1200 ]; do
+        _info=$(scontrol show job "$1" 2>/dev/null)
+        state=$(printf '%s\n' "$_info" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        restarts=$(printf '%s\n' "$_info" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+        exitcode=$(printf '%s\n' "$_info" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
+        case "$state" in
+        COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) break ;;
+        esac
+        _i=$((_i + 1))
+        sleep 0.25
+    done
+}
+# The false alarm users saw: the warning a failed `scontrol requeue` gave.
+requeue_warning() { grep '^shardtrain: warning: scontrol requeue ' "$W/$1.out"; }
 
-# The job ends (any final state) or the hang guard gives up after 5 min.
-state= restarts= exitcode= i=0
-while [ $i -lt 1200 ]; do
-    info=$(scontrol show job "$jobid" 2>/dev/null)
-    state=$(printf '%s\n' "$info" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    restarts=$(printf '%s\n' "$info" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
-    exitcode=$(printf '%s\n' "$info" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
-    case "$state" in
-    COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) break ;;
-    esac
-    i=$((i + 1))
-    sleep 0.25
-done
+cfg pre
+jobid=$(submit pre)
+training pre "$jobid"
+scancel --signal=USR1 --full "$jobid"
+finished "$jobid"
 shown=0
-show() { [ "$shown" -eq 1 ] && return 0; shown=1; diag "state ${state:-?} restarts ${restarts:-?} exit ${exitcode:-?}" "$(tail -n 20 "$W/pre.out")"; }
+show() { [ "$shown" -eq 1 ] && return 0; shown=1; diag "state ${state:-?} restarts ${restarts:-?} exit ${exitcode:-?}" "$(tail -n 20 "$W/${1:-pre}.out")"; }
 
 if [ "$state" = COMPLETED ] && [ "$exitcode" = 0:0 ]; then
     ok "the preempted job completes with exit 0"
@@ -66,6 +84,9 @@ if [ "$restarts" = 1 ] && [ "$(grep -c "^shardtrain: job $jobid start 0$" "$W/pr
 else
     not_ok "requeued once: the second run has SLURM_RESTART_COUNT=1"; show
 fi
+if grep -q "^shardtrain: requeued Slurm job $jobid$" "$W/pre.out" && ! requeue_warning pre
+then ok "the log says the job was requeued, with no warning"
+else not_ok "the log says the job was requeued, with no warning"; show; fi
 # The first run stopped early: its part of the log never reaches the end.
 if sed -n "/^shardtrain: job $jobid start 0$/,/^shardtrain: job $jobid start 1$/p" "$W/pre.out" |
        grep -q "^step $steps/$steps "; then
@@ -83,3 +104,57 @@ then ok "every step logged, losses equal the uninterrupted run exactly"
 else not_ok "every step logged, losses equal the uninterrupted run exactly"; fi
 check "final weights equal the uninterrupted run exactly" \
     same_tensors "$W/pre/ckpt/final/model.safetensors" "$W/ref/ckpt/final/model.safetensors"
+
+# ---- a job Slurm requeued itself ------------------------------------------
+# An external `scontrol requeue` (what a preemption with
+# PreemptMode=REQUEUE does too) sends SIGTERM: shardtrain checkpoints and
+# asks to requeue again, scontrol exits 1 ("Job is pending execution"),
+# and the log must still say the truth: the job is requeued.
+cfg ext
+jobid=$(submit ext)
+training ext "$jobid"
+scontrol requeue "$jobid"
+finished "$jobid"
+shown=0
+if [ "$state" = COMPLETED ] && [ "$restarts" = 1 ] &&
+   [ "$(grep -c "^shardtrain: job $jobid start 1$" "$W/ext.out")" -eq 1 ]
+then ok "requeued by Slurm: the job runs again and completes"
+else not_ok "requeued by Slurm: the job runs again and completes"; show ext; fi
+if grep -q "^shardtrain: Slurm job $jobid is requeued (JobState=[A-Z_]* Restarts=1)$" \
+       "$W/ext.out" && ! requeue_warning ext
+then ok "requeued by Slurm: shardtrain's failed requeue says the job is requeued, no warning"
+else not_ok "requeued by Slurm: shardtrain's failed requeue says the job is requeued, no warning"
+    show ext; fi
+
+# ---- jobs that cannot be requeued: the warning, in scontrol's words -------
+cfg noreq
+jobid=$(submit noreq --no-requeue)
+training noreq "$jobid"
+scancel --signal=USR1 --full "$jobid"
+finished "$jobid"
+shown=0
+if [ "$state" = FAILED ] && [ "$exitcode" = 3:0 ] && [ "$restarts" = 0 ]
+then ok "sbatch --no-requeue: the preempted job ends with exit 3, not requeued"
+else not_ok "sbatch --no-requeue: the preempted job ends with exit 3, not requeued"; show noreq; fi
+if [ "$(requeue_warning noreq | wc -l)" -eq 1 ] &&
+   requeue_warning noreq | grep -q "^shardtrain: warning: scontrol requeue $jobid failed: 'Requested operation is presently disabled for job $jobid'; the job is not requeued (JobState=RUNNING Restarts=0 Requeue=0); hint: submit with sbatch --requeue"
+then ok "sbatch --no-requeue: one warning quoting scontrol and the job's record"
+else not_ok "sbatch --no-requeue: one warning quoting scontrol and the job's record"; show noreq; fi
+
+# A SLURM_JOB_ID the controller does not know (a stale variable in a shell
+# outside the job): one rank, no launcher, signalled by hand.
+slurm_test_cfg stale 2000 checkpoint.every=25
+SLURM_JOB_ID=999999 "$SHARDTRAIN" train -s checkpoint.requeue=true "$W/stale.ini" \
+    >"$W/stale.out" 2>&1 &
+pid=$!
+i=0
+until grep -q '^step 10/' "$W/stale.out" 2>/dev/null || [ $i -gt 1200 ]; do
+    i=$((i + 1)); sleep 0.25
+done
+kill -USR1 "$pid"
+wait "$pid"
+st=$?
+if [ "$st" -eq 3 ] && [ "$(requeue_warning stale | wc -l)" -eq 1 ] &&
+   requeue_warning stale | grep -q "^shardtrain: warning: scontrol requeue 999999 failed: 'Invalid job id specified for job 999999'; the job is not requeued (scontrol show job 999999: '.*Invalid job id specified')"
+then ok "an unknown SLURM_JOB_ID: exit 3 and one warning quoting scontrol"
+else not_ok "an unknown SLURM_JOB_ID: exit 3 and one warning quoting scontrol"; diag "status $st" "$(grep -v '^step' "$W/stale.out")"; fi

@@ -4,11 +4,53 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int log_rank;
 
 void st_log_set_rank(int rank) { log_rank = rank; }
 int st_log_rank(void) { return log_rank; }
+
+/* The held lines, in order, one buffer with each line's newline.  A fixed
+ * size: the first lines are what explains a failure, so past the limit
+ * further lines are counted and said to be left out. */
+static struct {
+    int on;
+    char text[8192];
+    size_t len;
+    int dropped;
+} held;
+
+void st_log_release(int print)
+{
+    if (print && held.len) {
+        fwrite(held.text, 1, held.len, stderr);
+        if (held.dropped)
+            fprintf(stderr, "shardtrain: error: %d further error line(s) left out\n",
+                    held.dropped);
+        fflush(stderr);
+    }
+    held.len = 0;
+    held.dropped = 0;
+}
+
+static void print_held_at_exit(void) { st_log_release(1); }
+
+void st_log_hold(void)
+{
+    static int registered;
+    if (!registered && atexit(print_held_at_exit) == 0)
+        registered = 1;
+    held.on = registered; /* without the exit hook a held line could be lost */
+}
+
+int st_log_held(void) { return held.len > 0 || held.dropped > 0; }
+
+void st_log_unhold(void)
+{
+    st_log_release(1);
+    held.on = 0;
+}
 
 static void vreport(const char *kind, const char *file, int line,
                     const char *fmt, va_list ap)
@@ -23,6 +65,17 @@ static void vreport(const char *kind, const char *file, int line,
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%s: ", file);
     if (n < (int)sizeof buf)
         vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    if (held.on && !strcmp(kind, "error")) {
+        size_t len = strlen(buf);
+        if (held.len + len + 1 < sizeof held.text) {
+            memcpy(held.text + held.len, buf, len);
+            held.text[held.len + len] = '\n';
+            held.len += len + 1;
+        } else {
+            held.dropped++;
+        }
+        return;
+    }
     fprintf(stderr, "%s\n", buf);
 }
 
@@ -71,6 +124,8 @@ static void vdie(int status, const char *fmt, va_list ap)
     __attribute__((noreturn));
 static void vdie(int status, const char *fmt, va_list ap)
 {
+    /* Dying alone: nothing will agree on who prints. */
+    st_log_unhold();
     vreport("error", NULL, 0, fmt, ap);
     exit(status);
 }

@@ -21,9 +21,27 @@ enum st_exit {
     ST_EXIT_NONFINITE = 5, /* train.nonfinite_limit non-finite steps in a row; stopped */
 };
 
-/* Rank that prints informational output; errors are printed by every rank. */
+/* Rank that prints informational output; errors are printed by every rank
+ * unless held (below). */
 void st_log_set_rank(int rank);
 int st_log_rank(void);
+
+/* Held error lines: under several ranks the same bad input is seen by all
+ * of them, and a user should read its line once.  While holding, st_error
+ * and friends keep their lines instead of printing them; the runtime's
+ * status agreement then has the lowest failing rank print its lines and
+ * the others drop theirs (runtime.h, st_runtime_agree).  Held lines are
+ * never lost: st_die, st_bug, st_fatal, st_log_unhold and the process's
+ * exit print any still held.  Warnings and st_info are never held. */
+void st_log_hold(void);
+/* Whether any error line is held. */
+int st_log_held(void);
+/* Prints (print != 0) or drops the held lines; holding goes on. */
+void st_log_release(int print);
+/* Prints the held lines and stops holding: for a path that reports on
+ * every rank at once and never reaches an agreement (the watchdog, an
+ * abort). */
+void st_log_unhold(void);
 
 /* "shardtrain: error: WHERE: MESSAGE".  where may be NULL. */
 void st_error(const char *where, const char *fmt, ...)

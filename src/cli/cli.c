@@ -79,7 +79,10 @@ int st_cli_run_job(int argc, char **argv, const st_args *a, st_cli_job job,
     int rc = st_runtime_init(&rt, &argc, &argv);
     if (rc == 0) {
         st_config cfg;
-        rc = st_config_load(&cfg, a->positional[0], a->overrides, a->n_overrides);
+        /* Agreed, so that a configuration only some ranks cannot read (a
+         * file missing on one node) stops every rank here. */
+        rc = st_runtime_agree(st_config_load(&cfg, a->positional[0], a->overrides,
+                                             a->n_overrides));
         if (rc == 0)
             rc = job(&cfg, &rt, job_arg);
         st_config_free(&cfg);

@@ -24,13 +24,14 @@ static int report(const char *path, const st_args *a)
     memset(&g, 0, sizeof g);
     int rc = st_runtime_init(&rt, NULL, NULL);
     if (rc == 0) {
-        rc = path ? st_config_load(&cfg, path, a->overrides, a->n_overrides)
-                  : st_config_defaults(&cfg);
+        /* Agreed: the file may be missing on one node only. */
+        rc = st_runtime_agree(path ? st_config_load(&cfg, path, a->overrides, a->n_overrides)
+                                   : st_config_defaults(&cfg));
         loaded = 1;
     }
-    /* The same file on every rank gives the same verdict; the device does
-     * not, so agree before the collectives of st_groups_create.  Sharing a
-     * GPU is allowed here: the command reports, it does not train. */
+    /* The device differs between ranks, so agree before the collectives
+     * of st_groups_create.  Sharing a GPU is allowed here: the command
+     * reports, it does not train. */
     if (rc == 0)
         rc = st_runtime_agree(st_device_bind(&rt, &cfg, 1));
     if (rc == 0)

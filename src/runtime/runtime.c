@@ -363,6 +363,8 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
     if (gethostname(rt->host, sizeof rt->host - 1) != 0)
         strcpy(rt->host, "?");
     st_log_set_rank(rt->rank);
+    if (rt->world > 1)
+        st_log_hold(); /* until the agreements say which rank prints */
     if ((rc = st_watchdog_init()))
         return rc;
     if (provided < MPI_THREAD_FUNNELED) {
@@ -376,6 +378,25 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
     return mpi_identity(rt, &id);
 }
 
+/* The worst status, and who prints: of the ranks that hold error lines
+ * (and, unless final, failed), the lowest prints them and every other
+ * rank drops its own, so a bad input seen by every rank is one line, and
+ * one seen by some ranks (a file missing on one node) is still printed.
+ * One reduction of {status, -rank}: the maximum of -rank is the lowest
+ * rank. */
+static int agree(int rc, int final, const st_wd_op *op)
+{
+    const int speaks = st_log_held() && (rc != 0 || final);
+    int mine[2] = {rc, speaks ? -st_log_rank() : INT_MIN}, all[2] = {rc, INT_MIN};
+    uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+    MPI_Request r;
+    st_watchdog_finish(MPI_Iallreduce(mine, all, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r),
+                       &r, ST_WD_WORLD, seq, op);
+    if (speaks)
+        st_log_release(all[1] == -st_log_rank());
+    return all[0];
+}
+
 void st_runtime_finalize(void)
 {
     if (runtime_up) {
@@ -383,11 +404,13 @@ void st_runtime_finalize(void)
          * rank that died or stalled is reported instead of hanging the
          * rest at the very end. */
         if (st_watchdog_running()) {
-            MPI_Request r;
-            uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+            /* The barrier is also the last agreement on who prints the
+             * error lines still held: a failure that returned without an
+             * agreement (every rank refusing the same input) is one line. */
             st_wd_op op = {"barrier", NULL, -1, "world", -1};
-            st_watchdog_finish(MPI_Ibarrier(MPI_COMM_WORLD, &r), &r, ST_WD_WORLD, seq, &op);
+            (void)agree(0, 1, &op);
         }
+        st_log_unhold();
         st_watchdog_finalize();
         MPI_Finalize();
     }
@@ -397,6 +420,7 @@ void st_runtime_finalize(void)
 
 void st_runtime_abort(int status)
 {
+    st_log_unhold(); /* ranks abort on their own: each says why */
     if (runtime_up) {
         int size = 1;
         if (MPI_Comm_size(MPI_COMM_WORLD, &size) == MPI_SUCCESS && size > 1)
@@ -431,13 +455,8 @@ void st_runtime_set_step(int64_t step)
 
 int st_runtime_agree(int rc)
 {
-    int worst = rc;
-    uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
-    MPI_Request r;
     st_wd_op op = {"all_reduce", "the status agreement", -1, "world", st_watchdog_step()};
-    st_watchdog_finish(MPI_Iallreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r),
-                       &r, ST_WD_WORLD, seq, &op);
-    return worst;
+    return agree(rc, 0, &op);
 }
 
 int st_runtime_gather_u64(const unsigned long long *send, unsigned long long *recv, int count)

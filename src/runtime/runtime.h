@@ -30,7 +30,13 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv);
 void st_runtime_finalize(void);
 /* Every rank's status becomes the worst one (a collective over the world),
  * so that a failure found on one rank stops all of them at the same point
- * instead of leaving the others waiting in the next collective. */
+ * instead of leaving the others waiting in the next collective.  It also
+ * settles who prints the error lines ranks hold under several ranks
+ * (base/log.h, st_log_hold, which st_runtime_init turns on): the lowest
+ * rank that failed and holds lines prints them, the other failed ranks
+ * drop theirs.  st_runtime_finalize does the same for any rank still
+ * holding lines, so a failure that every rank returns without an
+ * agreement is still one line. */
 int st_runtime_agree(int rc);
 /* The training step under way, named by the agreement's watchdog message
  * if it never completes (0, the default, reads "during start-up"). */

@@ -465,6 +465,9 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
             snprintf(msg, sizeof msg, "error %d", mpi_rc);
         snprintf(reason, sizeof reason, "failed (MPI: %s)", msg);
     }
+    /* Every rank reports its own view of the stall, and errors it held
+     * for an agreement that will not come are printed before it. */
+    st_log_unhold();
     int missing = exchange(id, seq, list, sizeof list);
     char where[32];
     snprintf(where, sizeof where, "rank %d", wd.rank);
