@@ -108,10 +108,7 @@ check "... and at the end" \
 # ---- preempted by SIGUSR1, then resumed, 2 ranks -----------------------------
 mkdir -p "$TMP/P"; cp "$TMP/np.tmp" "$TMP/P/np"
 ( run P 2 -s train.steps=300 -s train.eval_every=2 ) &
-i=0
-until [ -f "$TMP/P/logs/metrics.jsonl" ] && grep -q '"step":4,' "$TMP/P/logs/metrics.jsonl"; do
-    i=$((i + 1)); [ $i -gt 1200 ] && break; sleep 0.1
-done
+wait_logged_step "$TMP/P/logs" 4 || diag "P never logged step 4"
 pkill -USR1 -f "^$SHARDTRAIN train .*/P/logs .*summark\.ini" || diag "pkill found no rank"
 wait
 check "preempted: exit 3" test "$(cat "$TMP/P.rc")" = 3
@@ -127,10 +124,7 @@ check "resumed: summary.json covers both segments" summary_is P completed 0 2
 # ---- crashed (SIGKILL after a checkpoint), then resumed, 1 rank --------------
 mkdir -p "$TMP/K"; echo 1 >"$TMP/K/np"
 ( run K 1 -s train.steps=400 -s checkpoint.every=2 ) &
-i=0
-until [ -f "$TMP/K/logs/metrics.jsonl" ] && grep -q '"step":5,' "$TMP/K/logs/metrics.jsonl"; do
-    i=$((i + 1)); [ $i -gt 1200 ] && break; sleep 0.1
-done
+wait_logged_step "$TMP/K/logs" 5 || diag "K never logged step 5"
 pkill -KILL -f "^$SHARDTRAIN train .*/K/logs .*summark\.ini" || diag "pkill found no rank"
 wait
 check "crashed: the summary left says running" \
