@@ -10,10 +10,28 @@
 # OMPI_COMM_WORLD_*), finds nodes by MPI's shared-memory split and binds
 # GPU OMPI_COMM_WORLD_LOCAL_RANK itself; -x passes OMP_NUM_THREADS to
 # remote hosts, which mpirun does not do by default.  SHARDTRAIN names the
-# binary when it is not on PATH.
+# binary (see shardtrain_bin below).
 set -eu
 config=${1:?usage: mpirun.sh CONFIG [MPIRUN-OPTION...]}
+# The binary: SHARDTRAIN when set; else the shardtrain `make install` put
+# beside these scripts (it writes its bindir below; Slurm runs a copy of
+# the script from its spool, so the script cannot look beside itself);
+# else shardtrain on PATH; else ./shardtrain in the directory the job was
+# submitted from (a build tree).  Each job script carries this lookup
+# because Slurm runs it alone.
+shardtrain_bin() {
+    if [ -n "${SHARDTRAIN:-}" ]; then echo "$SHARDTRAIN"; return 0; fi
+    for c in "@ST_BINDIR@/shardtrain" "$(command -v shardtrain 2>/dev/null || true)" \
+             "${SLURM_SUBMIT_DIR:-$PWD}/shardtrain"; do
+        if [ -n "$c" ] && [ -x "$c" ] && [ -f "$c" ]; then echo "$c"; return 0; fi
+    done
+    echo "shardtrain: error: no shardtrain binary (looked at SHARDTRAIN, the installed" \
+         "bindir, PATH and ${SLURM_SUBMIT_DIR:-$PWD}); hint: make install, add its bindir to" \
+         "PATH, or set SHARDTRAIN=/path/to/shardtrain" >&2
+    return 1
+}
+st=$(shardtrain_bin) || exit 1
 shift
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export OMP_NUM_THREADS
-exec mpirun -x OMP_NUM_THREADS "$@" "${SHARDTRAIN:-shardtrain}" train "$config"
+exec mpirun -x OMP_NUM_THREADS "$@" "$st" train "$config"
