@@ -6,6 +6,12 @@
 #   sbatch/mpirun.sh CONFIG -np 4                                # one host
 #   sbatch/mpirun.sh CONFIG -np 16 --hostfile hosts --map-by ppr:8:node
 #
+# Open MPI refuses to run as root without --allow-run-as-root (or
+# OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1), and more ranks
+# than cores without --oversubscribe:
+#
+#   sbatch/mpirun.sh CONFIG -np 4 --oversubscribe --allow-run-as-root
+#
 # shardtrain reads its identity from mpirun's PMIx server (checked against
 # OMPI_COMM_WORLD_*), finds nodes by MPI's shared-memory split and binds
 # GPU OMPI_COMM_WORLD_LOCAL_RANK itself; -x passes OMP_NUM_THREADS to
