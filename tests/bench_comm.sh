@@ -3,7 +3,7 @@
 # cores): every collective and size is reported, every result is exact
 # (wrong = 0), and the printed bandwidths agree with the printed bytes and
 # times and with nccl-tests' bus-bandwidth factors to within the printed
-# digits; --group picks the configured group; bad arguments are one error
+# digits, and the closing "# Avg bus bandwidth" lines are their means; --group picks the configured group; bad arguments are one error
 # line and exit status 2 before any MPI start-up.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
@@ -64,6 +64,20 @@ for r in rows:
         bad.append("%s %d: busbw %s is not algbw * %.3f" % (coll, nbytes, r[5], f))
 if got != want:
     bad.append("rows %r, expected %r" % (got, want))
+# nccl-tests' footer: the wrong-value total, then per collective the mean of
+# its rows' busbw (each printed to 2 decimals, so the mean is known to 0.005)
+foot = [l for l in lines if l.startswith("# Wrong values") or l.startswith("# Avg bus bandwidth")]
+if not foot or not re.match(r"# Wrong values {9}: 0 OK$", foot[0]):
+    bad.append("no '# Wrong values : 0 OK' line: %r" % foot[:1])
+for c in colls:
+    mean = [float(r[5]) for r in rows if len(r) == 7 and r[0] == c]
+    line = [l for l in foot if l.endswith(" " + c) and l.startswith("# Avg bus bandwidth    : ")]
+    if not line or not mean:
+        bad.append("no '# Avg bus bandwidth' line for %s" % c)
+        continue
+    avg = float(line[0].split(":")[1].split()[0])
+    if abs(avg - sum(mean) / len(mean)) > 0.005 + 1e-9:
+        bad.append("%s: Avg bus bandwidth %g is not the mean of its rows (%g)" % (c, avg, sum(mean) / len(mean)))
 for x in bad:
     print(x)
 sys.exit(1 if bad else 0)

@@ -243,7 +243,7 @@ static int barrier(void)
  * because all_reduce works in place: after the timed iterations its buffer
  * holds n^k-fold sums, not something to compare exactly. */
 static int bench_one(int coll, st_comm *c, bench_bufs *b, int64_t S, const bench_args *a,
-                     int64_t *wrong_total)
+                     int64_t *wrong_total, double *busbw)
 {
     int64_t per_rank, total;
     coll_counts(coll, S, c->size, &per_rank, &total);
@@ -281,9 +281,9 @@ static int bench_one(int coll, st_comm *c, bench_bufs *b, int64_t S, const bench
     int n = c->size;
     double algbw = slowest > 0 ? (double)bytes / slowest / 1e9 : 0.0;
     double factor = coll == COLL_ALL_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+    *busbw = algbw * factor;
     st_info("  %-14s %12" PRId64 " %12" PRId64 " %10.2f %11.2f %11.2f %8" PRId64,
-            coll_name[coll], bytes, total, slowest * 1e6, algbw, algbw * factor,
-            *wrong_total);
+            coll_name[coll], bytes, total, slowest * 1e6, algbw, *busbw, *wrong_total);
     return 0;
 }
 
@@ -327,15 +327,25 @@ static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args 
         st_info("# %-14s %12s %12s %10s %11s %11s %8s", "collective", "bytes", "count",
                 "time_us", "algbw_GB/s", "busbw_GB/s", "wrong");
     }
-    for (int64_t S = a->min_bytes; rc == 0 && S <= a->max_bytes; S *= 2)
+    double bus_sum[N_COLL] = {0}; /* for nccl-tests' closing average */
+    int rows = 0;
+    for (int64_t S = a->min_bytes; rc == 0 && S <= a->max_bytes; S *= 2, rows++)
         for (int coll = 0; rc == 0 && coll < N_COLL; coll++) {
             int64_t wrong = 0;
+            double busbw = 0.0;
             /* Failing alone here would leave the other ranks in the next
              * collective: abort them all. */
-            if (bench_one(coll, c, &b, S, a, &wrong))
+            if (bench_one(coll, c, &b, S, a, &wrong, &busbw))
                 st_runtime_abort(ST_EXIT_FAILURE);
             *wrong_sum += wrong;
+            bus_sum[coll] += busbw;
         }
+    /* nccl-tests closes with the mean bus bandwidth over the sizes it ran
+     * (one collective per program); here one line per collective, so
+     * scripts that read "# Avg bus bandwidth : X" get all_gather's. */
+    st_info("# Wrong values         : %" PRId64 " %s", *wrong_sum, *wrong_sum ? "FAILED" : "OK");
+    for (int coll = 0; coll < N_COLL && rows > 0; coll++)
+        st_info("# Avg bus bandwidth    : %.6g %s", bus_sum[coll] / rows, coll_name[coll]);
     bufs_destroy(&b);
     return st_runtime_agree(rc);
 }
