@@ -60,6 +60,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_released(0);
     fuzz_require(rc == 0 || rc == ST_EXIT_USAGE, "result is 0 or ST_EXIT_USAGE");
     if (rc != 0) {
+        if (getenv("FUZZ_VERBOSE"))   /* to see where an input stops */
+            fprintf(stderr, "refused: %.*s\n", (int)sizeof err, err);
         fuzz_require(memchr(err, '\0', sizeof err) != NULL && err[0] != '\0',
                      "a refusal says why");
         fuzz_require(strchr(err, '\n') == NULL, "the reason is one line");
