@@ -600,7 +600,8 @@ static size_t list_steps(const char *dir, long long **out)
         }
     }
     closedir(d);
-    qsort(*out, n, sizeof **out, cmp_desc);
+    if (n > 1)   /* qsort(NULL, 0, ...) is undefined (UBSan, tests/manifest.sh) */
+        qsort(*out, n, sizeof **out, cmp_desc);
     return n;
 }
 
