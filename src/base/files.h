@@ -13,6 +13,10 @@
  * ST_EXIT_FAILURE. */
 int st_mkdir_p(const char *path);
 
+/* Make dir (mkdir -p) and check that a file can be created in it, quietly:
+ * 0, or the errno that says why not, for the caller's message. */
+int st_dir_writable(const char *dir);
+
 /* Open path for reading without blocking and only if it is a regular file
  * (a FIFO in its place would otherwise hang the open).  Returns the
  * descriptor, or -1 with errno (EINVAL: not a regular file). */
