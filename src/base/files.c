@@ -120,3 +120,29 @@ int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,
      * the user was told exists. */
     return st_fsync_parent(path) != 0 ? ST_ATOMIC_SYNC_DIR : ST_ATOMIC_DONE;
 }
+
+int st_open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
+FILE *st_fopen_regular(const char *path)
+{
+    int fd = st_open_regular(path);
+    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!fp && fd >= 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+    }
+    return fp;
+}

@@ -6,8 +6,11 @@
 #include "base/log.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define MAX_POISONED 64
 
@@ -68,3 +71,16 @@ int st_fault_kernels_variant(st_fault_kernels *variant)
 }
 
 int st_fault_debug_io(void) { return getenv("SHARDTRAIN_DEBUG_IO") != NULL; }
+
+void st_fault_pause(const char *point)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_PAUSE");
+    if (!s || strcmp(s, point) != 0)
+        return;
+    fprintf(stderr, "shardtrain: test: paused at %s\n", point);
+    fflush(stderr);
+    /* sleep() returns early when a signal's handler returns; count down
+     * to the deadline, not the calls. */
+    for (time_t end = time(NULL) + 60; time(NULL) < end;)
+        sleep(1);
+}

@@ -20,6 +20,12 @@
  *       Each rank prints how many bytes it read loading model.init, so the
  *       test sees that a rank reads only its own slices.
  *
+ *   SHARDTRAIN_TEST_PAUSE=start|setup   (tests/signals.sh)
+ *       The process stops for up to 60 s at that point of its life (start:
+ *       the top of main, before MPI; setup: the end of train's set-up,
+ *       before the first step), after printing "paused at POINT" on
+ *       stderr, so a test can send a signal exactly there.
+ *
  * tests/watchdog.sh kills and stops ranks from outside and needs no hook. */
 #ifndef ST_TEST_FAULTS_H
 #define ST_TEST_FAULTS_H
@@ -44,6 +50,9 @@ typedef enum {
 /* The CPU kernels backend asked for in *variant.  Returns 0, or prints one
  * error line and returns ST_EXIT_USAGE. */
 int st_fault_kernels_variant(st_fault_kernels *variant);
+
+/* Pause at `point` when SHARDTRAIN_TEST_PAUSE names it. */
+void st_fault_pause(const char *point);
 
 /* Whether model.init loading reports the bytes it read. */
 int st_fault_debug_io(void);

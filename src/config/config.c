@@ -22,6 +22,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 
 /* ---- typed access to the struct through the schema offsets -------------- */
 
@@ -372,18 +375,30 @@ static char *reader(char *str, int num, void *stream)
     loader *ld = stream;
     if (ld->err_line)
         return NULL;
-    ssize_t len = getline(&ld->buf, &ld->cap, ld->fp);
-    if (len < 0)
+    /* At most num - 1 bytes are read per line, so a file without newlines
+     * (/dev/zero, say) is refused at its first line rather than read into
+     * memory; byte by byte, so that a NUL byte is still seen. */
+    size_t len = 0, max = (size_t)num - 1;
+    int c = EOF;
+    while (len < max && (c = getc(ld->fp)) != EOF) {
+        str[len++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    if (len == 0)
         return NULL;
     ld->lineno++;
-    if (len > num - 1) {
-        fail(ld, ld->lineno, "line longer than %d bytes; hint: shorten the value, "
-             "for example with ${VAR}", num - 1);
-        return NULL;
+    if (len == max && str[len - 1] != '\n') {
+        int next = getc(ld->fp);
+        if (next != EOF) {
+            fail(ld, ld->lineno, "line longer than %d bytes; hint: shorten the value, "
+                 "for example with ${VAR}", num - 1);
+            return NULL;
+        }
     }
-    if (!check_raw_line(ld, ld->buf, (size_t)len))
+    str[len] = '\0';
+    if (!check_raw_line(ld, str, len))
         return NULL;
-    memcpy(str, ld->buf, (size_t)len + 1);
     return str;
 }
 
@@ -426,9 +441,24 @@ static int handler(void *user, const char *section, const char *name, const char
 static int read_file(st_config *cfg, const char *path)
 {
     loader ld = {.cfg = cfg, .file = path};
-    ld.fp = fopen(path, "r");
+    /* Without blocking, and only what can be read to its end: a FIFO, a
+     * socket or a directory named as the configuration is an error, not a
+     * hang (character devices such as /dev/null pass: the line bound above
+     * stops /dev/zero). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 &&
+        (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode) || S_ISDIR(sb.st_mode))) {
+        close(fd);
+        st_error_at(path, 0, "not a regular file (%s); hint: give the configuration file "
+                    "itself", S_ISDIR(sb.st_mode) ? "a directory" : "a pipe or socket");
+        return ST_EXIT_USAGE;
+    }
+    ld.fp = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!ld.fp) {
         st_error_at(path, 0, "cannot open: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return ST_EXIT_USAGE;
     }
     int rc = ini_parse_stream(reader, &ld, handler, &ld);

@@ -145,9 +145,6 @@ static int train_setup(train_run *r)
         rc = st_mkdir_p(cfg->log.dir);
     if ((rc = st_runtime_agree(rc)))
         return rc;
-    /* Before the first step so that a signal during start-up is not lost;
-     * it is acted on at the first step boundary. */
-    st_signals_install();
     if ((rc = st_ckpt_resume(&r->fsdp, cfg, r->rt, &r->start)))
         return rc;
     if (r->rank == 0)
@@ -165,6 +162,10 @@ static int train_setup(train_run *r)
     log_run_summary(r);
     r->t_start = st_runlog_now();
     r->grad_scale = (float)(1.0 / (double)(r->B * r->T * r->accum * r->dp));
+    st_fault_pause("setup");
+    /* Until here a signal ended the process at once (runtime/signals.h);
+     * from here the step boundary checkpoints and stops. */
+    st_signals_defer();
     return 0;
 }
 
