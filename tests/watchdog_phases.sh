@@ -20,7 +20,7 @@ T=4   # parallel.timeout_s and SHARDTRAIN_STARTUP_TIMEOUT_S of every case
 
 prepare_test_data
 write_base_ini "$TMP/base.ini" "data.val=$TMP/data/sh_val_*.bin"
-sets="-s train.micro_batch=4 -s train.steps=6 -s checkpoint.every=2 -s train.eval_every=3 \
+sets="-s train.micro_batch=1 -s train.global_batch=12 -s train.steps=6 -s checkpoint.every=2 -s train.eval_every=3 \
     -s parallel.timeout_s=$T"
 
 # fault_case NAME NP plain|recovery RANK POINT stop|kill

@@ -255,11 +255,16 @@ static int cmp_long(const void *a, const void *b)
  * waiting in the next collective. */
 static int mpi_identity(st_runtime *rt, const launcher_id *id)
 {
+    int rc;
     MPI_Comm shm;
-    if (st_mpi_failed(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank,
-                                       MPI_INFO_NULL, &shm), "MPI_Comm_split_type"))
+    st_watchdog_blocking_begin("MPI_Comm_split_type (the node groups)", 1);
+    rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL,
+                             &shm);
+    st_watchdog_blocking_end();
+    if (st_mpi_failed(rc, "MPI_Comm_split_type"))
         return ST_EXIT_FAILURE;
-    int leader = rt->rank, rc = ST_EXIT_FAILURE;
+    int leader = rt->rank;
+    rc = ST_EXIT_FAILURE;
     if (!st_mpi_failed(MPI_Comm_rank(shm, &rt->local_rank), "MPI_Comm_rank") &&
         !st_mpi_failed(MPI_Comm_size(shm, &rt->local_size), "MPI_Comm_size")) {
         /* Watched like every collective, so a rank that never starts

@@ -609,6 +609,29 @@ void st_watchdog_wait(MPI_Request *req, int id, uint64_t seq, const st_wd_op *op
     }
 }
 
+void st_watchdog_blocking_begin(const char *what, int world_fence)
+{
+    if (!wd.up)
+        return;
+    if (world_fence) {
+        st_wd_op op = {"barrier", what, -1, "world", wd.step};
+        uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+        MPI_Request r;
+        st_watchdog_finish(MPI_Ibarrier(MPI_COMM_WORLD, &r), &r, ST_WD_WORLD, seq, &op);
+    }
+    char where[32];
+    snprintf(where, sizeof where, "rank %d", wd.rank);
+    st_deadline_arm(wd.timeout, where, what, "a rank died or stalled inside it (see the "
+                    "other ranks' lines and the launcher's output); if it is only slow, raise "
+                    "parallel.timeout_s");
+}
+
+void st_watchdog_blocking_end(void)
+{
+    if (wd.up)
+        st_deadline_disarm();
+}
+
 void st_watchdog_finish(int mpi_rc, MPI_Request *req, int id, uint64_t seq,
                         const st_wd_op *op)
 {

@@ -69,6 +69,16 @@ void st_watchdog_wait(MPI_Request *req, int id, uint64_t seq, const st_wd_op *op
 void st_watchdog_finish(int mpi_rc, MPI_Request *req, int id, uint64_t seq,
                         const st_wd_op *op);
 
+/* Brackets an MPI call that blocks and cannot be polled (communicator
+ * creation: MPI_Comm_split, MPI_Comm_dup).  With world_fence, every rank of
+ * MPI_COMM_WORLD calls it at the same point: a watched barrier first, so
+ * a rank that is already gone is named as usual.  Then the process
+ * deadline (deadline.h) bounds the call by parallel.timeout_s; it ends
+ * this rank with ST_EXIT_TIMEOUT and a line naming `what`, but cannot
+ * name the missing rank. */
+void st_watchdog_blocking_begin(const char *what, int world_fence);
+void st_watchdog_blocking_end(void);
+
 /* Reports that the collective could not even start (MPI error mpi_rc) and
  * ends the process the same way. */
 void st_watchdog_fail(int id, uint64_t seq, const st_wd_op *op, int mpi_rc)
