@@ -23,6 +23,7 @@ static unsigned long generation;
 typedef struct {
     unsigned long gen;
     struct timespec end;
+    void (*last_resort)(void);
     char line[768];
 } armed;
 
@@ -36,6 +37,8 @@ static void *expire(void *arg)
     const int fire = generation == a->gen;
     pthread_mutex_unlock(&lock);
     if (fire) {
+        if (a->last_resort)
+            a->last_resort();
         size_t n = strlen(a->line);
         ssize_t k = write(STDERR_FILENO, a->line, n);
         (void)k;  /* nothing better to do: the status still says it */
@@ -45,11 +48,13 @@ static void *expire(void *arg)
     return NULL;
 }
 
-int st_deadline_arm(double seconds, const char *where, const char *what, const char *hint)
+int st_deadline_arm(double seconds, const char *where, const char *what, const char *hint,
+                    void (*last_resort)(void))
 {
     armed *a = malloc(sizeof *a);
     if (!a)
         return -1;
+    a->last_resort = last_resort;
     snprintf(a->line, sizeof a->line, "shardtrain: error: %s: %s did not complete within "
              "%g s; hint: %s\n", where, what, seconds, hint);
     /* pthread_cond_timedwait measures CLOCK_REALTIME by default. */

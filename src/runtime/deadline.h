@@ -14,9 +14,12 @@
 /* Starts the timer: after `seconds`, unless st_deadline_disarm ran first,
  * prints "shardtrain: error: <where>: <what> did not complete within N s;
  * hint: <hint>" and the process exits with ST_EXIT_TIMEOUT.  One deadline
- * at a time; arming again replaces the previous one.  Returns 0, or -1
- * when no thread could be started (the phase is then unbounded). */
-int st_deadline_arm(double seconds, const char *where, const char *what, const char *hint);
+ * at a time; arming again replaces the previous one.  last_resort, when
+ * not NULL, runs on the timer's thread just before the exit (no MPI call
+ * there).  Returns 0, or -1 when no thread could be started (the phase is
+ * then unbounded). */
+int st_deadline_arm(double seconds, const char *where, const char *what, const char *hint,
+                    void (*last_resort)(void));
 void st_deadline_disarm(void);
 
 /* The bound on start-up until the configuration is read:

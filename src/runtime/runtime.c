@@ -355,10 +355,15 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
     const double startup_s = st_deadline_startup_s();
     if (startup_s < 0)
         return ST_EXIT_USAGE;
-    st_deadline_arm(startup_s, "start-up", "MPI start-up (the launcher hand-shake and "
+    char where[48] = "start-up";
+    const char *r_env = getenv("OMPI_COMM_WORLD_RANK");
+    r_env = r_env ? r_env : getenv("SLURM_PROCID");
+    if (r_env && strlen(r_env) < 12)
+        snprintf(where, sizeof where, "rank %s", r_env);
+    st_deadline_arm(startup_s, where, "MPI start-up (the launcher hand-shake and "
                     "MPI_Init)", "a rank died or stalled while starting (see the launcher's "
                     "output), or the launcher is unreachable; if start-up is only slow, raise "
-                    "SHARDTRAIN_STARTUP_TIMEOUT_S");
+                    "SHARDTRAIN_STARTUP_TIMEOUT_S", NULL);
     st_watchdog_set_timeout(startup_s);
 
     launcher_id id;

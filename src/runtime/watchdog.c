@@ -555,19 +555,23 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
     if (wd.up) {
         /* The others began their exchanges within a poll of our query;
          * two grace periods cover theirs.  The rank that aborts waits for
-         * the reports too, up to half a timeout, which keeps the whole job
+         * the reports too, up to 0.4 of a timeout, and MPI_Abort gets
+         * at most a quarter of one (or two grace periods), which keeps the whole job
          * within two timeouts of the stall. */
         announce_report();
         collect_reports();
         const int aborter = wd.world > 1 && wd.lowest_alive == wd.rank;
         const double g2 = 2.0 * grace_s();
-        linger(g2, aborter, aborter ? (g2 > 0.5 * wd.timeout ? g2 : 0.5 * wd.timeout) : g2);
+        linger(g2, aborter, aborter ? (g2 > 0.4 * wd.timeout ? g2 : 0.4 * wd.timeout) : g2);
         if (aborter) {
-            stop_silent_ranks();
             /* MPI_Abort asks the launcher, which may itself be waiting on
-             * the lost rank: it gets one grace period to end us. */
-            st_deadline_arm(2.0 * grace_s(), where, "MPI_Abort", "the launcher did not end "
-                            "the job; look for ranks left running");
+             * the lost rank (or not kill a stopped one): past a quarter of
+             * a timeout, the ranks of this node that did not answer are
+             * killed here and this rank exits by itself. */
+            const double q = 0.25 * wd.timeout;
+            st_deadline_arm(q > 2.0 * grace_s() ? q : 2.0 * grace_s(), where, "MPI_Abort",
+                            "the launcher did not end the job; the ranks of this node that "
+                            "did not answer were killed", stop_silent_ranks);
             MPI_Abort(MPI_COMM_WORLD, ST_EXIT_TIMEOUT);
         }
     }
@@ -623,7 +627,7 @@ void st_watchdog_blocking_begin(const char *what, int world_fence)
     snprintf(where, sizeof where, "rank %d", wd.rank);
     st_deadline_arm(wd.timeout, where, what, "a rank died or stalled inside it (see the "
                     "other ranks' lines and the launcher's output); if it is only slow, raise "
-                    "parallel.timeout_s");
+                    "parallel.timeout_s", NULL);
 }
 
 void st_watchdog_blocking_end(void)
