@@ -26,13 +26,16 @@ sets="-s train.micro_batch=1 -s train.global_batch=12 -s train.steps=6 -s checkp
 # fault_case NAME NP plain|recovery RANK POINT stop|kill
 fault_case() {
     name=$1 np=$2 launch=$3 victim=$4 point=$5 action=$6
-    rec=
-    [ "$launch" = recovery ] && rec=--enable-recovery
+    # Under plain mpirun the ranks run bare: a wrapper's own exit would
+    # be the status mpirun reports.
+    if [ "$launch" = recovery ]; then
+        set -- --enable-recovery -x SHARDTRAIN_TEST_FAULT -x SHARDTRAIN_STARTUP_TIMEOUT_S \
+            -np "$np" sh -c '"$0" "$@"; echo $? >"'"$TMP"'/'"$name"'.status.$OMPI_COMM_WORLD_RANK"'
+    else
+        set -- -x SHARDTRAIN_TEST_FAULT -x SHARDTRAIN_STARTUP_TIMEOUT_S -np "$np"
+    fi
     SHARDTRAIN_TEST_FAULT=$victim:$point:$action SHARDTRAIN_STARTUP_TIMEOUT_S=$T \
-        timeout -k 10 90 mpirun --oversubscribe $rec -x SHARDTRAIN_TEST_FAULT \
-        -x SHARDTRAIN_STARTUP_TIMEOUT_S -np "$np" \
-        sh -c '"$0" "$@"; echo $? >"'"$TMP"'/'"$name"'.status.$OMPI_COMM_WORLD_RANK"' \
-        "$SHARDTRAIN" train $sets -s log.dir="$TMP/$name/logs" \
+        timeout -k 10 90 mpirun --oversubscribe "$@" "$SHARDTRAIN" train $sets -s log.dir="$TMP/$name/logs" \
         -s checkpoint.dir="$TMP/$name/ckpt" "$TMP/base.ini" >"$TMP/$name.out" 2>"$TMP/$name.err"
     st=$?
     check "$name: not stopped by the hang guard ($st)" test "$st" -ne 124 -a "$st" -ne 137

@@ -540,6 +540,17 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
     int missing = exchange(id, seq, list, sizeof list, behind, sizeof behind);
     char where[32], also[600] = "";
     snprintf(where, sizeof where, "rank %d", wd.rank);
+    if (why == WHY_PEER && asker >= 0 && asker < wd.world && wd.silent[asker]) {
+        /* The rank that asked was alive to ask and is silent now: it gave
+         * up and left, so this rank is the one that was away (stopped, or
+         * busy past the grace period).  Its view of the others is stale;
+         * it blames nobody and leaves the abort to them. */
+        st_error(where, "%s %s, and the other ranks had already ended; this rank was "
+                 "stopped or too slow to answer; hint: see the other ranks' lines", what,
+                 reason);
+        fflush(stderr);
+        _exit(ST_EXIT_TIMEOUT);
+    }
     if (behind[0])
         snprintf(also, sizeof also, "; alive but held up elsewhere: %s", behind);
     st_error(where, "%s %s; ranks that did not arrive: %s%s; hint: %s", what, reason,
