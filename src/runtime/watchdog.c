@@ -15,7 +15,9 @@
  *     answers for a grace period.  Every rank answers from inside any
  *     wait, where it polls anyway, with one pre-posted receive.  A member
  *     that is silent (dead, stopped) or whose count is below the sequence
- *     number of the collective did not arrive.
+ *     number of the collective did not arrive; only the silent ones are
+ *     named as failed.  A rank that finds the asker itself silent was
+ *     away (stopped, then woken by the launcher) and blames nobody.
  *  2. Contagion.  A query means its sender is about to stop the job, so a
  *     rank that receives one while waiting gives up at once and goes
  *     through its own exchange: every blocked survivor reports, within a
@@ -24,9 +26,10 @@
  *  3. Exit.  Each rank, once its line is printed, tells the ranks below it
  *     that it has reported (TAG_DONE) and lingers, answering queries.  The
  *     lowest rank known to be alive waits until every rank it knows to be
- *     alive has reported (bounded by half a timeout), then calls
+ *     alive has reported (bounded by 0.4 of a timeout), then calls
  *     MPI_Abort, which makes the launcher kill what is left, stalled ranks
- *     included; the others _exit.  Both give ST_EXIT_TIMEOUT.  Waiting for
+ *     included; the others _exit.  Should MPI_Abort not end it, a
+ *     deadline kills the silent ranks of its node and exits.  Both give ST_EXIT_TIMEOUT.  Waiting for
  *     the reports matters on a loaded machine: an abort after a fixed
  *     linger killed a slow survivor before it had printed, and the
  *     launcher's SIGCONT woke a stopped rank in time to answer a late

@@ -3,12 +3,15 @@
  * A rank that dies or stalls (killed, SIGSTOPped, a hung device) leaves the
  * others blocked in their next collective for ever; with Slurm's default
  * (KillOnBadExit=0) or mpirun --enable-recovery nothing tears the job down
- * until its time limit.  Every wait of the mpi communication backend and of
- * the world collectives of start-up goes through st_watchdog_wait instead,
+ * until its time limit.  Every wait of the mpi communication backend, of
+ * the world collectives of start-up, of the status agreements and of the
+ * checkpoint gather goes through st_watchdog_wait instead,
  * which polls with the deadline parallel.timeout_s.  On expiry (or an MPI
  * error) each surviving rank prints one line naming the collective, the
- * step and the ranks that did not arrive, then the job stops with exit
- * status ST_EXIT_TIMEOUT.
+ * step and the ranks that did not answer (only those: a rank that answers
+ * is alive, even if it is blocked elsewhere), then the job stops with exit
+ * status ST_EXIT_TIMEOUT.  Blocking MPI calls that cannot be polled
+ * (communicator creation) are fenced and bounded by deadline.h.
  *
  * Only the mpi backend and this file know about MPI; the engine describes
  * an operation in words (st_wd_op, filled by comm_mpi.c from comm.h's
