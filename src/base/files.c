@@ -13,6 +13,10 @@
 int st_mkdir_p(const char *path)
 {
     char buf[4096];
+    if (!*path) {
+        st_error(NULL, "cannot create a directory with an empty name");
+        return ST_EXIT_FAILURE;
+    }
     if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf) {
         st_error(path, "path too long");
         return ST_EXIT_FAILURE;
@@ -119,4 +123,63 @@ int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,
     /* Make the rename itself durable: a crash could otherwise lose a file
      * the user was told exists. */
     return st_fsync_parent(path) != 0 ? ST_ATOMIC_SYNC_DIR : ST_ATOMIC_DONE;
+}
+
+int st_open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
+FILE *st_fopen_regular(const char *path)
+{
+    int fd = st_open_regular(path);
+    FILE *fp = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!fp && fd >= 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+    }
+    return fp;
+}
+
+int st_dir_writable(const char *dir)
+{
+    char buf[4096];
+    if (!*dir || (size_t)snprintf(buf, sizeof buf, "%s", dir) >= sizeof buf)
+        return ENAMETOOLONG;
+    for (char *p = buf + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return errno;
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return errno;
+    if (!S_ISDIR(sb.st_mode))
+        return ENOTDIR;
+    /* Writing a file is the only test that sees read-only mounts, ACLs
+     * and quotas alike. */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.shardtrain-probe.%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    unlink(probe);
+    return 0;
 }

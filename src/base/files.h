@@ -5,11 +5,24 @@
 #ifndef ST_FILES_H
 #define ST_FILES_H
 
+#include <stdio.h>
+
 #include <stddef.h>
 
 /* mkdir -p.  Returns 0, or prints an error naming the path and returns
  * ST_EXIT_FAILURE. */
 int st_mkdir_p(const char *path);
+
+/* Make dir (mkdir -p) and check that a file can be created in it, quietly:
+ * 0, or the errno that says why not, for the caller's message. */
+int st_dir_writable(const char *dir);
+
+/* Open path for reading without blocking and only if it is a regular file
+ * (a FIFO in its place would otherwise hang the open).  Returns the
+ * descriptor, or -1 with errno (EINVAL: not a regular file). */
+int st_open_regular(const char *path);
+/* st_open_regular as a stdio stream ("rb"), or NULL with errno. */
+FILE *st_fopen_regular(const char *path);
 
 /* write(2) all n bytes, retrying when interrupted.  0, or -1 with errno
  * set. */

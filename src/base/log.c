@@ -55,18 +55,28 @@ void st_log_unhold(void)
 static void vreport(const char *kind, const char *file, int line,
                     const char *fmt, va_list ap)
 {
-    /* Build the line first and write it with one call so that lines from
-     * several ranks sharing a terminal do not interleave mid-line. */
-    char buf[2048];
-    int n = snprintf(buf, sizeof buf, "shardtrain: %s: ", kind);
+    /* Built whole, however long (a path can be thousands of bytes and the
+     * hint comes last, so a fixed buffer would cut exactly the hint), then
+     * written with one call so that lines from several ranks sharing a
+     * terminal do not interleave mid-line. */
+    char *msg = NULL, *buf = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    const char *m = msg ? msg : "(out of memory formatting this message)";
+    int n;
     if (file && line > 0)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s:%d: ", file, line);
+        n = asprintf(&buf, "shardtrain: %s: %s:%d: %s", kind, file, line, m);
     else if (file)
-        n += snprintf(buf + n, sizeof buf - (size_t)n, "%s: ", file);
-    if (n < (int)sizeof buf)
-        vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+        n = asprintf(&buf, "shardtrain: %s: %s: %s", kind, file, m);
+    else
+        n = asprintf(&buf, "shardtrain: %s: %s", kind, m);
+    free(msg);
+    if (n < 0) {
+        fprintf(stderr, "shardtrain: %s: (out of memory formatting a message)\n", kind);
+        return;
+    }
     if (held.on && !strcmp(kind, "error")) {
-        size_t len = strlen(buf);
+        size_t len = (size_t)n;
         if (held.len + len + 1 < sizeof held.text) {
             memcpy(held.text + held.len, buf, len);
             held.text[held.len + len] = '\n';
@@ -74,9 +84,11 @@ static void vreport(const char *kind, const char *file, int line,
         } else {
             held.dropped++;
         }
+        free(buf);
         return;
     }
     fprintf(stderr, "%s\n", buf);
+    free(buf);
 }
 
 void st_error(const char *where, const char *fmt, ...)

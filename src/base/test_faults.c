@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_POISONED 64
@@ -113,4 +114,17 @@ void st_fault_at(const char *point, long rank)
     fflush(stdout);
     fflush(stderr);
     raise(strcmp(action, "stop") ? SIGKILL : SIGSTOP);
+}
+
+void st_fault_pause(const char *point)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_PAUSE");
+    if (!s || strcmp(s, point) != 0)
+        return;
+    fprintf(stderr, "shardtrain: test: paused at %s\n", point);
+    fflush(stderr);
+    /* sleep() returns early when a signal's handler returns; count down
+     * to the deadline, not the calls. */
+    for (time_t end = time(NULL) + 60; time(NULL) < end;)
+        sleep(1);
 }

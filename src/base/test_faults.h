@@ -30,6 +30,12 @@
  *       ckpt_publish (before rank 0 publishes the manifest), final (before
  *       the final weights are gathered).  Malformed: exit status 2.
  *
+ *   SHARDTRAIN_TEST_PAUSE=start|setup   (tests/signals.sh)
+ *       The process stops for up to 60 s at that point of its life (start:
+ *       the top of main, before MPI; setup: the end of train's set-up,
+ *       before the first step), after printing "paused at POINT" on
+ *       stderr, so a test can send a signal exactly there.
+ *
  * tests/watchdog.sh kills and stops ranks from outside and needs no hook. */
 #ifndef ST_TEST_FAULTS_H
 #define ST_TEST_FAULTS_H
@@ -58,6 +64,9 @@ int st_fault_kernels_variant(st_fault_kernels *variant);
 /* The fault point `point` (a name from the list above) is reached by
  * `rank`: stops or kills this process when SHARDTRAIN_TEST_FAULT says so. */
 void st_fault_at(const char *point, long rank);
+
+/* Pause at `point` when SHARDTRAIN_TEST_PAUSE names it. */
+void st_fault_pause(const char *point);
 
 /* Whether model.init loading reports the bytes it read. */
 int st_fault_debug_io(void);

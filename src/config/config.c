@@ -9,6 +9,7 @@
  * is recorded with its line and printed once, as the first problem found. */
 #include "config/config.h"
 #include "config/limits.h"
+#include "config/expand.h"
 
 #include "base/log.h"
 #include "config/origin.h"
@@ -22,6 +23,9 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 
 /* ---- typed access to the struct through the schema offsets -------------- */
 
@@ -41,87 +45,6 @@ static bool is_explicit(const st_config *cfg, const char *sec, const char *key)
 }
 
 /* ---- value conversion ------------------------------------------------------ */
-
-/* Expand ${VAR} and ${VAR:-default}.  Returns a malloc'd string, or NULL
- * with a message in err. */
-static char *expand_env(const char *in, char *err, size_t errn)
-{
-    size_t cap = strlen(in) + 64, len = 0;
-    char *out = malloc(cap);
-    if (!out) {
-        snprintf(err, errn, "out of memory");
-        return NULL;
-    }
-    for (const char *p = in; *p;) {
-        const char *piece = p;
-        size_t plen = 1;
-        char *val_copy = NULL;
-        if (p[0] == '$' && p[1] == '{') {
-            const char *close = strchr(p + 2, '}');
-            if (!close) {
-                snprintf(err, errn, "unterminated '${' in value; hint: close it with '}'");
-                free(out);
-                return NULL;
-            }
-            const char *name = p + 2, *def = NULL;
-            size_t nlen = (size_t)(close - name);
-            const char *colon = memchr(name, ':', nlen);
-            if (colon) {
-                if (colon[1] != '-') {
-                    snprintf(err, errn, "unsupported '${%.*s}'; hint: write ${VAR} or ${VAR:-default}",
-                             (int)nlen, name);
-                    free(out);
-                    return NULL;
-                }
-                def = colon + 2;
-                nlen = (size_t)(colon - name);
-            }
-            bool good = nlen > 0 && (isalpha((unsigned char)name[0]) || name[0] == '_');
-            for (size_t i = 0; good && i < nlen; i++)
-                good = isalnum((unsigned char)name[i]) || name[i] == '_';
-            if (!good) {
-                snprintf(err, errn, "invalid environment variable name '%.*s' in '${'; "
-                         "hint: use letters, digits and '_'", (int)nlen, name);
-                free(out);
-                return NULL;
-            }
-            char vname[128];
-            snprintf(vname, sizeof vname, "%.*s", (int)nlen, name);
-            const char *v = getenv(vname);
-            if (def && (!v || !*v)) {
-                val_copy = strndup(def, (size_t)(close - def));
-                v = val_copy;
-            }
-            if (!v) {
-                snprintf(err, errn, "undefined environment variable '%s'; "
-                         "hint: set it or write ${%s:-default}", vname, vname);
-                free(out);
-                return NULL;
-            }
-            piece = v;
-            plen = strlen(v);
-            p = close + 1;
-        } else {
-            p++;
-        }
-        if (len + plen + 1 > cap) {
-            cap = (len + plen + 1) * 2;
-            char *n = realloc(out, cap);
-            if (!n) {
-                free(out);
-                free(val_copy);
-                snprintf(err, errn, "out of memory");
-                return NULL;
-            }
-            out = n;
-        }
-        memcpy(out + len, piece, plen);
-        len += plen;
-        free(val_copy);
-    }
-    out[len] = '\0';
-    return out;
-}
 
 static bool in_range(const st_key *k, double v)
 {
@@ -231,7 +154,7 @@ static int set_key(st_config *cfg, int idx, const char *raw, int src, int line,
                    char *err, size_t errn)
 {
     char sub[768];
-    char *text = expand_env(raw, sub, sizeof sub);
+    char *text = st_config_expand_env(raw, sub, sizeof sub);
     if (!text) {
         snprintf(err, errn, "%s.%s: %s", st_schema[idx].section, st_schema[idx].key, sub);
         return -1;
@@ -348,7 +271,8 @@ static bool check_raw_line(loader *ld, const char *line, size_t len)
         }
         char name[128];
         snprintf(name, sizeof name, "%.*s", (int)(end - s - 1), s + 1);
-        if (!known_section(name)) {
+        /* A name past the buffer is no known section; said as such. */
+        if ((size_t)(end - s - 1) >= sizeof name || !known_section(name)) {
             char msg[512];
             snprintf(msg, sizeof msg, "unknown section [%s]", name);
             suggest(msg, sizeof msg, name, NULL);
@@ -372,18 +296,30 @@ static char *reader(char *str, int num, void *stream)
     loader *ld = stream;
     if (ld->err_line)
         return NULL;
-    ssize_t len = getline(&ld->buf, &ld->cap, ld->fp);
-    if (len < 0)
+    /* At most num - 1 bytes are read per line, so a file without newlines
+     * (/dev/zero, say) is refused at its first line rather than read into
+     * memory; byte by byte, so that a NUL byte is still seen. */
+    size_t len = 0, max = (size_t)num - 1;
+    int c = EOF;
+    while (len < max && (c = getc(ld->fp)) != EOF) {
+        str[len++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    if (len == 0)
         return NULL;
     ld->lineno++;
-    if (len > num - 1) {
-        fail(ld, ld->lineno, "line longer than %d bytes; hint: shorten the value, "
-             "for example with ${VAR}", num - 1);
-        return NULL;
+    if (len == max && str[len - 1] != '\n') {
+        int next = getc(ld->fp);
+        if (next != EOF) {
+            fail(ld, ld->lineno, "line longer than %d bytes; hint: shorten the value, "
+                 "for example with ${VAR}", num - 1);
+            return NULL;
+        }
     }
-    if (!check_raw_line(ld, ld->buf, (size_t)len))
+    str[len] = '\0';
+    if (!check_raw_line(ld, str, len))
         return NULL;
-    memcpy(str, ld->buf, (size_t)len + 1);
     return str;
 }
 
@@ -426,9 +362,24 @@ static int handler(void *user, const char *section, const char *name, const char
 static int read_file(st_config *cfg, const char *path)
 {
     loader ld = {.cfg = cfg, .file = path};
-    ld.fp = fopen(path, "r");
+    /* Without blocking, and only what can be read to its end: a FIFO, a
+     * socket or a directory named as the configuration is an error, not a
+     * hang (character devices such as /dev/null pass: the line bound above
+     * stops /dev/zero). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 &&
+        (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode) || S_ISDIR(sb.st_mode))) {
+        close(fd);
+        st_error_at(path, 0, "not a regular file (%s); hint: give the configuration file "
+                    "itself", S_ISDIR(sb.st_mode) ? "a directory" : "a pipe or socket");
+        return ST_EXIT_USAGE;
+    }
+    ld.fp = fd >= 0 ? fdopen(fd, "r") : NULL;
     if (!ld.fp) {
         st_error_at(path, 0, "cannot open: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return ST_EXIT_USAGE;
     }
     int rc = ini_parse_stream(reader, &ld, handler, &ld);

@@ -27,6 +27,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,8 @@ enum {
 };
 
 /* The format is little-endian whatever the host; decode bytes explicitly. */
+static void install_bus_guard(void);
+
 static uint32_t load_le32(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -91,7 +95,9 @@ static int cmp_str(const void *a, const void *b)
 static int map_token_file(st_token_file *f, off_t *size)
 {
     const char *path = f->path;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO the glob matches must not hang the open; it is
+     * refused as not a regular file below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         st_error(path, "cannot open: %s; check the data.train/data.val glob",
                  strerror(errno));
@@ -261,6 +267,7 @@ int st_dataset_open(st_dataset *ds, const char *glob_pattern, int64_t seq_len,
                     (long long)vocab_size);
         return ST_EXIT_USAGE;
     }
+    install_bus_guard();
     /* Zeroed so globfree is safe whatever glob returns. */
     glob_t g = {0};
     int rc = find_token_files(&g, glob_pattern, cfg_file, cfg_line);
@@ -327,11 +334,47 @@ void st_dataset_close(st_dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
+/* A token file truncated while it is mapped makes a read past its new end
+ * raise SIGBUS.  copy_window reads under a guard that turns that into one
+ * error line naming the file, never a crash with a backtrace; st_fatal,
+ * because a window read, mid-step, has no error path to return through.
+ * SIGBUS is delivered to the thread that faulted, so the jump buffer is
+ * per thread. */
+static _Thread_local sigjmp_buf bus_jump;
+static _Thread_local volatile sig_atomic_t bus_armed;
+
+static void on_sigbus(int sig)
+{
+    if (bus_armed)
+        siglongjmp(bus_jump, 1);
+    /* Not ours: the default action, as if no handler were installed. */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_bus_guard(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 static void copy_window(const st_token_file *f, int64_t start, int64_t seq_len,
                         int32_t *out)
 {
+    if (sigsetjmp(bus_jump, 1)) {
+        bus_armed = 0;
+        st_fatal("%s: the token file shrank while this run was reading it (tokens %lld-%lld "
+                 "are no longer there); hint: never rewrite or truncate token files under a "
+                 "running job; rerun once the data is in place", f->path, (long long)start,
+                 (long long)(start + seq_len));
+    }
+    bus_armed = 1;
     for (int64_t k = 0; k <= seq_len; k++)
         out[k] = (int32_t)token_at(f, start + k);
+    bus_armed = 0;
 }
 
 void st_dataset_train_window(const st_dataset *ds, uint64_t seed, int64_t step,

@@ -8,10 +8,12 @@
  * A field that is absent is not checked, except where transformers has a
  * well-known default that changes the model (tie_word_embeddings,
  * num_key_value_heads, rope_theta, n_inner), which then applies. */
+#include "base/files.h"
 #include "io/hf_import.h"
 #include "io/safetensors_parse.h"
 #include "base/log.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -191,7 +193,15 @@ static int check_llama(const cfgfile *c, const st_model_config *mc)
 int st_hf_check_config(const char *path, const st_model_config *mc)
 {
     json_error_t je;
-    cfgfile c = {path, json_load_file(path, JSON_REJECT_DUPLICATES, &je)};
+    /* Through a regular-file check: a FIFO named config.json must not hang. */
+    FILE *fp = st_fopen_regular(path);
+    if (!fp) {
+        st_error(path, "cannot open: %s", errno == EINVAL ? "not a regular file"
+                                                          : strerror(errno));
+        return ST_EXIT_USAGE;
+    }
+    cfgfile c = {path, json_loadf(fp, JSON_REJECT_DUPLICATES, &je)};
+    fclose(fp);
     if (!c.root) {
         char why[160];
         st_error(path, "not valid JSON (line %d: %s); hint: config.json is transformers' "

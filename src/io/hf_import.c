@@ -18,6 +18,7 @@
  * export), a dtype other than F32, F16 or BF16, lm_head.weight in a tied
  * model. */
 #include "io/hf_import.h"
+#include "base/files.h"
 #include "base/dtype.h"
 #include "base/log.h"
 #include "base/test_faults.h"
@@ -180,9 +181,9 @@ static int plain_file_name(const char *s)
 static int open_index(source *s, const char *dir, st_hf_io *io)
 {
     const char *ip = s->index_path;
-    FILE *fp = fopen(ip, "rb");
+    FILE *fp = st_fopen_regular(ip);
     if (!fp) {
-        st_error(ip, "cannot open: %s", strerror(errno));
+        st_error(ip, "cannot open: %s", errno == EINVAL ? "not a regular file" : strerror(errno));
         return ST_EXIT_USAGE;
     }
     struct stat sb;

@@ -23,7 +23,8 @@ static int read_input(const char *path, unsigned char **data, int64_t *len)
 {
     *data = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK and regular files only: a FIFO is an error, not a hang. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         st_error(path, "cannot open input: %s; check the path", strerror(errno));
         return ST_EXIT_USAGE;
@@ -34,8 +35,9 @@ static int read_input(const char *path, unsigned char **data, int64_t *len)
         close(fd);
         return ST_EXIT_FAILURE;
     }
-    if (S_ISDIR(st.st_mode)) {
-        st_error(path, "input is a directory; give a text file");
+    if (!S_ISREG(st.st_mode)) {
+        st_error(path, "input is %s, not a regular file; give a text file",
+                 S_ISDIR(st.st_mode) ? "a directory" : "a pipe, socket or device");
         close(fd);
         return ST_EXIT_USAGE;
     }

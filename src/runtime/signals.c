@@ -1,12 +1,34 @@
-/* The preemption signal flag (see signals.h). */
+/* Preemption signals (see signals.h). */
 #include "runtime/signals.h"
+#include "base/log.h"
 
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t pending_signal;
+static volatile sig_atomic_t deferred;
 
-static void on_signal(int sig) { pending_signal = sig; }
+/* Only async-signal-safe calls: write(2) and _exit(2). */
+static void say_and_exit(int sig)
+{
+    static const char usr1[] = "shardtrain: warning: SIGUSR1 received before training "
+                               "started; exiting with status 3, no checkpoint written\n";
+    static const char term[] = "shardtrain: warning: SIGTERM received before training "
+                               "started; exiting with status 3, no checkpoint written\n";
+    const char *m = sig == SIGUSR1 ? usr1 : term;
+    const size_t n = sig == SIGUSR1 ? sizeof usr1 - 1 : sizeof term - 1;
+    ssize_t w = write(STDERR_FILENO, m, n);
+    (void)w;
+    _exit(ST_EXIT_PREEMPTED);
+}
+
+static void on_signal(int sig)
+{
+    if (!deferred)
+        say_and_exit(sig);
+    pending_signal = sig;
+}
 
 void st_signals_install(void)
 {
@@ -14,12 +36,15 @@ void st_signals_install(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    /* Restart interrupted system calls: MPI and file I/O in flight must not
-     * see EINTR because a flag was set. */
+    /* Restarted: in the deferred mode the handler only sets a flag, and
+     * MPI and file I/O in flight must not see EINTR for it; before, the
+     * handler never returns. */
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
+
+void st_signals_defer(void) { deferred = 1; }
 
 int st_signals_pending(void) { return pending_signal; }
 

@@ -1,13 +1,24 @@
-/* Preemption signals.  A scheduler announces the end of a job's time with
- * SIGUSR1 (Slurm's --signal) or SIGTERM; the handler only records which
- * one came, and the train loop acts on it at its next step boundary, where
- * every rank can agree to checkpoint and stop together. */
+/* Preemption signals, SIGUSR1 (Slurm's --signal) and SIGTERM, over the
+ * whole life of the process.  Handlers are installed at the first
+ * instruction of main, in one of two modes:
+ *
+ *  - before training: the handler ends the process at once, whatever it is
+ *    blocked in (an open, MPI start-up, loading a checkpoint), with one
+ *    line and ST_EXIT_PREEMPTED.  No step has run, so there is nothing to
+ *    checkpoint, and the previous checkpoint, if any, is left as it was.
+ *  - once the train loop runs (st_signals_defer): the handler only records
+ *    which signal came, and the loop acts on it at its next step boundary,
+ *    where every rank agrees to checkpoint and stop together.  Interrupted
+ *    system calls are restarted there, so MPI and file I/O in flight never
+ *    see EINTR because a flag was set. */
 #ifndef ST_SIGNALS_H
 #define ST_SIGNALS_H
 
-/* SIGUSR1 and SIGTERM only set a flag (the handler does nothing else). */
+/* Install the handlers, in the end-at-once mode.  First thing in main. */
 void st_signals_install(void);
-/* The signal number caught since st_signals_install, or 0. */
+/* From now on a signal is recorded and acted on at a step boundary. */
+void st_signals_defer(void);
+/* The signal number recorded since st_signals_defer, or 0. */
 int st_signals_pending(void);
 /* "SIGUSR1", "SIGTERM", or "a signal" for any other number. */
 const char *st_signal_name(int sig);

@@ -130,6 +130,24 @@ static void log_run_summary(const train_run *r)
             (long long)r->B, (long long)cfg->train.steps);
 }
 
+/* The output directories are made and written to before any work, so an
+ * unwritable one is one error at its configuration line, not a failure at
+ * the first checkpoint after hours of training. */
+static int check_output_dirs(const st_config *cfg)
+{
+    const struct { const char *sec, *key, *dir; } d[2] = {
+        {"log", "dir", cfg->log.dir}, {"checkpoint", "dir", cfg->checkpoint.dir}};
+    for (int i = 0; i < 2; i++) {
+        int err = st_dir_writable(d[i].dir);
+        if (err)
+            return st_config_error(cfg, d[i].sec, d[i].key,
+                                   "%s.%s = %s: cannot create or write to this directory: "
+                                   "%s; hint: point it at a directory you can write",
+                                   d[i].sec, d[i].key, d[i].dir, strerror(err));
+    }
+    return 0;
+}
+
 /* After st_groups_create: data, model, engine, run log, signals and
  * the resumed state.  Every rank returns the same status. */
 static int train_setup(train_run *r)
@@ -139,15 +157,10 @@ static int train_setup(train_run *r)
     r->data_open = rc == 0;
     rc = rc ? rc : st_model_init(&r->model, &cfg->model);
     rc = rc ? rc : st_engine_open(&r->fsdp, &r->model, cfg, &r->groups, r->kernels);
-    /* The log directory is made before any work, so that an unwritable
-     * one is found at once. */
     if (!rc && r->rank == 0)
-        rc = st_mkdir_p(cfg->log.dir);
+        rc = check_output_dirs(cfg);
     if ((rc = st_runtime_agree(rc)))
         return rc;
-    /* Before the first step so that a signal during start-up is not lost;
-     * it is acted on at the first step boundary. */
-    st_signals_install();
     if ((rc = st_ckpt_resume(&r->fsdp, cfg, r->rt, &r->start)))
         return rc;
     if (r->rank == 0)
@@ -165,6 +178,10 @@ static int train_setup(train_run *r)
     log_run_summary(r);
     r->t_start = st_runlog_now();
     r->grad_scale = (float)(1.0 / (double)(r->B * r->T * r->accum * r->dp));
+    st_fault_pause("setup");
+    /* Until here a signal ended the process at once (runtime/signals.h);
+     * from here the step boundary checkpoints and stops. */
+    st_signals_defer();
     return 0;
 }
 

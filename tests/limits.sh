@@ -1,0 +1,59 @@
+#!/bin/sh
+# Limits that used to truncate silently (issue 17, class 6): every limit is
+# enforced before use with one clear error line and exit status 2, and
+# nothing is cut: a ${VAR} name longer than 127 bytes, a path key longer
+# than 3072 bytes (a 4,084-byte log.dir once wrote to "metrics.js"), an
+# error line longer than 2,048 bytes keeps its hint, an empty
+# checkpoint.dir or log.dir names its line, and an output directory that
+# cannot be written is found at start, before any training step.
+. "$top_srcdir/tests/lib.sh"
+export OMP_NUM_THREADS=1
+
+prepare_test_data
+write_base_ini "$TMP/base.ini" log.dir="$TMP/logs" checkpoint.dir="$TMP/ckpt"
+
+# refused NAME PATTERN COMMAND...: exit 2, one error line matching PATTERN
+refused() {
+    name=$1 pat=$2 err=$TMP/refused$tap_n.err
+    shift 2
+    ranks 1 60 "$@" >"$TMP/refused.out" 2>"$err"
+    st=$?
+    if [ "$st" -eq 2 ] && [ "$(grep -c '^shardtrain: error:' "$err")" -eq 1 ] &&
+        grep '^shardtrain: error:' "$err" | grep -q -- "$pat"; then
+        ok "$name"
+    else
+        not_ok "$name (exit $st)"; diag "$(cut -c1-300 "$err")"
+    fi
+}
+
+long_var=$(printf 'V%.0s' $(seq 1 200))
+refused "a \${VAR} name of 200 bytes is refused, not cut" \
+    "command line:3: log.dir: environment variable name 'VVVV.*is 200 bytes, longer than 127" \
+    "$SHARDTRAIN" check -s "log.dir=\${$long_var:-x}" /dev/null
+
+long_dir=$TMP/$(printf 'd%.0s' $(seq 1 4084))
+refused "a 4,084-byte log.dir is refused naming the key" \
+    "log.dir is [0-9]* bytes long, over the 3072 this build accepts for a path; hint:" \
+    "$SHARDTRAIN" train -s "log.dir=$long_dir" "$TMP/base.ini"
+check "... and nothing was written under a cut name" test ! -e "$TMP/dddd"
+
+# An error line over 2,048 bytes: a data glob of 3,000 bytes that matches
+# nothing; the line must end with its hint, after the glob.
+long_glob=$TMP/$(printf 'g%.0s' $(seq 1 3000))_*.bin
+ranks 1 60 "$SHARDTRAIN" train -s "data.train=$long_glob" "$TMP/base.ini" >/dev/null 2>"$TMP/glob.err"
+st=$?
+len=$(grep '^shardtrain: error:' "$TMP/glob.err" | head -n 1 | wc -c)
+check "an error line of $len bytes (> 2048) is whole, hint included (exit $st)" \
+    sh -c "test $st -eq 2 && test $len -gt 2048 && grep '^shardtrain: error:' '$TMP/glob.err' | grep -q '_\\*\\.bin.; check the path (relative paths are relative to the working directory)\$'"
+
+printf '[model]\npreset = tiny\n[checkpoint]\ndir =\n' >"$TMP/emptyck.ini"
+refused "an empty checkpoint.dir names its line" "emptyck.ini:4: checkpoint.dir is empty; hint:" \
+    "$SHARDTRAIN" check "$TMP/emptyck.ini"
+
+# A checkpoint.dir under a regular file cannot be made: found at start,
+# before any step (no metrics line), naming the key.
+: >"$TMP/afile"
+refused "an unwritable checkpoint.dir is found at start" \
+    "checkpoint.dir = $TMP/afile/ck: cannot create or write to this directory" \
+    "$SHARDTRAIN" train -s checkpoint.dir="$TMP/afile/ck" "$TMP/base.ini"
+check "... before any training step" test ! -s "$TMP/logs/metrics.jsonl"

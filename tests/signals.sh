@@ -1,0 +1,55 @@
+#!/bin/sh
+# Signals across the whole life of the process (issue 17, class 5):
+# SIGUSR1 or SIGTERM before the train loop runs (at the top of main,
+# before MPI; at the end of set-up) ends the process at once with exit
+# status 3, one warning and no checkpoint, alone and on 2 ranks under
+# mpirun; once the loop runs, the same signal checkpoints at the step
+# boundary (tests/checkpoint.sh covers that path).  SHARDTRAIN_TEST_PAUSE
+# (base/test_faults.h) holds the process at a named point so the signal
+# lands exactly there.
+. "$top_srcdir/tests/lib.sh"
+require command -v mpirun
+export OMP_NUM_THREADS=1
+
+prepare_test_data
+write_base_ini "$TMP/base.ini" log.dir="$TMP/logs" checkpoint.dir="$TMP/ckpt" \
+    train.steps=20 checkpoint.every=1
+cp "$TMP/base.ini" "$TMP/sigmark.ini"
+
+# paused NAME NP POINT SIGNAL: run train paused at POINT, send SIGNAL to
+# every rank once each has printed that it paused; status in NAME.rc.
+paused() {
+    name=$1 np=$2 point=$3 sig=$4
+    rm -rf "$TMP/ckpt" "$TMP/logs"
+    ( SHARDTRAIN_TEST_PAUSE=$point ranks "$np" 60 "$SHARDTRAIN" train "$TMP/sigmark.ini" \
+          >"$TMP/$name.out" 2>"$TMP/$name.err"
+      echo $? >"$TMP/$name.rc" ) &
+    i=0
+    until [ "$(grep -c "paused at $point" "$TMP/$name.err" 2>/dev/null)" -ge "$np" ]; do
+        i=$((i + 1)); [ $i -gt 600 ] && { diag "$name: never paused"; break; }; sleep 0.1
+    done
+    pkill "-$sig" -f "^$SHARDTRAIN train .*sigmark\.ini" || diag "$name: pkill found no rank"
+    wait
+}
+
+# ended NAME NP SIG: exit 3, one warning per rank, no checkpoint, no error
+ended() {
+    name=$1 np=$2 sig=$3
+    st=$(cat "$TMP/$name.rc")
+    n=$(grep -c "^shardtrain: warning: $sig received before training started; exiting with status 3, no checkpoint written$" "$TMP/$name.err")
+    if [ "$st" = 3 ] && [ "$n" -eq "$np" ] && [ ! -e "$TMP/ckpt" ] &&
+        ! grep -q '^shardtrain: error:' "$TMP/$name.err"; then
+        return 0
+    fi
+    diag "exit $st, $n warnings" "$(cat "$TMP/$name.err")"
+    return 1
+}
+
+paused start1 1 start TERM
+check "SIGTERM at the top of main, alone: exit 3, no checkpoint" ended start1 1 SIGTERM
+paused setup1 1 setup USR1
+check "SIGUSR1 at the end of set-up, alone: exit 3, no checkpoint" ended setup1 1 SIGUSR1
+paused start2 2 start USR1
+check "SIGUSR1 at the top of main on 2 ranks: mpirun exits 3, no checkpoint" ended start2 2 SIGUSR1
+paused setup2 2 setup TERM
+check "SIGTERM at the end of set-up on 2 ranks: mpirun exits 3, no checkpoint" ended setup2 2 SIGTERM

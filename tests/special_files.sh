@@ -1,0 +1,60 @@
+#!/bin/sh
+# Inputs that are not regular files, or that change under a run (issue 17,
+# class 4): a FIFO where the configuration, a token shard, prepare's text
+# or `latest` is expected is one error line and exit status 2, never a
+# hang; /dev/zero as the configuration is refused at its first line with
+# bounded memory; a token shard truncated while a run reads it ends that
+# run with one error line naming the file (exit status 1), never SIGBUS.
+# Every run has a hang guard that SIGKILLs (lib.sh's ranks).
+. "$top_srcdir/tests/lib.sh"
+export OMP_NUM_THREADS=1
+
+prepare_test_data
+write_base_ini "$TMP/base.ini" log.dir="$TMP/logs" checkpoint.dir="$TMP/ckpt"
+
+# refused NAME PATTERN COMMAND...: exit 2 and one error line matching PATTERN
+refused() {
+    name=$1 pat=$2 err=$TMP/refused$tap_n.err
+    shift 2
+    ranks 1 30 "$@" >/dev/null 2>"$err"
+    st=$?
+    if [ "$st" -eq 2 ] && [ "$(grep -c '^shardtrain: error:' "$err")" -eq 1 ] &&
+        grep '^shardtrain: error:' "$err" | grep -q -- "$pat"; then
+        ok "$name"
+    else
+        not_ok "$name (exit $st)"; diag "$(cat "$err")"
+    fi
+}
+
+mkfifo "$TMP/fifo.ini"
+refused "a FIFO as the configuration: exit 2, not a hang" "fifo.ini: not a regular file" \
+    "$SHARDTRAIN" check "$TMP/fifo.ini"
+mkdir -p "$TMP/fdata"
+cp "$TMP/data/sh_train_000000.bin" "$TMP/fdata/a_000000.bin"
+mkfifo "$TMP/fdata/a_000001.bin"
+refused "a FIFO matched by data.train: exit 2, not a hang" "a_000001.bin: not a regular file" \
+    "$SHARDTRAIN" train -s "data.train=$TMP/fdata/a_*.bin" "$TMP/base.ini"
+mkfifo "$TMP/text.fifo"
+refused "a FIFO as prepare's text: exit 2, not a hang" "text.fifo: input is a pipe" \
+    "$SHARDTRAIN" prepare "$TMP/text.fifo" "$TMP/out/x"
+# 64 MiB of address space is far more than a configuration needs and far
+# less than reading /dev/zero as one line would take.
+refused "/dev/zero as the configuration: refused at line 1 in bounded memory" \
+    "/dev/zero:1: line longer than" sh -c "ulimit -v 262144; exec '$SHARDTRAIN' check /dev/zero"
+"$SHARDTRAIN" check /dev/null >/dev/null 2>&1
+check "/dev/null is still an empty configuration" test $? -eq 0
+
+# A shard truncated while it is read: a long run on a private copy.
+mkdir -p "$TMP/tdata"
+cp "$TMP/data/sh_train_000000.bin" "$TMP/tdata/t_000000.bin"
+( ranks 1 120 "$SHARDTRAIN" train -s "data.train=$TMP/tdata/t_*.bin" -s train.steps=100000 \
+      -s log.dir="$TMP/tlogs" "$TMP/base.ini" >"$TMP/trunc.out" 2>"$TMP/trunc.err"
+  echo $? >"$TMP/trunc.rc" ) &
+wait_logged_step "$TMP/tlogs" 2 || diag "the run never logged step 2"
+truncate -s 2000 "$TMP/tdata/t_000000.bin"
+wait
+check "a shard truncated under the run: exit 1 with one error line naming it, no SIGBUS" \
+    sh -c "test \"\$(cat '$TMP/trunc.rc')\" = 1 &&
+           test \"\$(grep -c '^shardtrain: error:' '$TMP/trunc.err')\" -eq 1 &&
+           grep -q '^shardtrain: error: $TMP/tdata/t_000000.bin: the token file shrank while this run was reading it' '$TMP/trunc.err' &&
+           ! grep -qi 'bus error\|backtrace\|Signal:' '$TMP/trunc.err'"
