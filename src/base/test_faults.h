@@ -29,7 +29,6 @@
  *       only), ckpt_gather (before the gather of the block hashes),
  *       ckpt_publish (before rank 0 publishes the manifest), final (before
  *       the final weights are gathered).  Malformed: exit status 2.
- *
  *   SHARDTRAIN_TEST_PAUSE=start|setup   (tests/signals.sh)
  *       The process stops for up to 60 s at that point of its life (start:
  *       the top of main, before MPI; setup: the end of train's set-up,
