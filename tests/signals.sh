@@ -37,7 +37,8 @@ ended() {
     name=$1 np=$2 sig=$3
     st=$(cat "$TMP/$name.rc")
     n=$(grep -c "^shardtrain: warning: $sig received before training started; exiting with status 3, no checkpoint written$" "$TMP/$name.err")
-    if [ "$st" = 3 ] && [ "$n" -eq "$np" ] && [ ! -e "$TMP/ckpt" ] &&
+    # checkpoint.dir itself is made at start (it is probed for writing)
+    if [ "$st" = 3 ] && [ "$n" -eq "$np" ] && ! ls -d "$TMP/ckpt/step_"* >/dev/null 2>&1 &&
         ! grep -q '^shardtrain: error:' "$TMP/$name.err"; then
         return 0
     fi
