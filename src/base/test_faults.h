@@ -20,10 +20,12 @@
  *       Each rank prints how many bytes it read loading model.init, so the
  *       test sees that a rank reads only its own slices.
  *
- *   SHARDTRAIN_TEST_PAUSE=start|setup   (tests/signals.sh)
+ *   SHARDTRAIN_TEST_PAUSE=start|setup|deferred   (tests/signals.sh)
  *       The process stops for up to 60 s at that point of its life (start:
  *       the top of main, before MPI; setup: the end of train's set-up,
- *       before the first step), after printing "paused at POINT" on
+ *       before the first step; deferred: just after, once a signal waits
+ *       for the step boundary, standing for a call that blocks), after
+ *       printing "paused at POINT" on
  *       stderr, so a test can send a signal exactly there.
  *
  * tests/watchdog.sh kills and stops ranks from outside and needs no hook. */

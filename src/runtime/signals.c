@@ -8,10 +8,18 @@
 
 static volatile sig_atomic_t pending_signal;
 static volatile sig_atomic_t deferred;
+static volatile sig_atomic_t stopping;
 
 /* Only async-signal-safe calls: write(2) and _exit(2). */
-static void say_and_exit(int sig)
+static void say_and_exit(int sig, int again)
 {
+    static const char twice[] = "shardtrain: warning: second preemption signal before the "
+                                "step boundary; exiting with status 3, no new checkpoint\n";
+    if (again) {
+        ssize_t w = write(STDERR_FILENO, twice, sizeof twice - 1);
+        (void)w;
+        _exit(ST_EXIT_PREEMPTED);
+    }
     static const char usr1[] = "shardtrain: warning: SIGUSR1 received before training "
                                "started; exiting with status 3, no checkpoint written\n";
     static const char term[] = "shardtrain: warning: SIGTERM received before training "
@@ -23,10 +31,14 @@ static void say_and_exit(int sig)
     _exit(ST_EXIT_PREEMPTED);
 }
 
+/* Deferred, the first signal is a flag for the step boundary; a second
+ * one while the first is still waiting there means the process is stuck
+ * somewhere no boundary comes (a blocked read, say: calls are restarted,
+ * see below), so it ends the process at once, as before training. */
 static void on_signal(int sig)
 {
-    if (!deferred)
-        say_and_exit(sig);
+    if (!deferred || (pending_signal && !stopping))
+        say_and_exit(sig, deferred);
     pending_signal = sig;
 }
 
@@ -38,13 +50,16 @@ void st_signals_install(void)
     sigemptyset(&sa.sa_mask);
     /* Restarted: in the deferred mode the handler only sets a flag, and
      * MPI and file I/O in flight must not see EINTR for it; before, the
-     * handler never returns. */
+     * handler never returns.  So a call that blocks forever is not ended
+     * by the first signal once deferred: the second one ends it. */
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
 
 void st_signals_defer(void) { deferred = 1; }
+
+void st_signals_stopping(void) { stopping = 1; }
 
 int st_signals_pending(void) { return pending_signal; }
 
