@@ -13,6 +13,11 @@
  * ST_EXIT_FAILURE. */
 int st_mkdir_p(const char *path);
 
+/* An output directory made ready before any work: mkdir -p, then a file
+ * created and removed in it.  0, or the errno of what failed (ENOENT for
+ * an empty path); prints nothing, so the caller names the key. */
+int st_dir_ready(const char *path);
+
 /* Open path for reading without blocking and only if it is a regular file
  * (a FIFO in its place would otherwise hang the open).  Returns the
  * descriptor, or -1 with errno (EINVAL: not a regular file). */

@@ -88,19 +88,31 @@ static char *expand_env(const char *in, char *err, size_t errn)
                 free(out);
                 return NULL;
             }
-            char vname[128];
-            snprintf(vname, sizeof vname, "%.*s", (int)nlen, name);
+            /* As long as it is: a fixed buffer would look up a shorter,
+             * different name. */
+            char *vname = strndup(name, nlen);
+            if (!vname) {
+                snprintf(err, errn, "out of memory");
+                free(out);
+                return NULL;
+            }
             const char *v = getenv(vname);
             if (def && (!v || !*v)) {
                 val_copy = strndup(def, (size_t)(close - def));
                 v = val_copy;
             }
             if (!v) {
-                snprintf(err, errn, "undefined environment variable '%s'; "
-                         "hint: set it or write ${%s:-default}", vname, vname);
+                /* A long name is shown by its start, so the hint fits. */
+                int shown = nlen > 64 ? 60 : (int)nlen;
+                const char *more = nlen > 64 ? "..." : "";
+                snprintf(err, errn, "undefined environment variable '%.*s%s'; "
+                         "hint: set it or write ${%.*s%s:-default}", shown, vname, more,
+                         shown, vname, more);
+                free(vname);
                 free(out);
                 return NULL;
             }
+            free(vname);
             piece = v;
             plen = strlen(v);
             p = close + 1;
@@ -215,6 +227,15 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
             !st_preset_find(text)) {
             snprintf(err, errn, "unknown preset '%.64s' for model.preset; allowed: %s", text,
                      st_schema_values_text(k, vals, sizeof vals));
+            return -1;
+        }
+        /* Every string key is a path or a glob, and the files made under
+         * a directory add their names to it: refused here, at its line,
+         * rather than cut or refused by the system mid-run. */
+        if (strlen(text) > ST_CONFIG_STRING_MAX) {
+            snprintf(err, errn, "%s.%s is %zu bytes long; the limit is %d; hint: use a "
+                     "shorter path (a symbolic link to the directory, say)", k->section,
+                     k->key, strlen(text), ST_CONFIG_STRING_MAX);
             return -1;
         }
         char *copy = strdup(text);
@@ -349,20 +370,35 @@ static bool check_raw_line(loader *ld, const char *line, size_t len)
             fail(ld, n, "section header without closing ']'; hint: write [section]");
             return false;
         }
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", (int)(end - s - 1), s + 1);
-        if (!known_section(name)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "unknown section [%s]", name);
-            suggest(msg, sizeof msg, name, NULL);
-            fail(ld, n, "%s", msg);
+        char *name = strndup(s + 1, (size_t)(end - s - 1));
+        if (!name) {
+            fail(ld, n, "out of memory");
             return false;
         }
-        return true;
+        bool known = known_section(name);
+        if (!known) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "unknown section [%.64s%s]", name,
+                     strlen(name) > 64 ? "..." : "");
+            suggest(msg, sizeof msg, name, NULL);
+            fail(ld, n, "%s", msg);
+        }
+        free(name);
+        return known;
     }
     const char *eq = find_or_comment(s, "=:");
     if (*eq != '=' && *eq != ':') {
         fail(ld, n, "line has no '='; hint: write key = value");
+        return false;
+    }
+    /* inih keeps 49 bytes of a name and drops the rest: refused here, so
+     * that no cut name is looked up or shown. */
+    const char *kend = eq;
+    while (kend > s && isspace((unsigned char)kend[-1]))
+        kend--;
+    if (kend - s > 49) {
+        fail(ld, n, "key name '%.40s...' is %d bytes long; no key is longer than 49; "
+             "hint: `shardtrain keys` lists the keys", s, (int)(kend - s));
         return false;
     }
     return true;

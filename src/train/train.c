@@ -29,6 +29,7 @@
 #include "config/origin.h"
 #include "report/runlog.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -130,19 +131,38 @@ static void log_run_summary(const train_run *r)
             (long long)r->B, (long long)cfg->train.steps);
 }
 
+/* ST_EXIT_USAGE with the key's line when DIR cannot be made or written. */
+static int output_dir_ready(const st_config *cfg, const char *section, const char *key,
+                            const char *dir)
+{
+    if (!*dir)
+        return st_config_error(cfg, section, key, "%s.%s is empty; hint: give a directory "
+                               "(it is created if missing)", section, key);
+    int e = st_dir_ready(dir);
+    if (e)
+        return st_config_error(cfg, section, key, "%s.%s = %s: cannot create or write in it: "
+                               "%s; hint: give a directory this user can write", section, key,
+                               dir, strerror(e));
+    return 0;
+}
+
 /* After st_groups_create: data, model, engine, run log, signals and
  * the resumed state.  Every rank returns the same status. */
 static int train_setup(train_run *r)
 {
     const st_config *cfg = r->cfg;
-    int rc = open_data(cfg, &r->train_ds, &r->val_ds);
+    /* The output directories first, before any work: one that cannot be
+     * written would otherwise be found at the first save, steps later.
+     * Every rank writes checkpoint files; rank 0 writes the logs. */
+    int rc = output_dir_ready(cfg, "checkpoint", "dir", cfg->checkpoint.dir);
+    if (!rc && r->rank == 0)
+        rc = output_dir_ready(cfg, "log", "dir", cfg->log.dir);
+    if ((rc = st_runtime_agree(rc)))
+        return rc;
+    rc = open_data(cfg, &r->train_ds, &r->val_ds);
     r->data_open = rc == 0;
     rc = rc ? rc : st_model_init(&r->model, &cfg->model);
     rc = rc ? rc : st_engine_open(&r->fsdp, &r->model, cfg, &r->groups, r->kernels);
-    /* The log directory is made before any work, so that an unwritable
-     * one is found at once. */
-    if (!rc && r->rank == 0)
-        rc = st_mkdir_p(cfg->log.dir);
     if ((rc = st_runtime_agree(rc)))
         return rc;
     if ((rc = st_ckpt_resume(&r->fsdp, cfg, r->rt, &r->start)))
