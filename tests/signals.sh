@@ -32,12 +32,13 @@ paused() {
     wait
 }
 
-# ended NAME NP SIG: exit 3, one warning per rank, no checkpoint, no error
+# ended NAME NP SIG: exit 3, one warning per rank, no checkpoint (checkpoint.dir,
+# made at the start of set-up, stays empty), no error
 ended() {
     name=$1 np=$2 sig=$3
     st=$(cat "$TMP/$name.rc")
     n=$(grep -c "^shardtrain: warning: $sig received before training started; exiting with status 3, no checkpoint written$" "$TMP/$name.err")
-    if [ "$st" = 3 ] && [ "$n" -eq "$np" ] && [ ! -e "$TMP/ckpt" ] &&
+    if [ "$st" = 3 ] && [ "$n" -eq "$np" ] && [ -z "$(ls -A "$TMP/ckpt" 2>/dev/null)" ] &&
         ! grep -q '^shardtrain: error:' "$TMP/$name.err"; then
         return 0
     fi
@@ -53,3 +54,29 @@ paused start2 2 start USR1
 check "SIGUSR1 at the top of main on 2 ranks: mpirun exits 3, no checkpoint" ended start2 2 SIGUSR1
 paused setup2 2 setup TERM
 check "SIGTERM at the end of set-up on 2 ranks: mpirun exits 3, no checkpoint" ended setup2 2 SIGTERM
+
+# Once the loop runs, the first signal waits for the step boundary; a
+# process blocked where no boundary comes (the "deferred" pause stands for
+# a blocked call: system calls are restarted) is ended by the second one,
+# at once, with status 3 and one warning.
+twice() {
+    rm -rf "$TMP/ckpt" "$TMP/logs"
+    ( SHARDTRAIN_TEST_PAUSE=deferred ranks 1 60 "$SHARDTRAIN" train "$TMP/sigmark.ini" \
+          >"$TMP/twice.out" 2>"$TMP/twice.err"
+      echo $? >"$TMP/twice.rc" ) &
+    i=0
+    until grep -q "paused at deferred" "$TMP/twice.err" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 600 ] && { diag "twice: never paused"; break; }; sleep 0.1
+    done
+    pkill -TERM -f "^$SHARDTRAIN train .*sigmark\.ini"
+    sleep 1
+    if [ -e "$TMP/twice.rc" ]; then
+        diag "the first signal ended the process: $(cat "$TMP/twice.err")"
+    fi
+    pkill -TERM -f "^$SHARDTRAIN train .*sigmark\.ini"
+    wait
+    [ "$(cat "$TMP/twice.rc")" = 3 ] &&
+        grep -q '^shardtrain: warning: second preemption signal before the step boundary; exiting with status 3' "$TMP/twice.err" ||
+        { diag "exit $(cat "$TMP/twice.rc")" "$(cat "$TMP/twice.err")"; return 1; }
+}
+check "training blocked: the second SIGTERM ends it at once with exit 3" twice
