@@ -10,9 +10,11 @@
  *    which signal came, and the loop acts on it at its next step boundary,
  *    where every rank agrees to checkpoint and stop together.  Interrupted
  *    system calls are restarted there, so MPI and file I/O in flight never
- *    see EINTR because a flag was set.  A second signal while the first
- *    still waits for its boundary ends the process at once, like the first
- *    mode (the process is stuck where no boundary comes: a blocked read);
+ *    see EINTR because a flag was set.  Another signal 2 s or more after
+ *    the first, while it still waits for its boundary, ends the process at
+ *    once, like the first mode (the process is stuck where no boundary
+ *    comes: a blocked read); repeats within 2 s are the same signal
+ *    (`scancel --full` delivers it twice at once);
  *  - once the boundary acts on it (st_signals_stopping): further signals
  *    are ignored, so that they cannot cut the final checkpoint short. */
 #ifndef ST_SIGNALS_H
