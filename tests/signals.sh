@@ -84,3 +84,23 @@ twice() {
         { diag "exit $(cat "$TMP/twice.rc")" "$(cat "$TMP/twice.err")"; return 1; }
 }
 check "training blocked: a SIGTERM 3 s after the first ends it at once with exit 3, a repeat at once does not" twice
+
+# mpirun aborts on SIGTERM (exit 1, SIGKILL to the ranks 1 s after its
+# SIGTERM) but forwards SIGUSR1; sbatch/mpirun.sh passes a SIGTERM on as
+# SIGUSR1, so the job checkpoints and ends with status 3.
+viascript() {
+    rm -rf "$TMP/ckpt" "$TMP/logs"
+    write_base_ini "$TMP/script.ini" log.dir="$TMP/logs" checkpoint.dir="$TMP/ckpt" \
+        train.steps=100000 checkpoint.every=0
+    ( SHARDTRAIN=$SHARDTRAIN OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+          timeout -s KILL 120 sh "$top_srcdir/sbatch/mpirun.sh" "$TMP/script.ini" -np 2 \
+          --oversubscribe >"$TMP/script.out" 2>"$TMP/script.err"
+      echo $? >"$TMP/script.rc" ) &
+    wait_logged_step "$TMP/logs" 2 || diag "mpirun.sh: no step 2"
+    pkill -TERM -f "^sh $top_srcdir/sbatch/mpirun.sh $TMP/script.ini"
+    wait
+    [ "$(cat "$TMP/script.rc")" = 3 ] && [ -s "$TMP/ckpt/latest" ] &&
+        [ "$(grep -c 'SIGUSR1 received; checkpoint of step' "$TMP/script.err")" -eq 2 ] ||
+        { diag "exit $(cat "$TMP/script.rc")" "$(tail -n 5 "$TMP/script.err")"; return 1; }
+}
+check "SIGTERM to sbatch/mpirun.sh: both ranks checkpoint, the job exits 3 (not mpirun's 1)" viascript
