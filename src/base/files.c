@@ -10,66 +10,36 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* mkdir -p without a message: 0, or errno with *at the prefix that
- * failed (a copy the caller frees, NULL when none was made). */
-static int mkdir_p_quiet(const char *path, char **at)
+int st_mkdir_p(const char *path)
 {
-    *at = NULL;
-    if (!*path)
-        return ENOENT;
-    char *buf = strdup(path);
-    if (!buf)
-        return ENOMEM;
+    char buf[4096];
+    if (!*path) {
+        st_error(NULL, "cannot create a directory with an empty name");
+        return ST_EXIT_FAILURE;
+    }
+    if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf) {
+        st_error(path, "path too long");
+        return ST_EXIT_FAILURE;
+    }
     for (char *p = buf + 1; ; p++) {
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
             if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
-                *at = buf;
-                return errno;
+                st_error(buf, "cannot create directory: %s", strerror(errno));
+                return ST_EXIT_FAILURE;
             }
             *p = c;
             if (c == '\0')
                 break;
         }
     }
-    free(buf);
     struct stat sb;
-    if (stat(path, &sb) != 0)
-        return errno;
-    return S_ISDIR(sb.st_mode) ? 0 : ENOTDIR;
-}
-
-int st_mkdir_p(const char *path)
-{
-    char *at;
-    int e = mkdir_p_quiet(path, &at);
-    if (e)
-        st_error(at ? at : path, "cannot create directory: %s", strerror(e));
-    free(at);
-    return e ? ST_EXIT_FAILURE : 0;
-}
-
-int st_dir_ready(const char *path)
-{
-    char *at;
-    int e = mkdir_p_quiet(path, &at);
-    free(at);
-    if (e)
-        return e;
-    /* access(W_OK) answers for the real user and not for a read-only
-     * mount's or an ACL's every case: a file made and removed does. */
-    char *probe;
-    if (asprintf(&probe, "%s/.shardtrain-probe-%ld", path, (long)getpid()) < 0)
-        return ENOMEM;
-    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    e = fd < 0 ? errno : 0;
-    if (fd >= 0) {
-        close(fd);
-        unlink(probe);
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        st_error(path, "not a directory");
+        return ST_EXIT_FAILURE;
     }
-    free(probe);
-    return e;
+    return 0;
 }
 
 int st_write_all(int fd, const void *buf, size_t n)
@@ -179,4 +149,37 @@ FILE *st_fopen_regular(const char *path)
         errno = saved;
     }
     return fp;
+}
+
+int st_dir_writable(const char *dir)
+{
+    char buf[4096];
+    if (!*dir || (size_t)snprintf(buf, sizeof buf, "%s", dir) >= sizeof buf)
+        return ENAMETOOLONG;
+    for (char *p = buf + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return errno;
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return errno;
+    if (!S_ISDIR(sb.st_mode))
+        return ENOTDIR;
+    /* Writing a file is the only test that sees read-only mounts, ACLs
+     * and quotas alike. */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.shardtrain-probe.%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return errno;
+    close(fd);
+    unlink(probe);
+    return 0;
 }

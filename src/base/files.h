@@ -13,10 +13,9 @@
  * ST_EXIT_FAILURE. */
 int st_mkdir_p(const char *path);
 
-/* An output directory made ready before any work: mkdir -p, then a file
- * created and removed in it.  0, or the errno of what failed (ENOENT for
- * an empty path); prints nothing, so the caller names the key. */
-int st_dir_ready(const char *path);
+/* Make dir (mkdir -p) and check that a file can be created in it, quietly:
+ * 0, or the errno that says why not, for the caller's message. */
+int st_dir_writable(const char *dir);
 
 /* Open path for reading without blocking and only if it is a regular file
  * (a FIFO in its place would otherwise hang the open).  Returns the

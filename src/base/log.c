@@ -11,15 +11,13 @@ static int log_rank;
 void st_log_set_rank(int rank) { log_rank = rank; }
 int st_log_rank(void) { return log_rank; }
 
-/* The held lines, in order, one growing buffer with each line's newline.
- * Bounded: the first lines are what explains a failure, so past the limit
- * further lines are counted and said to be left out.  The first line is
- * always kept whole, whatever its length. */
-enum { HELD_MAX = 64 * 1024 };
+/* The held lines, in order, one buffer with each line's newline.  A fixed
+ * size: the first lines are what explains a failure, so past the limit
+ * further lines are counted and said to be left out. */
 static struct {
     int on;
-    char *text;
-    size_t len, cap;
+    char text[8192];
+    size_t len;
     int dropped;
 } held;
 
@@ -54,63 +52,43 @@ void st_log_unhold(void)
     held.on = 0;
 }
 
-static void hold_line(const char *line, size_t len)
-{
-    if (held.len && held.len + len + 1 > HELD_MAX) {
-        held.dropped++;
-        return;
-    }
-    if (held.len + len + 1 > held.cap) {
-        size_t cap = (held.len + len + 1) * 2;
-        char *t = realloc(held.text, cap);
-        if (!t) {
-            held.dropped++;
-            return;
-        }
-        held.text = t;
-        held.cap = cap;
-    }
-    memcpy(held.text + held.len, line, len);
-    held.text[held.len + len] = '\n';
-    held.len += len + 1;
-}
-
 static void vreport(const char *kind, const char *file, int line,
                     const char *fmt, va_list ap)
 {
-    /* Build the line first and write it with one call so that lines from
-     * several ranks sharing a terminal do not interleave mid-line.  Sized
-     * to the message, never cut: a long path in it must not cost the
-     * hint at its end. */
-    char head[64], *where = NULL;
-    snprintf(head, sizeof head, "shardtrain: %s: ", kind);
-    if (file && line > 0 && asprintf(&where, "%s:%d: ", file, line) < 0)
-        where = NULL;
-    else if (file && line <= 0 && asprintf(&where, "%s: ", file) < 0)
-        where = NULL;
-    char *body = NULL;
-    if (vasprintf(&body, fmt, ap) < 0)
-        body = NULL;
-    const char *w = where ? where : file ? "(out of memory) " : "";
-    const char *b = body ? body : "(out of memory formatting this message)";
-    size_t hl = strlen(head), wl = strlen(w), bl = strlen(b);
-    char *buf = malloc(hl + wl + bl + 2);
-    if (!buf) {
-        fprintf(stderr, "%s%s%s\n", head, w, b);
-    } else {
-        memcpy(buf, head, hl);
-        memcpy(buf + hl, w, wl);
-        memcpy(buf + hl + wl, b, bl);
-        if (held.on && !strcmp(kind, "error")) {
-            hold_line(buf, hl + wl + bl);
+    /* Built whole, however long (a path can be thousands of bytes and the
+     * hint comes last, so a fixed buffer would cut exactly the hint), then
+     * written with one call so that lines from several ranks sharing a
+     * terminal do not interleave mid-line. */
+    char *msg = NULL, *buf = NULL;
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
+    const char *m = msg ? msg : "(out of memory formatting this message)";
+    int n;
+    if (file && line > 0)
+        n = asprintf(&buf, "shardtrain: %s: %s:%d: %s", kind, file, line, m);
+    else if (file)
+        n = asprintf(&buf, "shardtrain: %s: %s: %s", kind, file, m);
+    else
+        n = asprintf(&buf, "shardtrain: %s: %s", kind, m);
+    free(msg);
+    if (n < 0) {
+        fprintf(stderr, "shardtrain: %s: (out of memory formatting a message)\n", kind);
+        return;
+    }
+    if (held.on && !strcmp(kind, "error")) {
+        size_t len = (size_t)n;
+        if (held.len + len + 1 < sizeof held.text) {
+            memcpy(held.text + held.len, buf, len);
+            held.text[held.len + len] = '\n';
+            held.len += len + 1;
         } else {
-            buf[hl + wl + bl] = '\n';
-            fwrite(buf, 1, hl + wl + bl + 1, stderr);
+            held.dropped++;
         }
         free(buf);
+        return;
     }
-    free(where);
-    free(body);
+    fprintf(stderr, "%s\n", buf);
+    free(buf);
 }
 
 void st_error(const char *where, const char *fmt, ...)
@@ -174,13 +152,12 @@ void st_die(int status, const char *fmt, ...)
 void st_bug(const char *fmt, ...)
 {
     /* The prefix is added here so that no caller can forget it. */
-    char *msg = NULL;
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    if (vasprintf(&msg, fmt, ap) < 0)
-        msg = NULL;
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    st_die(ST_EXIT_FAILURE, "internal: %s", msg ? msg : fmt);
+    st_die(ST_EXIT_FAILURE, "internal: %s", msg);
 }
 
 void st_fatal(const char *fmt, ...)

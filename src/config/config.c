@@ -9,6 +9,7 @@
  * is recorded with its line and printed once, as the first problem found. */
 #include "config/config.h"
 #include "config/limits.h"
+#include "config/expand.h"
 
 #include "base/log.h"
 #include "config/origin.h"
@@ -44,99 +45,6 @@ static bool is_explicit(const st_config *cfg, const char *sec, const char *key)
 }
 
 /* ---- value conversion ------------------------------------------------------ */
-
-/* Expand ${VAR} and ${VAR:-default}.  Returns a malloc'd string, or NULL
- * with a message in err. */
-static char *expand_env(const char *in, char *err, size_t errn)
-{
-    size_t cap = strlen(in) + 64, len = 0;
-    char *out = malloc(cap);
-    if (!out) {
-        snprintf(err, errn, "out of memory");
-        return NULL;
-    }
-    for (const char *p = in; *p;) {
-        const char *piece = p;
-        size_t plen = 1;
-        char *val_copy = NULL;
-        if (p[0] == '$' && p[1] == '{') {
-            const char *close = strchr(p + 2, '}');
-            if (!close) {
-                snprintf(err, errn, "unterminated '${' in value; hint: close it with '}'");
-                free(out);
-                return NULL;
-            }
-            const char *name = p + 2, *def = NULL;
-            size_t nlen = (size_t)(close - name);
-            const char *colon = memchr(name, ':', nlen);
-            if (colon) {
-                if (colon[1] != '-') {
-                    snprintf(err, errn, "unsupported '${%.*s}'; hint: write ${VAR} or ${VAR:-default}",
-                             (int)nlen, name);
-                    free(out);
-                    return NULL;
-                }
-                def = colon + 2;
-                nlen = (size_t)(colon - name);
-            }
-            bool good = nlen > 0 && (isalpha((unsigned char)name[0]) || name[0] == '_');
-            for (size_t i = 0; good && i < nlen; i++)
-                good = isalnum((unsigned char)name[i]) || name[i] == '_';
-            if (!good) {
-                snprintf(err, errn, "invalid environment variable name '%.*s' in '${'; "
-                         "hint: use letters, digits and '_'", (int)nlen, name);
-                free(out);
-                return NULL;
-            }
-            /* As long as it is: a fixed buffer would look up a shorter,
-             * different name. */
-            char *vname = strndup(name, nlen);
-            if (!vname) {
-                snprintf(err, errn, "out of memory");
-                free(out);
-                return NULL;
-            }
-            const char *v = getenv(vname);
-            if (def && (!v || !*v)) {
-                val_copy = strndup(def, (size_t)(close - def));
-                v = val_copy;
-            }
-            if (!v) {
-                /* A long name is shown by its start, so the hint fits. */
-                int shown = nlen > 64 ? 60 : (int)nlen;
-                const char *more = nlen > 64 ? "..." : "";
-                snprintf(err, errn, "undefined environment variable '%.*s%s'; "
-                         "hint: set it or write ${%.*s%s:-default}", shown, vname, more,
-                         shown, vname, more);
-                free(vname);
-                free(out);
-                return NULL;
-            }
-            free(vname);
-            piece = v;
-            plen = strlen(v);
-            p = close + 1;
-        } else {
-            p++;
-        }
-        if (len + plen + 1 > cap) {
-            cap = (len + plen + 1) * 2;
-            char *n = realloc(out, cap);
-            if (!n) {
-                free(out);
-                free(val_copy);
-                snprintf(err, errn, "out of memory");
-                return NULL;
-            }
-            out = n;
-        }
-        memcpy(out + len, piece, plen);
-        len += plen;
-        free(val_copy);
-    }
-    out[len] = '\0';
-    return out;
-}
 
 static bool in_range(const st_key *k, double v)
 {
@@ -229,15 +137,6 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
                      st_schema_values_text(k, vals, sizeof vals));
             return -1;
         }
-        /* Every string key is a path or a glob, and the files made under
-         * a directory add their names to it: refused here, at its line,
-         * rather than cut or refused by the system mid-run. */
-        if (strlen(text) > ST_CONFIG_STRING_MAX) {
-            snprintf(err, errn, "%s.%s is %zu bytes long; the limit is %d; hint: use a "
-                     "shorter path (a symbolic link to the directory, say)", k->section,
-                     k->key, strlen(text), ST_CONFIG_STRING_MAX);
-            return -1;
-        }
         char *copy = strdup(text);
         if (!copy) {
             snprintf(err, errn, "out of memory");
@@ -255,7 +154,7 @@ static int set_key(st_config *cfg, int idx, const char *raw, int src, int line,
                    char *err, size_t errn)
 {
     char sub[768];
-    char *text = expand_env(raw, sub, sizeof sub);
+    char *text = st_config_expand_env(raw, sub, sizeof sub);
     if (!text) {
         snprintf(err, errn, "%s.%s: %s", st_schema[idx].section, st_schema[idx].key, sub);
         return -1;
@@ -370,21 +269,17 @@ static bool check_raw_line(loader *ld, const char *line, size_t len)
             fail(ld, n, "section header without closing ']'; hint: write [section]");
             return false;
         }
-        char *name = strndup(s + 1, (size_t)(end - s - 1));
-        if (!name) {
-            fail(ld, n, "out of memory");
-            return false;
-        }
-        bool known = known_section(name);
-        if (!known) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(end - s - 1), s + 1);
+        /* A name past the buffer is no known section; said as such. */
+        if ((size_t)(end - s - 1) >= sizeof name || !known_section(name)) {
             char msg[512];
-            snprintf(msg, sizeof msg, "unknown section [%.64s%s]", name,
-                     strlen(name) > 64 ? "..." : "");
+            snprintf(msg, sizeof msg, "unknown section [%s]", name);
             suggest(msg, sizeof msg, name, NULL);
             fail(ld, n, "%s", msg);
+            return false;
         }
-        free(name);
-        return known;
+        return true;
     }
     const char *eq = find_or_comment(s, "=:");
     if (*eq != '=' && *eq != ':') {

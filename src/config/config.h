@@ -12,11 +12,6 @@
 extern "C" {
 #endif
 
-/* The longest value of a string key (paths and globs), in bytes: files
- * made under a directory key add at most ~200 bytes to it, and the whole
- * must stay under the system's PATH_MAX (4096). */
-enum { ST_CONFIG_STRING_MAX = 3840 };
-
 enum st_arch { ST_ARCH_GPT2, ST_ARCH_LLAMA };
 enum st_device { ST_DEVICE_AUTO, ST_DEVICE_CPU, ST_DEVICE_CUDA };
 enum st_precision { ST_PREC_FP32, ST_PREC_BF16 };

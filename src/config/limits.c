@@ -4,6 +4,7 @@
 #include "config/origin.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* a x b, or ST_SIZE_LIMIT + 1 when it would pass the limit (a, b >= 0). */
 static int64_t mul(int64_t a, int64_t b)
@@ -18,8 +19,39 @@ static int64_t add(int64_t a, int64_t b)
     return a > ST_SIZE_LIMIT - b ? ST_SIZE_LIMIT + 1 : a + b;
 }
 
+/* Path keys: a path longer than ST_PATH_LIMIT would be cut by the
+ * fixed-size buffers that add a file name to it; an empty output directory
+ * would name the current directory's root by accident. */
+static int check_paths(const st_config *cfg)
+{
+    static const struct { const char *sec, *key; int nonempty; } keys[] = {
+        {"model", "init", 0},     {"data", "train", 0},       {"data", "val", 0},
+        {"checkpoint", "dir", 1}, {"checkpoint", "resume", 0}, {"log", "dir", 1},
+    };
+    const char *values[] = {cfg->model.init, cfg->data.train, cfg->data.val,
+                            cfg->checkpoint.dir, cfg->checkpoint.resume, cfg->log.dir};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *v = values[i] ? values[i] : "";
+        if (strlen(v) > ST_PATH_LIMIT)
+            return st_config_error(cfg, keys[i].sec, keys[i].key,
+                                   "%s.%s is %zu bytes long, over the %d this build "
+                                   "accepts for a path; hint: use a shorter path or a "
+                                   "symbolic link", keys[i].sec, keys[i].key, strlen(v),
+                                   ST_PATH_LIMIT);
+        if (keys[i].nonempty && !*v)
+            return st_config_error(cfg, keys[i].sec, keys[i].key,
+                                   "%s.%s is empty; hint: name a directory, e.g. %s",
+                                   keys[i].sec, keys[i].key,
+                                   !strcmp(keys[i].sec, "log") ? "logs" : "checkpoints");
+    }
+    return 0;
+}
+
 int st_config_check_sizes(const st_config *cfg)
 {
+    int rc = check_paths(cfg);
+    if (rc)
+        return rc;
     const st_model_config *m = &cfg->model;
     const st_train_config *t = &cfg->train;
     /* Parameters need no check here: with the schema's bounds the largest

@@ -14,8 +14,13 @@
  * additions or a factor of sizeof(float) cannot overflow. */
 #define ST_SIZE_LIMIT ((int64_t)1 << 59)
 
+/* The longest path a path key may hold, in bytes: the buffers that append
+ * a file name to a directory (4096 and more) keep room for the name. */
+#define ST_PATH_LIMIT 3072
+
 /* 0, or ST_EXIT_USAGE after one error line naming the key whose product is
- * too large. */
+ * too large, or whose path is too long or empty where a directory is
+ * needed. */
 int st_config_check_sizes(const st_config *cfg);
 
 #endif

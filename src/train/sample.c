@@ -74,7 +74,7 @@ static int sample_on(const st_config *cfg_in, st_runtime *rt, const st_sample_op
         return ST_EXIT_USAGE;
     }
     /* The command line's path as given (no copy to cut it); the default
-     * fits: checkpoint.dir is bounded by ST_CONFIG_STRING_MAX. */
+     * fits: checkpoint.dir is bounded by ST_PATH_LIMIT (config/limits.h). */
     char final_path[4096];
     const char *weights = opt->weights;
     if (!weights) {

@@ -29,7 +29,6 @@
 #include "config/origin.h"
 #include "report/runlog.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -131,18 +130,21 @@ static void log_run_summary(const train_run *r)
             (long long)r->B, (long long)cfg->train.steps);
 }
 
-/* ST_EXIT_USAGE with the key's line when DIR cannot be made or written. */
-static int output_dir_ready(const st_config *cfg, const char *section, const char *key,
-                            const char *dir)
+/* The output directories are made and written to before any work, so an
+ * unwritable one is one error at its configuration line, not a failure at
+ * the first checkpoint after hours of training. */
+static int check_output_dirs(const st_config *cfg)
 {
-    if (!*dir)
-        return st_config_error(cfg, section, key, "%s.%s is empty; hint: give a directory "
-                               "(it is created if missing)", section, key);
-    int e = st_dir_ready(dir);
-    if (e)
-        return st_config_error(cfg, section, key, "%s.%s = %s: cannot create or write in it: "
-                               "%s; hint: give a directory this user can write", section, key,
-                               dir, strerror(e));
+    const struct { const char *sec, *key, *dir; } d[2] = {
+        {"log", "dir", cfg->log.dir}, {"checkpoint", "dir", cfg->checkpoint.dir}};
+    for (int i = 0; i < 2; i++) {
+        int err = st_dir_writable(d[i].dir);
+        if (err)
+            return st_config_error(cfg, d[i].sec, d[i].key,
+                                   "%s.%s = %s: cannot create or write to this directory: "
+                                   "%s; hint: point it at a directory you can write",
+                                   d[i].sec, d[i].key, d[i].dir, strerror(err));
+    }
     return 0;
 }
 
@@ -151,18 +153,12 @@ static int output_dir_ready(const st_config *cfg, const char *section, const cha
 static int train_setup(train_run *r)
 {
     const st_config *cfg = r->cfg;
-    /* The output directories first, before any work: one that cannot be
-     * written would otherwise be found at the first save, steps later.
-     * Every rank writes checkpoint files; rank 0 writes the logs. */
-    int rc = output_dir_ready(cfg, "checkpoint", "dir", cfg->checkpoint.dir);
-    if (!rc && r->rank == 0)
-        rc = output_dir_ready(cfg, "log", "dir", cfg->log.dir);
-    if ((rc = st_runtime_agree(rc)))
-        return rc;
-    rc = open_data(cfg, &r->train_ds, &r->val_ds);
+    int rc = open_data(cfg, &r->train_ds, &r->val_ds);
     r->data_open = rc == 0;
     rc = rc ? rc : st_model_init(&r->model, &cfg->model);
     rc = rc ? rc : st_engine_open(&r->fsdp, &r->model, cfg, &r->groups, r->kernels);
+    if (!rc && r->rank == 0)
+        rc = check_output_dirs(cfg);
     if ((rc = st_runtime_agree(rc)))
         return rc;
     if ((rc = st_ckpt_resume(&r->fsdp, cfg, r->rt, &r->start)))
