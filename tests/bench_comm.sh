@@ -3,8 +3,11 @@
 # cores): every collective and size is reported, every result is exact
 # (wrong = 0), and the printed bandwidths agree with the printed bytes and
 # times and with nccl-tests' bus-bandwidth factors to within the printed
-# digits, and the closing "# Avg bus bandwidth" lines are their means; --group picks the configured group; bad arguments are one error
-# line and exit status 2 before any MPI start-up.
+# digits, in the out-of-place columns for all_gather and reduce_scatter and
+# the in-place ones for all_reduce (the other placement N/A), and the closing
+# "# Avg bus bandwidth" lines are their means; --group picks the configured
+# group; bad arguments are one error line and exit status 2 before any MPI
+# start-up.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 require command -v python3
@@ -42,13 +45,22 @@ want = [(c, 1024 << k) for k in range(7) for c in colls]
 got = []
 def half_ulp(s):  # half a unit in the last printed digit
     return 0.5 * 10 ** -(len(s.split(".")[1]) if "." in s else 0)
+if not any(re.match(r"#\s+out-of-place\s+in-place\s*$", l) for l in lines):
+    bad.append("no 'out-of-place  in-place' heading")
+measured = {}  # collective -> its measured columns (out-of-place or in-place)
 for r in rows:
-    if len(r) != 7:
+    if len(r) != 11:
         bad.append("malformed row %r" % r)
         continue
     coll, nbytes, count = r[0], int(r[1]), int(r[2])
-    t, a, b, wrong = float(r[3]), float(r[4]), float(r[5]), int(r[6])
-    ht, ha, hb = half_ulp(r[3]), half_ulp(r[4]), half_ulp(r[5])
+    # the engine's placement: all_reduce in place, the others out of place;
+    # the other placement is not run, so its four columns are N/A
+    col, na = (r[7:11], r[3:7]) if coll == "all_reduce" else (r[3:7], r[7:11])
+    if na != ["N/A"] * 4:
+        bad.append("%s %d: the unmeasured placement is %r, not N/A" % (coll, nbytes, na))
+    measured.setdefault(coll, []).append(col)
+    t, a, b, wrong = float(col[0]), float(col[1]), float(col[2]), int(col[3])
+    ht, ha, hb = half_ulp(col[0]), half_ulp(col[1]), half_ulp(col[2])
     got.append((coll, nbytes))
     if count * 4 != nbytes:
         bad.append("%s %d: count %d is not bytes/4" % (coll, nbytes, count))
@@ -58,10 +70,10 @@ for r in rows:
     lo = nbytes / ((t + ht) * 1e3)
     hi = nbytes / ((t - ht) * 1e3) if t - ht > 0 else float("inf")
     if not (lo - ha <= a <= hi + ha):
-        bad.append("%s %d: algbw %s is not bytes/time (%.4g..%.4g)" % (coll, nbytes, r[4], lo, hi))
+        bad.append("%s %d: algbw %s is not bytes/time (%.4g..%.4g)" % (coll, nbytes, col[1], lo, hi))
     f = 2.0 * (n - 1) / n if coll == "all_reduce" else (n - 1) / n
     if not ((a - ha) * f - hb <= b <= (a + ha) * f + hb):
-        bad.append("%s %d: busbw %s is not algbw * %.3f" % (coll, nbytes, r[5], f))
+        bad.append("%s %d: busbw %s is not algbw * %.3f" % (coll, nbytes, col[2], f))
 if got != want:
     bad.append("rows %r, expected %r" % (got, want))
 # nccl-tests' footer: the wrong-value total, then per collective the mean of
@@ -70,7 +82,7 @@ foot = [l for l in lines if l.startswith("# Wrong values") or l.startswith("# Av
 if not foot or not re.match(r"# Wrong values {9}: 0 OK$", foot[0]):
     bad.append("no '# Wrong values : 0 OK' line: %r" % foot[:1])
 for c in colls:
-    mean = [float(r[5]) for r in rows if len(r) == 7 and r[0] == c]
+    mean = [float(col[2]) for col in measured.get(c, [])]
     line = [l for l in foot if l.endswith(" " + c) and l.startswith("# Avg bus bandwidth    : ")]
     if not line or not mean:
         bad.append("no '# Avg bus bandwidth' line for %s" % c)

@@ -33,12 +33,13 @@ paused() {
 }
 
 # ended NAME NP SIG: exit 3, one warning per rank, no checkpoint (checkpoint.dir,
-# made at the start of set-up, stays empty), no error
+# made and probed at the start of set-up, holds no step directory), no error
 ended() {
     name=$1 np=$2 sig=$3
     st=$(cat "$TMP/$name.rc")
     n=$(grep -c "^shardtrain: warning: $sig received before training started; exiting with status 3, no checkpoint written$" "$TMP/$name.err")
-    if [ "$st" = 3 ] && [ "$n" -eq "$np" ] && [ -z "$(ls -A "$TMP/ckpt" 2>/dev/null)" ] &&
+    # checkpoint.dir itself is made at start (it is probed for writing)
+    if [ "$st" = 3 ] && [ "$n" -eq "$np" ] && ! ls -d "$TMP/ckpt/step_"* >/dev/null 2>&1 &&
         ! grep -q '^shardtrain: error:' "$TMP/$name.err"; then
         return 0
     fi

@@ -6,6 +6,7 @@
 #include "base/log.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,49 @@ int st_fault_kernels_variant(st_fault_kernels *variant)
 }
 
 int st_fault_debug_io(void) { return getenv("SHARDTRAIN_DEBUG_IO") != NULL; }
+
+/* SHARDTRAIN_TEST_FAULT=RANK:POINT:ACTION[:N].  Each point counts its
+ * visits in this process; the N-th visit (default 1) of RANK acts. */
+void st_fault_at(const char *point, long rank)
+{
+    static const char var[] = "SHARDTRAIN_TEST_FAULT";
+    static const char *const points[] = {"init", "startup", "step", "eval", "ckpt_begin",
+                                         "ckpt_shard", "ckpt_gather", "ckpt_publish", "final"};
+    enum { N_POINTS = sizeof points / sizeof points[0] };
+    static long visits[N_POINTS];
+    const char *s = getenv(var);
+    if (!s || !*s)
+        return;
+    char name[32] = "", action[8] = "";
+    long r = -1, nth = 1;
+    int used = 0, k = sscanf(s, "%ld:%31[a-z_]:%7[a-z]%n", &r, name, action, &used);
+    if (k == 3 && s[used] == ':') {
+        int more = 0;
+        if (sscanf(s + used + 1, "%ld%n", &nth, &more) != 1 || s[used + 1 + more])
+            k = 0;
+    } else if (k == 3 && s[used]) {
+        k = 0;
+    }
+    int which = -1, mine = -1;
+    for (int i = 0; i < N_POINTS; i++) {
+        if (k == 3 && !strcmp(name, points[i]))
+            which = i;
+        if (!strcmp(point, points[i]))
+            mine = i;
+    }
+    if (k != 3 || r < 0 || nth < 1 || which < 0 ||
+        (strcmp(action, "stop") && strcmp(action, "kill"))) {
+        st_error(var, "'%s' is not RANK:POINT:stop|kill[:N] with POINT one of init, startup, "
+                 "step, eval, ckpt_begin, ckpt_shard, ckpt_gather, ckpt_publish, final; "
+                 "hint: e.g. %s=1:ckpt_gather:stop", s, var);
+        _exit(ST_EXIT_USAGE);
+    }
+    if (mine < 0 || which != mine || rank != r || ++visits[mine] != nth)
+        return;
+    fflush(stdout);
+    fflush(stderr);
+    raise(strcmp(action, "stop") ? SIGKILL : SIGSTOP);
+}
 
 void st_fault_pause(const char *point)
 {

@@ -19,7 +19,16 @@
  *   SHARDTRAIN_DEBUG_IO (set to anything)   (tests/hf_import.sh)
  *       Each rank prints how many bytes it read loading model.init, so the
  *       test sees that a rank reads only its own slices.
- *
+ *   SHARDTRAIN_TEST_FAULT=RANK:POINT:ACTION[:N]
+ *       (tests/watchdog_phases.sh, tests/fault_matrix.sh)  Rank RANK stops
+ *       itself (ACTION stop: SIGSTOP) or dies (kill: SIGKILL) the N-th time
+ *       (default 1) it reaches POINT: init (before MPI_Init), startup
+ *       (after it, before the start-up collectives), step (the start of a
+ *       training step), eval (before the validation loss's all-reduce),
+ *       ckpt_begin, ckpt_shard (part-way through its shard file; writers
+ *       only), ckpt_gather (before the gather of the block hashes),
+ *       ckpt_publish (before rank 0 publishes the manifest), final (before
+ *       the final weights are gathered).  Malformed: exit status 2.
  *   SHARDTRAIN_TEST_PAUSE=start|setup|deferred   (tests/signals.sh)
  *       The process stops for up to 60 s at that point of its life (start:
  *       the top of main, before MPI; setup: the end of train's set-up,
@@ -52,6 +61,10 @@ typedef enum {
 /* The CPU kernels backend asked for in *variant.  Returns 0, or prints one
  * error line and returns ST_EXIT_USAGE. */
 int st_fault_kernels_variant(st_fault_kernels *variant);
+
+/* The fault point `point` (a name from the list above) is reached by
+ * `rank`: stops or kills this process when SHARDTRAIN_TEST_FAULT says so. */
+void st_fault_at(const char *point, long rank);
 
 /* Pause at `point` when SHARDTRAIN_TEST_PAUSE names it. */
 void st_fault_pause(const char *point);

@@ -1,7 +1,8 @@
 /* `shardtrain bench-comm`: bandwidth of the collectives the FSDP engine
  * runs (all_gather, reduce_scatter, all_reduce on float32), over the same
  * process groups and backend a training run with the same configuration
- * would use, reported like nccl-tests (time, algbw, busbw, #wrong).
+ * would use, reported like nccl-tests (out-of-place and in-place columns of
+ * time, algbw, busbw, #wrong, and the closing average bus bandwidth).
  *
  * Training throughput on many
  * ranks is bounded by the gathers and reductions of the FSDP engine, so
@@ -282,8 +283,17 @@ static int bench_one(int coll, st_comm *c, bench_bufs *b, int64_t S, const bench
     double algbw = slowest > 0 ? (double)bytes / slowest / 1e9 : 0.0;
     double factor = coll == COLL_ALL_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
     *busbw = algbw * factor;
-    st_info("  %-14s %12" PRId64 " %12" PRId64 " %10.2f %11.2f %11.2f %8" PRId64,
-            coll_name[coll], bytes, total, slowest * 1e6, algbw, *busbw, *wrong_total);
+    /* nccl-tests times each size twice, out of place and in place; the
+     * engine runs all_gather and reduce_scatter only out of place and
+     * all_reduce only in place (comm.h), so that one column is measured
+     * and the other says N/A rather than time a call training never makes. */
+    char cols[64];
+    snprintf(cols, sizeof cols, "%10.2f %11.2f %11.2f %8" PRId64, slowest * 1e6, algbw, *busbw,
+             *wrong_total);
+    const char *na = "       N/A         N/A         N/A      N/A";
+    int in_place = coll == COLL_ALL_REDUCE;
+    st_info("  %-14s %12" PRId64 " %12" PRId64 "  %s  %s", coll_name[coll], bytes, total,
+            in_place ? na : cols, in_place ? cols : na);
     return 0;
 }
 
@@ -324,8 +334,10 @@ static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args 
                 "all_gather and reduce_scatter (n = %d)", n);
         st_info("# wrong = output elements differing from the exact result, "
                 "summed over ranks");
-        st_info("# %-14s %12s %12s %10s %11s %11s %8s", "collective", "bytes", "count",
-                "time_us", "algbw_GB/s", "busbw_GB/s", "wrong");
+        st_info("# %-14s %12s %12s  %27s %41s", "", "", "", "out-of-place", "in-place");
+        st_info("# %-14s %12s %12s  %10s %11s %11s %8s  %10s %11s %11s %8s", "collective",
+                "bytes", "count", "time_us", "algbw_GB/s", "busbw_GB/s", "wrong", "time_us",
+                "algbw_GB/s", "busbw_GB/s", "wrong");
     }
     double bus_sum[N_COLL] = {0}; /* for nccl-tests' closing average */
     int rows = 0;
@@ -340,9 +352,12 @@ static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args 
             *wrong_sum += wrong;
             bus_sum[coll] += busbw;
         }
-    /* nccl-tests closes with the mean bus bandwidth over the sizes it ran
-     * (one collective per program); here one line per collective, so
-     * scripts that read "# Avg bus bandwidth : X" get all_gather's. */
+    /* nccl-tests closes with "# Avg bus bandwidth : X", X = (sum of busbw
+     * over every timed row and column) / (their number): the mean over the
+     * sizes of both the out-of-place and in-place runs of its one
+     * collective.  Here each collective has one measured column per size,
+     * so X = sum over sizes of busbw / number of sizes, one line per
+     * collective; scripts that read the first such line get all_gather's. */
     st_info("# Wrong values         : %" PRId64 " %s", *wrong_sum, *wrong_sum ? "FAILED" : "OK");
     for (int coll = 0; coll < N_COLL && rows > 0; coll++)
         st_info("# Avg bus bandwidth    : %.6g %s", bus_sum[coll] / rows, coll_name[coll]);

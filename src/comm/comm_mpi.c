@@ -259,7 +259,14 @@ st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged
         MPI_Op_create(bf16_sum, 1, &bf16_sum_op);
     st_comm *c = calloc(1, sizeof *c);
     mpi_state *s = calloc(1, sizeof *s);
-    if (!c || !s || MPI_Comm_dup(group, &s->comm) != MPI_SUCCESS) {
+    int dup_rc = MPI_ERR_OTHER;
+    if (c && s) {
+        /* Blocks inside MPI until every member calls it: bounded. */
+        st_watchdog_blocking_begin("MPI_Comm_dup", 0);
+        dup_rc = MPI_Comm_dup(group, &s->comm);
+        st_watchdog_blocking_end();
+    }
+    if (dup_rc != MPI_SUCCESS) {
         st_error(NULL, "cannot create the %s communicator", label);
         free(c);
         free(s);

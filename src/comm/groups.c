@@ -246,11 +246,16 @@ int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg,
 
     MPI_Comm shard = MPI_COMM_NULL, rep = MPI_COMM_NULL;
     const st_layout *l = &g->layout;
+    /* The splits block inside MPI: fenced and bounded by the watchdog. */
+    st_watchdog_blocking_begin("MPI_Comm_split (the shard and replicate groups)", 1);
+    int src = MPI_Comm_split(MPI_COMM_WORLD, l->shard_group, l->shard_rank, &shard);
+    int rrc = src != MPI_SUCCESS ? MPI_SUCCESS
+                                 : MPI_Comm_split(MPI_COMM_WORLD, l->replicate_group,
+                                                  l->replicate_rank, &rep);
+    st_watchdog_blocking_end();
     rc = 0;
-    if (st_mpi_failed(MPI_Comm_split(MPI_COMM_WORLD, l->shard_group, l->shard_rank, &shard),
-                   "MPI_Comm_split (shard groups)") ||
-        st_mpi_failed(MPI_Comm_split(MPI_COMM_WORLD, l->replicate_group, l->replicate_rank,
-                                  &rep), "MPI_Comm_split (replicate groups)"))
+    if (st_mpi_failed(src, "MPI_Comm_split (shard groups)") ||
+        st_mpi_failed(rrc, "MPI_Comm_split (replicate groups)"))
         rc = ST_EXIT_FAILURE;
     /* Same order on every rank: NCCL initialisation blocks per group. */
     if (!rc) {

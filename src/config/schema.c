@@ -73,8 +73,11 @@ const st_key st_schema[] = {
     FLT("model", "init_std", "0.02", 0, 0, GT0, "Standard deviation of the random initialisation.",
         model.init_std),
 
-    STR("data", "train", "", "Glob of the training token files; required to train.", data.train),
-    STR("data", "val", "", "Glob of the validation token files; empty for none.", data.val),
+    STR("data", "train", "", "Glob of the training token files (llm.c's: uint16 tokens, "
+        "header version 1, or uint32, version 7; shardtrain(1), prepare); required to train.",
+        data.train),
+    STR("data", "val", "", "Glob of the validation token files, same format; empty for none.",
+        data.val),
 
     INT_IN("train", "micro_batch", "1", 1, (64 * P10), "Sequences per rank per forward/backward pass.",
            train.micro_batch),

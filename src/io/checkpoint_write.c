@@ -118,6 +118,8 @@ static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_
             /* Testing aid: die between the writes of a checkpoint. */
             if (u == 0 && k == 0 && st_fault_crash_in_checkpoint(step))
                 _exit(ST_EXIT_FAILURE);
+            if (u == 0 && k == 0)
+                st_fault_at("ckpt_shard", st_log_rank());
         }
     }
     free(stage);
@@ -375,6 +377,7 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
 {
     const char *dir = cfg->checkpoint.dir;
     char tmp[8192], path[8300];
+    st_fault_at("ckpt_begin", rt->rank);
     snprintf(tmp, sizeof tmp, "%s/.tmp-step_%08lld", dir, (long long)step);
     int rc = 0;
     if (rt->rank == 0) {
@@ -401,9 +404,11 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
     uint64_t *all = rt->rank == 0 ? st_alloc(sizeof(uint64_t) * (size_t)stride *
                                                  (size_t)rt->world, ST_MEM_OTHER)
                                   : NULL;
+    st_fault_at("ckpt_gather", rt->rank);
     int grc = st_runtime_gather_u64((const unsigned long long *)mine,
                                     (unsigned long long *)all, stride);
     rc = st_runtime_agree(rc ? rc : grc);
+    st_fault_at("ckpt_publish", rt->rank);
     if (!rc && rt->rank == 0)
         rc = publish(f, cfg, rt, step, tmp, all, n_blocks, stride);
     st_free(mine);

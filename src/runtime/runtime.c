@@ -21,6 +21,8 @@
 
 #include "runtime/runtime.h"
 #include "base/log.h"
+#include "base/test_faults.h"
+#include "runtime/deadline.h"
 #include "runtime/watchdog.h"
 
 #include <mpi.h>
@@ -253,11 +255,16 @@ static int cmp_long(const void *a, const void *b)
  * waiting in the next collective. */
 static int mpi_identity(st_runtime *rt, const launcher_id *id)
 {
+    int rc;
     MPI_Comm shm;
-    if (st_mpi_failed(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank,
-                                       MPI_INFO_NULL, &shm), "MPI_Comm_split_type"))
+    st_watchdog_blocking_begin("MPI_Comm_split_type (the node groups)", 1);
+    rc = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt->rank, MPI_INFO_NULL,
+                             &shm);
+    st_watchdog_blocking_end();
+    if (st_mpi_failed(rc, "MPI_Comm_split_type"))
         return ST_EXIT_FAILURE;
-    int leader = rt->rank, rc = ST_EXIT_FAILURE;
+    int leader = rt->rank;
+    rc = ST_EXIT_FAILURE;
     if (!st_mpi_failed(MPI_Comm_rank(shm, &rt->local_rank), "MPI_Comm_rank") &&
         !st_mpi_failed(MPI_Comm_size(shm, &rt->local_size), "MPI_Comm_size")) {
         /* Watched like every collective, so a rank that never starts
@@ -340,6 +347,25 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
     rt->device = -1;
     rt->identity_source = "mpi";
 
+    /* Nothing can be watched until the watchdog is up (the launcher
+     * hand-shake, MPI_Init, the watchdog's own set-up): a rank that dies
+     * or stops then leaves the others blocked inside MPI, so a timer ends
+     * them.  The watchdog takes the same bound until the configuration
+     * sets parallel.timeout_s. */
+    const double startup_s = st_deadline_startup_s();
+    if (startup_s < 0)
+        return ST_EXIT_USAGE;
+    char where[48] = "start-up";
+    const char *r_env = getenv("OMPI_COMM_WORLD_RANK");
+    r_env = r_env ? r_env : getenv("SLURM_PROCID");
+    if (r_env && strlen(r_env) < 12)
+        snprintf(where, sizeof where, "rank %s", r_env);
+    st_deadline_arm(startup_s, where, "MPI start-up (the launcher hand-shake and "
+                    "MPI_Init)", "a rank died or stalled while starting (see the launcher's "
+                    "output), or the launcher is unreachable; if start-up is only slow, raise "
+                    "SHARDTRAIN_STARTUP_TIMEOUT_S", NULL);
+    st_watchdog_set_timeout(startup_s);
+
     launcher_id id;
     launcher_id_clear(&id);
     int have = 0;
@@ -351,6 +377,7 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
     if (!have)
         have = env_identity(&id);
 
+    st_fault_at("init", have ? id.rank : -1);
     int provided = 0, rc;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
         st_error(NULL, "MPI_Init_thread failed; hint: check the MPI installation");
@@ -367,6 +394,8 @@ int st_runtime_init(st_runtime *rt, int *argc, char ***argv)
         st_log_hold(); /* until the agreements say which rank prints */
     if ((rc = st_watchdog_init()))
         return rc;
+    st_deadline_disarm();
+    st_fault_at("startup", rt->rank);
     if (provided < MPI_THREAD_FUNNELED) {
         /* Same library on every rank: every rank returns here. */
         st_error(NULL, "MPI provides thread level %d, shardtrain needs "
@@ -461,9 +490,13 @@ int st_runtime_agree(int rc)
 
 int st_runtime_gather_u64(const unsigned long long *send, unsigned long long *recv, int count)
 {
-    if (st_mpi_failed(MPI_Gather(send, count, MPI_UNSIGNED_LONG_LONG, recv, count,
-                                 MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD),
-                      "MPI_Gather"))
-        return ST_EXIT_FAILURE;
+    /* Watched like every collective: a rank that dies or stops while a
+     * checkpoint is written must not hang rank 0 here. */
+    st_wd_op op = {"gather", "the checkpoint block hashes", -1, "world", st_watchdog_step()};
+    uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+    MPI_Request r;
+    st_watchdog_finish(MPI_Igather(send, count, MPI_UNSIGNED_LONG_LONG, recv, count,
+                                   MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD, &r),
+                       &r, ST_WD_WORLD, seq, &op);
     return 0;
 }

@@ -15,7 +15,9 @@
  *     answers for a grace period.  Every rank answers from inside any
  *     wait, where it polls anyway, with one pre-posted receive.  A member
  *     that is silent (dead, stopped) or whose count is below the sequence
- *     number of the collective did not arrive.
+ *     number of the collective did not arrive; only the silent ones are
+ *     named as failed.  A rank that finds the asker itself silent was
+ *     away (stopped, then woken by the launcher) and blames nobody.
  *  2. Contagion.  A query means its sender is about to stop the job, so a
  *     rank that receives one while waiting gives up at once and goes
  *     through its own exchange: every blocked survivor reports, within a
@@ -24,9 +26,10 @@
  *  3. Exit.  Each rank, once its line is printed, tells the ranks below it
  *     that it has reported (TAG_DONE) and lingers, answering queries.  The
  *     lowest rank known to be alive waits until every rank it knows to be
- *     alive has reported (bounded by half a timeout), then calls
+ *     alive has reported (bounded by 0.4 of a timeout), then calls
  *     MPI_Abort, which makes the launcher kill what is left, stalled ranks
- *     included; the others _exit.  Both give ST_EXIT_TIMEOUT.  Waiting for
+ *     included; the others _exit.  Should MPI_Abort not end it, a
+ *     deadline kills the silent ranks of its node and exits.  Both give ST_EXIT_TIMEOUT.  Waiting for
  *     the reports matters on a loaded machine: an abort after a fixed
  *     linger killed a slow survivor before it had printed, and the
  *     launcher's SIGCONT woke a stopped rank in time to answer a late
@@ -36,8 +39,10 @@
  * Each process goes through the fault path at most once. */
 #include "runtime/watchdog.h"
 #include "base/log.h"
+#include "runtime/deadline.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +74,8 @@ static struct {
     int lowest_alive;             /* lowest rank seen asking or answering */
     unsigned char *alive;         /* [world]: seen asking, answering or reporting */
     unsigned char *reported;      /* [world]: sent TAG_DONE (fault path only) */
+    unsigned char *silent;        /* [world]: did not answer our exchange */
+    int64_t *whereabouts;         /* [world][2]: {pid, host hash}, for the last resort */
     int64_t step;                 /* st_watchdog_set_step */
 } wd = {.timeout = 600.0, .qreq = MPI_REQUEST_NULL, .side = MPI_COMM_NULL};
 
@@ -151,6 +158,18 @@ static int service_queries(void)
     return first;
 }
 
+/* FNV-1a of the host name: equal on the ranks of one node. */
+static int64_t host_hash(void)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0)
+        return 0;
+    uint64_t h = 1469598103934665603ull;
+    for (const char *c = host; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    return (int64_t)(h >> 1);
+}
+
 int st_watchdog_init(void)
 {
     if (wd.up)
@@ -170,12 +189,24 @@ int st_watchdog_init(void)
     wd.reply_req = malloc((size_t)wd.world * sizeof *wd.reply_req);
     wd.alive = calloc((size_t)wd.world, 1);
     wd.reported = calloc((size_t)wd.world, 1);
-    if (!wd.reply_buf || !wd.reply_req || !wd.alive || !wd.reported) {
+    wd.silent = calloc((size_t)wd.world, 1);
+    wd.whereabouts = calloc((size_t)wd.world * 2, sizeof *wd.whereabouts);
+    if (!wd.reply_buf || !wd.reply_req || !wd.alive || !wd.reported || !wd.silent ||
+        !wd.whereabouts) {
         st_error(NULL, "out of memory for the collective watchdog of %d ranks", wd.world);
         return ST_EXIT_FAILURE;
     }
     for (int r = 0; r < wd.world; r++)
         wd.reply_req[r] = MPI_REQUEST_NULL;
+    /* Where each rank runs, for stop_silent_ranks.  Blocking, like the
+     * duplicate above: start-up's deadline (deadline.h) bounds both. */
+    int64_t me[2] = {(int64_t)getpid(), host_hash()};
+    if (MPI_Allgather(me, 2, MPI_INT64_T, wd.whereabouts, 2, MPI_INT64_T, wd.side) !=
+        MPI_SUCCESS) {
+        st_error(NULL, "cannot set up the collective watchdog's communicator; hint: check "
+                 "the MPI installation");
+        return ST_EXIT_FAILURE;
+    }
     wd.lowest_alive = wd.rank;
     wd.alive[wd.rank] = 1;
     wd.up = 1;
@@ -205,6 +236,8 @@ void st_watchdog_finalize(void)
     free(wd.reply_req);
     free(wd.alive);
     free(wd.reported);
+    free(wd.silent);
+    free(wd.whereabouts);
     MPI_Comm_free(&wd.side);
     double t = wd.timeout;
     memset(&wd, 0, sizeof wd);
@@ -374,10 +407,14 @@ static void linger(double s, int until_reported, double max_s)
     }
 }
 
-/* Asks the members of id and fills the list of those that did not arrive;
- * returns how many, or -1 when it cannot tell. */
-static int exchange(int id, uint64_t seq, char *list, size_t n)
+/* Asks the members of id and fills the list of those that did not answer
+ * (dead or stopped: the only ranks named as failed; marked in wd.silent)
+ * and, in behind, of those that answered but had not reached the
+ * collective (alive, held up elsewhere by the failed ones).  Returns how
+ * many did not answer, or -1 when it cannot tell. */
+static int exchange(int id, uint64_t seq, char *list, size_t n, char *behind, size_t bn)
 {
+    behind[0] = 0;
     snprintf(list, n, "unknown");
     if (!wd.up || id < 0 || id >= wd.n || !wd.w[id].live)
         return -1;
@@ -430,20 +467,55 @@ static int exchange(int id, uint64_t seq, char *list, size_t n)
     /* Requests still open are left to the exit, with their buffers (never
      * freed, so a late answer lands in valid memory): cancelling a send to
      * a dead rank may block. */
-    size_t len = 0;
+    size_t len = 0, blen = 0;
     const int show = 16;
+    int late = 0;
     for (int i = 0; i < m; i++) {
-        if (state[i] == 1)
+        if (state[i] == 2) {
+            if (late < show)
+                blen = append(behind, bn, blen, "%s%d", late ? ", " : "", w->world_rank[i]);
+            late++;
+        }
+        if (state[i] != 0)
             continue;
+        wd.silent[w->world_rank[i]] = 1;
         if (missing < show)
-            len = append(list, n, len, "%s%d%s", missing ? ", " : "", w->world_rank[i],
-                         state[i] == 2 ? " (alive, not there yet)" : "");
+            len = append(list, n, len, "%s%d", missing ? ", " : "", w->world_rank[i]);
         missing++;
     }
     if (missing > show)
         append(list, n, len, ", ... (%d in all)", missing);
+    if (late > show)
+        append(behind, bn, blen, ", ... (%d in all)", late);
     free(state);
     return missing;
+}
+
+/* The last resort, before the abort: a stopped rank can only be ended by
+ * a signal, and a launcher that lost a rank does not always send one, so
+ * the rank that aborts kills the ranks of its own node that did not
+ * answer, after checking that the pid still runs this program. */
+static void stop_silent_ranks(void)
+{
+    char self[64] = "", other[64], path[64];
+    FILE *f = fopen("/proc/self/comm", "r");
+    if (!f)
+        return;
+    if (!fgets(self, sizeof self, f))
+        self[0] = 0;
+    fclose(f);
+    for (int r = 0; r < wd.world && self[0]; r++) {
+        if (r == wd.rank || !wd.silent[r] || wd.whereabouts[2 * r + 1] != wd.whereabouts[2 * wd.rank + 1])
+            continue;
+        const pid_t pid = (pid_t)wd.whereabouts[2 * r];
+        snprintf(path, sizeof path, "/proc/%ld/comm", (long)pid);
+        if (!(f = fopen(path, "r")))
+            continue;
+        const int same = fgets(other, sizeof other, f) && !strcmp(self, other);
+        fclose(f);
+        if (same && pid > 1)
+            kill(pid, SIGKILL);
+    }
 }
 
 static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mpi_rc,
@@ -451,7 +523,7 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
 static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mpi_rc,
                   double waited, int asker)
 {
-    char what[256], reason[MPI_MAX_ERROR_STRING + 96], list[512];
+    char what[256], reason[MPI_MAX_ERROR_STRING + 96], list[512], behind[512];
     describe(what, sizeof what, op);
     if (why == WHY_TIMEOUT) {
         snprintf(reason, sizeof reason, "did not complete within %g s", wd.timeout);
@@ -468,11 +540,24 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
     /* Every rank reports its own view of the stall, and errors it held
      * for an agreement that will not come are printed before it. */
     st_log_unhold();
-    int missing = exchange(id, seq, list, sizeof list);
-    char where[32];
+    int missing = exchange(id, seq, list, sizeof list, behind, sizeof behind);
+    char where[32], also[600] = "";
     snprintf(where, sizeof where, "rank %d", wd.rank);
-    st_error(where, "%s %s; ranks that did not arrive: %s; hint: %s", what, reason,
-             missing ? list : "none",
+    if (why == WHY_PEER && asker >= 0 && asker < wd.world && wd.silent[asker]) {
+        /* The rank that asked was alive to ask and is silent now: it gave
+         * up and left, so this rank is the one that was away (stopped, or
+         * busy past the grace period).  Its view of the others is stale;
+         * it blames nobody and leaves the abort to them. */
+        st_error(where, "%s %s, and the other ranks had already ended; this rank was "
+                 "stopped or too slow to answer; hint: see the other ranks' lines", what,
+                 reason);
+        fflush(stderr);
+        _exit(ST_EXIT_TIMEOUT);
+    }
+    if (behind[0])
+        snprintf(also, sizeof also, "; alive but held up elsewhere: %s", behind);
+    st_error(where, "%s %s; ranks that did not arrive: %s%s; hint: %s", what, reason,
+             missing ? list : "none", also,
              missing > 0 ? "those ranks died or stalled (see their output and the "
                            "launcher's); if they are only slow, raise parallel.timeout_s"
              : missing == 0 ? "every rank reached it, so the transport failed; check the "
@@ -484,15 +569,25 @@ static void fault(enum why why, int id, uint64_t seq, const st_wd_op *op, int mp
     if (wd.up) {
         /* The others began their exchanges within a poll of our query;
          * two grace periods cover theirs.  The rank that aborts waits for
-         * the reports too, up to half a timeout, which keeps the whole job
+         * the reports too, up to 0.4 of a timeout, and MPI_Abort gets
+         * at most a quarter of one (or two grace periods), which keeps the whole job
          * within two timeouts of the stall. */
         announce_report();
         collect_reports();
         const int aborter = wd.world > 1 && wd.lowest_alive == wd.rank;
         const double g2 = 2.0 * grace_s();
-        linger(g2, aborter, aborter ? (g2 > 0.5 * wd.timeout ? g2 : 0.5 * wd.timeout) : g2);
-        if (aborter)
+        linger(g2, aborter, aborter ? (g2 > 0.4 * wd.timeout ? g2 : 0.4 * wd.timeout) : g2);
+        if (aborter) {
+            /* MPI_Abort asks the launcher, which may itself be waiting on
+             * the lost rank (or not kill a stopped one): past a quarter of
+             * a timeout, the ranks of this node that did not answer are
+             * killed here and this rank exits by itself. */
+            const double q = 0.25 * wd.timeout;
+            st_deadline_arm(q > 2.0 * grace_s() ? q : 2.0 * grace_s(), where, "MPI_Abort",
+                            "the launcher did not end the job; the ranks of this node that "
+                            "did not answer were killed", stop_silent_ranks);
             MPI_Abort(MPI_COMM_WORLD, ST_EXIT_TIMEOUT);
+        }
     }
     _exit(ST_EXIT_TIMEOUT);
 }
@@ -530,6 +625,29 @@ void st_watchdog_wait(MPI_Request *req, int id, uint64_t seq, const st_wd_op *op
         pause_poll(t - t0);
         rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     }
+}
+
+void st_watchdog_blocking_begin(const char *what, int world_fence)
+{
+    if (!wd.up)
+        return;
+    if (world_fence) {
+        st_wd_op op = {"barrier", what, -1, "world", wd.step};
+        uint64_t seq = st_watchdog_enter(ST_WD_WORLD);
+        MPI_Request r;
+        st_watchdog_finish(MPI_Ibarrier(MPI_COMM_WORLD, &r), &r, ST_WD_WORLD, seq, &op);
+    }
+    char where[32];
+    snprintf(where, sizeof where, "rank %d", wd.rank);
+    st_deadline_arm(wd.timeout, where, what, "a rank died or stalled inside it (see the "
+                    "other ranks' lines and the launcher's output); if it is only slow, raise "
+                    "parallel.timeout_s", NULL);
+}
+
+void st_watchdog_blocking_end(void)
+{
+    if (wd.up)
+        st_deadline_disarm();
 }
 
 void st_watchdog_finish(int mpi_rc, MPI_Request *req, int id, uint64_t seq,

@@ -3,12 +3,15 @@
  * A rank that dies or stalls (killed, SIGSTOPped, a hung device) leaves the
  * others blocked in their next collective for ever; with Slurm's default
  * (KillOnBadExit=0) or mpirun --enable-recovery nothing tears the job down
- * until its time limit.  Every wait of the mpi communication backend and of
- * the world collectives of start-up goes through st_watchdog_wait instead,
+ * until its time limit.  Every wait of the mpi communication backend, of
+ * the world collectives of start-up, of the status agreements and of the
+ * checkpoint gather goes through st_watchdog_wait instead,
  * which polls with the deadline parallel.timeout_s.  On expiry (or an MPI
  * error) each surviving rank prints one line naming the collective, the
- * step and the ranks that did not arrive, then the job stops with exit
- * status ST_EXIT_TIMEOUT.
+ * step and the ranks that did not answer (only those: a rank that answers
+ * is alive, even if it is blocked elsewhere), then the job stops with exit
+ * status ST_EXIT_TIMEOUT.  Blocking MPI calls that cannot be polled
+ * (communicator creation) are fenced and bounded by deadline.h.
  *
  * Only the mpi backend and this file know about MPI; the engine describes
  * an operation in words (st_wd_op, filled by comm_mpi.c from comm.h's
@@ -68,6 +71,16 @@ void st_watchdog_wait(MPI_Request *req, int id, uint64_t seq, const st_wd_op *op
  * on id that its MPI_I... call started with result mpi_rc. */
 void st_watchdog_finish(int mpi_rc, MPI_Request *req, int id, uint64_t seq,
                         const st_wd_op *op);
+
+/* Brackets an MPI call that blocks and cannot be polled (communicator
+ * creation: MPI_Comm_split, MPI_Comm_dup).  With world_fence, every rank of
+ * MPI_COMM_WORLD calls it at the same point: a watched barrier first, so
+ * a rank that is already gone is named as usual.  Then the process
+ * deadline (deadline.h) bounds the call by parallel.timeout_s; it ends
+ * this rank with ST_EXIT_TIMEOUT and a line naming `what`, but cannot
+ * name the missing rank. */
+void st_watchdog_blocking_begin(const char *what, int world_fence);
+void st_watchdog_blocking_end(void);
 
 /* Reports that the collective could not even start (MPI error mpi_rc) and
  * ends the process the same way. */

@@ -345,6 +345,7 @@ static int validation_loss(train_run *r, double *val_loss)
         rc = st_fsdp_forward(&r->fsdp, r->inputs, r->targets, NULL, &l);
         loss += l;
     }
+    st_fault_at("eval", r->rank);
     rc = rc ? rc : st_comm_allreduce_now(r->groups.host_world, &loss, 1, ST_DT_F64,
                                          st_desc("the validation loss", -1));
     *val_loss = loss / (double)(total * T);
@@ -372,6 +373,7 @@ static int train_evaluate(train_run *r, int64_t step)
 static int train_step(train_run *r, int64_t step)
 {
     const st_config *cfg = r->cfg;
+    st_fault_at("step", r->rank);
     const double t0 = st_runlog_now();
     double loss_sum = 0.0, gnorm = 0.0;
     int rc = accumulate_gradients(r, step, &loss_sum);
@@ -401,6 +403,7 @@ static int train_step(train_run *r, int64_t step)
 /* Gather every unit's master parameters and write them (rank 0). */
 static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
 {
+    st_fault_at("final", rank);
     float **full = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
     int rc = 0;
     for (int u = 0; u < m->n_units; u++) {

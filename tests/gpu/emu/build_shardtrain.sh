@@ -33,7 +33,7 @@ cp "$build/libshardtrain.a" "$tmp/lib.a"
 ar d "$tmp/lib.a" kernels_cuda.o device.o comm_nccl.o
 
 cflags="-std=c11 -O2 -g -Wall -Wextra $(mk OPENMP_CFLAGS) -D_GNU_SOURCE -I$build -I$top/src \
--I$top/cuda $(mk INIH_CFLAGS) $(mk JANSSON_CFLAGS) $(mk XXHASH_CFLAGS) $(mk PMIX_CFLAGS) \
+-I$top/cuda $(mk INIH_CFLAGS) $(mk JANSSON_CFLAGS) $(mk XXHASH_CFLAGS) $(mk PROTOBUF_C_CFLAGS) $(mk PMIX_CFLAGS) \
 $(mk CUDA_CFLAGS) $(mk NCCL_CFLAGS) -include $emu/shim_c.h"
 objs=
 for f in kernels/kernels_cuda runtime/device comm/comm_nccl; do
@@ -58,7 +58,7 @@ objs="$objs $tmp/gemm_host.o"
 
 # shellcheck disable=SC2086
 $CC $(mk OPENMP_CFLAGS) -o "$out" "$build/src/cli/main.o" $objs "$tmp/lib.a" \
-    $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PMIX_LIBS) $(mk NCCL_LIBS) \
+    $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PROTOBUF_C_LIBS) $(mk PMIX_LIBS) $(mk NCCL_LIBS) \
     $(mk CUDA_LIBS) -lstdc++ -lpthread -lm
 
 # No real runtime call may be left: the only cuda* import allowed is
