@@ -40,4 +40,22 @@ st=$(shardtrain_bin) || exit 1
 shift
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export OMP_NUM_THREADS
-exec mpirun -x OMP_NUM_THREADS "$@" "$st" train "$config"
+# Preemption: mpirun forwards SIGUSR1 to every rank, which checkpoints
+# and exits 3, and mpirun exits 3.  SIGTERM it does not forward: it
+# aborts the job (SIGTERM to the ranks, SIGKILL 1 s later, its
+# odls_base_sigkill_timeout) and exits 1.  So a SIGTERM to this script
+# (Slurm's at the time limit, scancel, kill) is passed on as SIGUSR1.
+run=
+forward() { [ -n "$run" ] && kill -s USR1 "$run" 2>/dev/null; return 0; }
+trap forward USR1 TERM
+mpirun -x OMP_NUM_THREADS "$@" "$st" train "$config" &
+run=$!
+# wait returns early (status > 128) whenever a trapped signal arrives:
+# wait again until mpirun has really ended, then pass on its status.
+set +e
+while :; do
+    wait "$run"
+    status=$?
+    kill -0 "$run" 2>/dev/null || break
+done
+exit "$status"

@@ -57,3 +57,29 @@ refused "an unwritable checkpoint.dir is found at start" \
     "checkpoint.dir = $TMP/afile/ck: cannot create or write to this directory" \
     "$SHARDTRAIN" train -s checkpoint.dir="$TMP/afile/ck" "$TMP/base.ini"
 check "... before any training step" test ! -s "$TMP/logs/metrics.jsonl"
+
+# Names inih would cut to 49 bytes are refused at their line.
+printf '[log]\n%s = x\n' "dir$(printf 'x%.0s' $(seq 1 60))" >"$TMP/key.ini"
+refused "a 63-byte key name: refused at its line, not cut" "key.ini:2: key name 'dirxxx" \
+    "$SHARDTRAIN" check "$TMP/key.ini"
+printf '[%s]\n' "log$(printf 'x%.0s' $(seq 1 150))" >"$TMP/sect.ini"
+refused "a 153-byte section name: refused at its line as unknown" "sect.ini:1: unknown section \[logxxx" \
+    "$SHARDTRAIN" check "$TMP/sect.ini"
+
+# A path key over the limit after ${VAR} expansion is refused at its line;
+# a long one under it is used whole (the files in it keep their names).
+# Directory names of 200 bytes: a component may not exceed 255.
+seg=$(printf 'd%.0s' $(seq 1 200))
+deep=$TMP/logs
+while [ $((${#deep} + 201)) -le 3072 ]; do deep=$deep/$seg; done
+printf '[log]\ndir = ${OVER}\n' >"$TMP/over.ini"
+OVER=$deep/$seg$seg refused "a log.dir over the limit after \${VAR} expansion: refused at its line" \
+    "over.ini:2: log.dir is [0-9]* bytes long" "$SHARDTRAIN" check "$TMP/over.ini"
+ranks 1 120 "$SHARDTRAIN" train -s log.dir="$deep" -s train.steps=1 "$TMP/base.ini" \
+    >"$TMP/deep.out" 2>"$TMP/deep.err"
+check "a $(printf %s "$deep" | wc -c)-byte log.dir: trains and writes metrics.jsonl whole" \
+    test -s "$deep/metrics.jsonl"
+
+refused "a log.dir that cannot be made: exit 2 naming it" \
+    "log.dir = $TMP/afile/logs: cannot create or write to this directory" \
+    "$SHARDTRAIN" train -s "log.dir=$TMP/afile/logs" "$TMP/base.ini"

@@ -32,7 +32,8 @@ paused() {
     wait
 }
 
-# ended NAME NP SIG: exit 3, one warning per rank, no checkpoint, no error
+# ended NAME NP SIG: exit 3, one warning per rank, no checkpoint (checkpoint.dir,
+# made and probed at the start of set-up, holds no step directory), no error
 ended() {
     name=$1 np=$2 sig=$3
     st=$(cat "$TMP/$name.rc")
@@ -54,3 +55,53 @@ paused start2 2 start USR1
 check "SIGUSR1 at the top of main on 2 ranks: mpirun exits 3, no checkpoint" ended start2 2 SIGUSR1
 paused setup2 2 setup TERM
 check "SIGTERM at the end of set-up on 2 ranks: mpirun exits 3, no checkpoint" ended setup2 2 SIGTERM
+
+# Once the loop runs, the first signal waits for the step boundary; a
+# process blocked where no boundary comes (the "deferred" pause stands for
+# a blocked call: system calls are restarted) is ended by the second one,
+# at once, with status 3 and one warning; one repeated at once (as
+# `scancel --full` does) is still the first.
+twice() {
+    rm -rf "$TMP/ckpt" "$TMP/logs"
+    ( SHARDTRAIN_TEST_PAUSE=deferred ranks 1 60 "$SHARDTRAIN" train "$TMP/sigmark.ini" \
+          >"$TMP/twice.out" 2>"$TMP/twice.err"
+      echo $? >"$TMP/twice.rc" ) &
+    i=0
+    until grep -q "paused at deferred" "$TMP/twice.err" 2>/dev/null; do
+        i=$((i + 1)); [ $i -gt 600 ] && { diag "twice: never paused"; break; }; sleep 0.1
+    done
+    pkill -TERM -f "^$SHARDTRAIN train .*sigmark\.ini"
+    pkill -TERM -f "^$SHARDTRAIN train .*sigmark\.ini"   # a repeat: still one signal
+    sleep 3
+    early=0
+    if [ -e "$TMP/twice.rc" ]; then
+        diag "the first signal ended the process: $(cat "$TMP/twice.err")"
+        early=1
+    fi
+    pkill -TERM -f "^$SHARDTRAIN train .*sigmark\.ini"
+    wait
+    [ $early = 0 ] && [ "$(cat "$TMP/twice.rc")" = 3 ] &&
+        grep -q '^shardtrain: warning: second preemption signal and still no step boundary; exiting with status 3' "$TMP/twice.err" ||
+        { diag "exit $(cat "$TMP/twice.rc")" "$(cat "$TMP/twice.err")"; return 1; }
+}
+check "training blocked: a SIGTERM 3 s after the first ends it at once with exit 3, a repeat at once does not" twice
+
+# mpirun aborts on SIGTERM (exit 1, SIGKILL to the ranks 1 s after its
+# SIGTERM) but forwards SIGUSR1; sbatch/mpirun.sh passes a SIGTERM on as
+# SIGUSR1, so the job checkpoints and ends with status 3.
+viascript() {
+    rm -rf "$TMP/ckpt" "$TMP/logs"
+    write_base_ini "$TMP/script.ini" log.dir="$TMP/logs" checkpoint.dir="$TMP/ckpt" \
+        train.steps=100000 checkpoint.every=0
+    ( SHARDTRAIN=$SHARDTRAIN OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+          timeout -s KILL 120 sh "$top_srcdir/sbatch/mpirun.sh" "$TMP/script.ini" -np 2 \
+          --oversubscribe >"$TMP/script.out" 2>"$TMP/script.err"
+      echo $? >"$TMP/script.rc" ) &
+    wait_logged_step "$TMP/logs" 2 || diag "mpirun.sh: no step 2"
+    pkill -TERM -f "^sh $top_srcdir/sbatch/mpirun.sh $TMP/script.ini"
+    wait
+    [ "$(cat "$TMP/script.rc")" = 3 ] && [ -s "$TMP/ckpt/latest" ] &&
+        [ "$(grep -c 'SIGUSR1 received; checkpoint of step' "$TMP/script.err")" -eq 2 ] ||
+        { diag "exit $(cat "$TMP/script.rc")" "$(tail -n 5 "$TMP/script.err")"; return 1; }
+}
+check "SIGTERM to sbatch/mpirun.sh: both ranks checkpoint, the job exits 3 (not mpirun's 1)" viascript

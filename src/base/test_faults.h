@@ -29,10 +29,12 @@
  *       only), ckpt_gather (before the gather of the block hashes),
  *       ckpt_publish (before rank 0 publishes the manifest), final (before
  *       the final weights are gathered).  Malformed: exit status 2.
- *   SHARDTRAIN_TEST_PAUSE=start|setup   (tests/signals.sh)
+ *   SHARDTRAIN_TEST_PAUSE=start|setup|deferred   (tests/signals.sh)
  *       The process stops for up to 60 s at that point of its life (start:
  *       the top of main, before MPI; setup: the end of train's set-up,
- *       before the first step), after printing "paused at POINT" on
+ *       before the first step; deferred: just after, once a signal waits
+ *       for the step boundary, standing for a call that blocks), after
+ *       printing "paused at POINT" on
  *       stderr, so a test can send a signal exactly there.
  *
  * tests/watchdog.sh kills and stops ranks from outside and needs no hook. */

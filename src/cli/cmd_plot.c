@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/args.h"
 #include "report/plot.h"
+#include "base/log.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -36,12 +37,18 @@ int st_cmd_plot(int argc, char **argv)
     /* One run's plot lives with its logs, where the end of training writes
      * it too; an overlay belongs to no one run, so it lands here. */
     char out[4096];
+    int n;
     if (o.out)
-        snprintf(out, sizeof out, "%s", o.out);
+        n = snprintf(out, sizeof out, "%s", o.out);
     else if (a.n_positional == 1)
-        snprintf(out, sizeof out, "%s/plot.svg", a.positional[0]);
+        n = snprintf(out, sizeof out, "%s/plot.svg", a.positional[0]);
     else
-        snprintf(out, sizeof out, "plot.svg");
+        n = snprintf(out, sizeof out, "plot.svg");
+    if (n < 0 || (size_t)n >= sizeof out) {
+        st_error(o.out ? o.out : a.positional[0], "the plot's path is longer than %zu bytes; "
+                 "hint: give a shorter -o", sizeof out - 1);
+        return ST_EXIT_USAGE;
+    }
     rc = st_plot_write(out, a.positional, a.n_positional);
     if (rc == 0)
         printf("shardtrain: wrote %s\n", out);

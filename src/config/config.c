@@ -286,6 +286,16 @@ static bool check_raw_line(loader *ld, const char *line, size_t len)
         fail(ld, n, "line has no '='; hint: write key = value");
         return false;
     }
+    /* inih keeps 49 bytes of a name and drops the rest: refused here, so
+     * that no cut name is looked up or shown. */
+    const char *kend = eq;
+    while (kend > s && isspace((unsigned char)kend[-1]))
+        kend--;
+    if (kend - s > 49) {
+        fail(ld, n, "key name '%.40s...' is %d bytes long; no key is longer than 49; "
+             "hint: `shardtrain keys` lists the keys", s, (int)(kend - s));
+        return false;
+    }
     return true;
 }
 

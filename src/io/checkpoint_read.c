@@ -358,12 +358,18 @@ static int open_file(st_ckpt *c, int i, char *err, size_t n)
     if (c->fd[i] >= 0)
         return 0;
     const char *p = c->file_path[i];
-    int fd = open(p, O_RDONLY);
+    /* O_NONBLOCK: a FIFO in a file's place is refused below, not waited on. */
+    int fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return fail(err, n, p, "cannot open checkpoint file: %s; hint: the checkpoint is "
                     "incomplete; use an older one", strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || sb.st_size != c->file_bytes) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail(err, n, p, "checkpoint file is not a regular file; hint: use an older "
+                    "checkpoint");
+    }
+    if (sb.st_size != c->file_bytes) {
         close(fd);
         return fail(err, n, p, "checkpoint file is %lld bytes, the manifest says %lld "
                     "(truncated or replaced); hint: use an older checkpoint",

@@ -1,6 +1,7 @@
 /* metrics.jsonl back into arrays (see metrics_read.h).  Each line is
  * parsed by jansson on its own, so a bad line is named by its number. */
 #include "report/metrics_read.h"
+#include "base/files.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -172,10 +173,12 @@ static int read_line(reader *r, const char *text)
 int st_metrics_read(const char *path, st_metrics *m)
 {
     memset(m, 0, sizeof *m);
-    FILE *f = fopen(path, "r");
+    /* A regular file only: a FIFO in its place must not hang. */
+    FILE *f = st_fopen_regular(path);
     if (!f) {
         st_error(path, "cannot open: %s; hint: give a run's log.dir, where shardtrain "
-                       "train writes metrics.jsonl", strerror(errno));
+                       "train writes metrics.jsonl",
+                 errno == EINVAL ? "not a regular file" : strerror(errno));
         return errno == ENOENT || errno == ENOTDIR ? ST_EXIT_USAGE : ST_EXIT_FAILURE;
     }
     reader r = {.path = path, .m = m};

@@ -448,7 +448,13 @@ int st_plot_write(const char *out_path, const char *const *log_dirs, int n_dirs)
     for (int r = 0; r < n_dirs && !rc; r++) {
         char path[4096];
         runs[r].dir = log_dirs[r];
-        snprintf(path, sizeof path, "%s/metrics.jsonl", log_dirs[r]);
+        if ((size_t)snprintf(path, sizeof path, "%s/metrics.jsonl", log_dirs[r]) >=
+            sizeof path) {
+            st_error(log_dirs[r], "path too long (over %zu bytes with /metrics.jsonl)",
+                     sizeof path - 1);
+            rc = ST_EXIT_USAGE;
+            break;
+        }
         rc = st_metrics_read(path, &runs[r].m);
         runs[r].tokens_per_step = tokens_per_step(&runs[r].m);
     }

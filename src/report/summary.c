@@ -91,7 +91,11 @@ void st_summary_begin(st_run_summary *s, const char *path, int64_t resumed_from_
     if (resumed_from_step <= 0)
         return;
     json_error_t err;
-    json_t *prev = json_load_file(path, 0, &err);
+    /* A regular file only: a FIFO in its place must not hang the resume. */
+    FILE *fp = st_fopen_regular(path);
+    json_t *prev = fp ? json_loadf(fp, 0, &err) : NULL;
+    if (fp)
+        fclose(fp);
     if (!prev)
         return;
     if (json_is_object(prev))

@@ -41,6 +41,7 @@ int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, in
     int sig = st_runtime_agree(st_signals_pending());
     if (!sig)
         return 0;
+    st_signals_stopping();
     if (!saved && (rc = save_checkpoint(f, cfg, rt, done, lg)))
         return rc;
     st_warn("rank %d: %s received; checkpoint of step %lld written, exiting with status %d "

@@ -73,17 +73,20 @@ static int sample_on(const st_config *cfg_in, st_runtime *rt, const st_sample_op
                  "mpirun or srun", rt->world);
         return ST_EXIT_USAGE;
     }
-    char weights[4096];
-    if (opt->weights)
-        snprintf(weights, sizeof weights, "%s", opt->weights);
-    else
-        st_final_weights_path(cfg_in, weights, sizeof weights);
+    /* The command line's path as given (no copy to cut it); the default
+     * fits: checkpoint.dir is bounded by ST_PATH_LIMIT (config/limits.h). */
+    char final_path[4096];
+    const char *weights = opt->weights;
+    if (!weights) {
+        st_final_weights_path(cfg_in, final_path, sizeof final_path);
+        weights = final_path;
+    }
 
     /* One sequence at a time, no recomputation, weights from the file. */
     st_config cfg = *cfg_in;
     cfg.train.micro_batch = 1;
     cfg.train.activation_checkpointing = ST_ACKPT_NONE;
-    cfg.model.init = weights;
+    cfg.model.init = (char *)weights;
 
     const int64_t T = cfg.model.seq_len, V = cfg.model.vocab_size;
     size_t plen = strlen(opt->prompt);

@@ -182,6 +182,7 @@ static int train_setup(train_run *r)
     /* Until here a signal ended the process at once (runtime/signals.h);
      * from here the step boundary checkpoints and stops. */
     st_signals_defer();
+    st_fault_pause("deferred");
     return 0;
 }
 
