@@ -50,6 +50,22 @@ ranks() {
     fi
 }
 
+# refused NAME PATTERN COMMAND...: one check that COMMAND (a single
+# process, with a 60 s hang guard) exits 2 with exactly one error line,
+# matching PATTERN.
+refused() {
+    _name=$1 _pat=$2 _err=$TMP/refused$tap_n.err
+    shift 2
+    ranks 1 60 "$@" >/dev/null 2>"$_err"
+    _st=$?
+    if [ "$_st" -eq 2 ] && [ "$(grep -c '^shardtrain: error:' "$_err")" -eq 1 ] &&
+        grep '^shardtrain: error:' "$_err" | grep -q -- "$_pat"; then
+        ok "$_name"
+    else
+        not_ok "$_name (exit $_st)"; diag "$(cut -c1-300 "$_err")"
+    fi
+}
+
 # wait_logged_step LOG_DIR N: wait (2 minutes at most) until a run in the
 # background has logged step N to LOG_DIR/metrics.jsonl, so that a signal
 # sent next lands mid-run.

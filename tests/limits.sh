@@ -12,20 +12,6 @@ export OMP_NUM_THREADS=1
 prepare_test_data
 write_base_ini "$TMP/base.ini" log.dir="$TMP/logs" checkpoint.dir="$TMP/ckpt"
 
-# refused NAME PATTERN COMMAND...: exit 2, one error line matching PATTERN
-refused() {
-    name=$1 pat=$2 err=$TMP/refused$tap_n.err
-    shift 2
-    ranks 1 60 "$@" >"$TMP/refused.out" 2>"$err"
-    st=$?
-    if [ "$st" -eq 2 ] && [ "$(grep -c '^shardtrain: error:' "$err")" -eq 1 ] &&
-        grep '^shardtrain: error:' "$err" | grep -q -- "$pat"; then
-        ok "$name"
-    else
-        not_ok "$name (exit $st)"; diag "$(cut -c1-300 "$err")"
-    fi
-}
-
 long_var=$(printf 'V%.0s' $(seq 1 200))
 refused "a \${VAR} name of 200 bytes is refused, not cut" \
     "command line:3: log.dir: environment variable name 'VVVV.*is 200 bytes, longer than 127" \

@@ -12,20 +12,6 @@ export OMP_NUM_THREADS=1
 prepare_test_data
 write_base_ini "$TMP/base.ini" log.dir="$TMP/logs" checkpoint.dir="$TMP/ckpt"
 
-# refused NAME PATTERN COMMAND...: exit 2 and one error line matching PATTERN
-refused() {
-    name=$1 pat=$2 err=$TMP/refused$tap_n.err
-    shift 2
-    ranks 1 30 "$@" >/dev/null 2>"$err"
-    st=$?
-    if [ "$st" -eq 2 ] && [ "$(grep -c '^shardtrain: error:' "$err")" -eq 1 ] &&
-        grep '^shardtrain: error:' "$err" | grep -q -- "$pat"; then
-        ok "$name"
-    else
-        not_ok "$name (exit $st)"; diag "$(cat "$err")"
-    fi
-}
-
 mkfifo "$TMP/fifo.ini"
 refused "a FIFO as the configuration: exit 2, not a hang" "fifo.ini: not a regular file" \
     "$SHARDTRAIN" check "$TMP/fifo.ini"
