@@ -102,6 +102,11 @@ static int failed(const char *tmp, int step)
     return step;
 }
 
+int st_file_write_string(int fd, void *ctx)
+{
+    return st_write_all(fd, ctx, strlen(ctx));
+}
+
 int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,
                          st_file_writer writer, void *ctx)
 {

@@ -36,6 +36,9 @@ int st_fsync_parent(const char *path);
 
 /* Writes a file's bytes to fd: 0, or -1 with errno set. */
 typedef int (*st_file_writer)(int fd, void *ctx);
+/* The st_file_writer of a whole file that is one NUL-terminated string
+ * (ctx): writes its bytes. */
+int st_file_write_string(int fd, void *ctx);
 
 /* Where st_file_write_atomic stopped; errno says why. */
 enum st_atomic_step {

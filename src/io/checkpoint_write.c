@@ -314,12 +314,6 @@ static void prune(const char *dir, int64_t keep, int64_t current)
     free(steps);
 }
 
-/* A NUL-terminated line as a whole file, for st_file_write_atomic. */
-static int write_text(int fd, void *text)
-{
-    return st_write_all(fd, text, strlen(text));
-}
-
 /* Rank 0, after every shard is on disk. */
 static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t step,
                    const char *tmp, const uint64_t *all, int64_t n_blocks, int stride)
@@ -365,7 +359,7 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
     char line[64];
     snprintf(line, sizeof line, "step_%08lld\n", (long long)step);
     snprintf(latest, sizeof latest, "%s/%s", dir, ST_CKPT_LATEST);
-    if (st_file_write_atomic(latest, path, 0666, write_text, line)) {
+    if (st_file_write_atomic(latest, path, 0666, st_file_write_string, line)) {
         st_error(latest, "cannot update the latest pointer: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }

@@ -146,11 +146,6 @@ static json_t *summary_json(const st_run_summary *s, const char *status, int exi
         "last_checkpoint", s->last_ckpt[0] ? json_string(s->last_ckpt) : json_null());
 }
 
-static int write_text(int fd, void *ctx)
-{
-    return st_write_all(fd, ctx, strlen(ctx));
-}
-
 int st_summary_write(const st_run_summary *s, const char *path, const char *status,
                      int exit_status, int requeue)
 {
@@ -171,7 +166,7 @@ int st_summary_write(const st_run_summary *s, const char *path, const char *stat
     memcpy(body + n, "\n", 2);
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int rc = st_file_write_atomic(path, tmp, 0644, write_text, body);
+    int rc = st_file_write_atomic(path, tmp, 0644, st_file_write_string, body);
     free(body);
     if (rc != ST_ATOMIC_DONE) {
         st_error(path, "cannot write the run summary: %s", strerror(errno));
