@@ -130,14 +130,29 @@ int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,
     return st_fsync_parent(path) != 0 ? ST_ATOMIC_SYNC_DIR : ST_ATOMIC_DONE;
 }
 
-int st_open_regular(const char *path)
+int st_open_regular_stat(const char *path, struct stat *sb)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return -1;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        return ST_OPEN_FAILED;
+    if (fstat(fd, sb) != 0) {
+        int saved = errno;
         close(fd);
+        errno = saved;
+        return ST_OPEN_FAILED;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        close(fd);
+        return ST_OPEN_NOT_REGULAR;
+    }
+    return fd;
+}
+
+int st_open_regular(const char *path)
+{
+    struct stat sb;
+    int fd = st_open_regular_stat(path, &sb);
+    if (fd == ST_OPEN_NOT_REGULAR) {
         errno = EINVAL;
         return -1;
     }

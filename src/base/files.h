@@ -21,6 +21,14 @@ int st_dir_writable(const char *dir);
  * (a FIFO in its place would otherwise hang the open).  Returns the
  * descriptor, or -1 with errno (EINVAL: not a regular file). */
 int st_open_regular(const char *path);
+/* The same for callers whose messages tell the two failures apart: the
+ * descriptor with *sb filled; ST_OPEN_FAILED (-1, errno set) when open or
+ * fstat fails; ST_OPEN_NOT_REGULAR (-2, nothing left open, *sb says what
+ * the path is) when it is a directory, FIFO, socket or device. */
+#define ST_OPEN_FAILED (-1)
+#define ST_OPEN_NOT_REGULAR (-2)
+struct stat;
+int st_open_regular_stat(const char *path, struct stat *sb);
 /* st_open_regular as a stdio stream ("rb"), or NULL with errno. */
 FILE *st_fopen_regular(const char *path);
 

@@ -8,11 +8,11 @@
 #include "io/manifest_seal.h"
 #include "config/schema.h"
 #include "base/alloc.h"
+#include "base/files.h"
 #include "base/log.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -230,14 +230,15 @@ static int read_files(st_ckpt *c, json_t *files, const char *dir, const char *mp
  * blocking, so that a FIFO in its place is an error, not a hang. */
 static int read_manifest(const char *mp, char **out, size_t *len, char *err, size_t n)
 {
-    int fd = open(mp, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
+    struct stat sb;
+    int fd = st_open_regular_stat(mp, &sb);
+    if (fd == ST_OPEN_FAILED)
         return fail(err, n, mp, "cannot open checkpoint manifest: %s; hint: give a "
                     "step directory (DIR/step_NNNNNNNN) or a checkpoint.dir with a "
                     "`latest` file", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > ST_CKPT_MANIFEST_MAX) {
-        close(fd);
+    if (fd < 0 || sb.st_size > ST_CKPT_MANIFEST_MAX) {
+        if (fd >= 0)
+            close(fd);
         return fail(err, n, mp, "not a regular file of at most %d MiB; hint: the "
                     "checkpoint is damaged; use an older one", ST_CKPT_MANIFEST_MAX >> 20);
     }
@@ -358,14 +359,12 @@ static int open_file(st_ckpt *c, int i, char *err, size_t n)
     if (c->fd[i] >= 0)
         return 0;
     const char *p = c->file_path[i];
-    /* O_NONBLOCK: a FIFO in a file's place is refused below, not waited on. */
-    int fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
+    struct stat sb;
+    int fd = st_open_regular_stat(p, &sb);
+    if (fd == ST_OPEN_FAILED)
         return fail(err, n, p, "cannot open checkpoint file: %s; hint: the checkpoint is "
                     "incomplete; use an older one", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
+    if (fd == ST_OPEN_NOT_REGULAR) {
         return fail(err, n, p, "checkpoint file is not a regular file; hint: use an older "
                     "checkpoint");
     }
@@ -457,17 +456,17 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
     }
     snprintf(p, sizeof p, "%s/%s", path, ST_CKPT_LATEST);
     /* Without blocking: a FIFO named `latest` is an error, not a hang. */
-    int fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = st_open_regular_stat(p, &sb);
     char line[64] = "";
     long long step;
     int nc = 0;
-    if (fd < 0)
+    if (fd == ST_OPEN_FAILED)
         return fail(err, errn, path, "holds neither %s nor %s: not a checkpoint; hint: give "
                     "a step directory (DIR/step_NNNNNNNN) or a checkpoint.dir with a "
                     "`latest` file", ST_CKPT_MANIFEST, ST_CKPT_LATEST);
-    ssize_t got = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? read(fd, line, sizeof line - 1)
-                                                             : -1;
-    close(fd);
+    ssize_t got = fd >= 0 ? read(fd, line, sizeof line - 1) : -1;
+    if (fd >= 0)
+        close(fd);
     if (got < 0)
         return fail(err, errn, p, "is not a readable regular file; hint: it should hold "
                     "one line such as step_00000100");

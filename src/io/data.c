@@ -25,7 +25,6 @@
 #include "base/rng.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <glob.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -95,23 +94,21 @@ static int cmp_str(const void *a, const void *b)
 static int map_token_file(st_token_file *f, off_t *size)
 {
     const char *path = f->path;
-    /* O_NONBLOCK: a FIFO the glob matches must not hang the open; it is
-     * refused as not a regular file below. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
+    /* A FIFO the glob matches must not hang the open: it is refused as not
+     * a regular file. */
+    struct stat st;
+    int fd = st_open_regular_stat(path, &st);
+    if (fd == ST_OPEN_FAILED) {
         st_error(path, "cannot open: %s; check the data.train/data.val glob",
                  strerror(errno));
         return ST_EXIT_USAGE;
     }
-    struct stat st;
-    int rc = 0;
-    if (fstat(fd, &st) != 0) {
-        st_error(path, "cannot stat: %s", strerror(errno));
-        rc = ST_EXIT_FAILURE;
-    } else if (!S_ISREG(st.st_mode)) {
+    if (fd == ST_OPEN_NOT_REGULAR) {
         st_error(path, "not a regular file; make the glob match only token files");
-        rc = ST_EXIT_USAGE;
-    } else if (st.st_size < HEADER_BYTES) {
+        return ST_EXIT_USAGE;
+    }
+    int rc = 0;
+    if (st.st_size < HEADER_BYTES) {
         st_error(path, "file is %lld bytes, shorter than the %d-byte header; "
                  "is this a token file?", (long long)st.st_size, HEADER_BYTES);
         rc = ST_EXIT_USAGE;

@@ -25,7 +25,6 @@
 #include "io/safetensors_parse.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,12 +110,13 @@ static int open_file(src_file *f, const char *path, const char *named_by, st_hf_
 {
     char err[512];
     f->path = strdup(path);
-    /* O_NONBLOCK: a FIFO named as weights must not hang the open; it is
-     * refused as not a regular file just below. */
-    f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    /* A FIFO named as weights must not hang the open: it is refused as not
+     * a regular file just below. */
+    struct stat sb;
+    f->fd = st_open_regular_stat(path, &sb);
     if (!f->path)
         return out_of_memory(NULL);
-    if (f->fd < 0) {
+    if (f->fd == ST_OPEN_FAILED) {
         if (named_by)
             st_error(named_by, "shard '%s' cannot be opened: %s; hint: the index names "
                      "a file that is not in its directory", path, strerror(errno));
@@ -125,13 +125,13 @@ static int open_file(src_file *f, const char *path, const char *named_by, st_hf_
                      ".safetensors file or a Hugging Face model directory", strerror(errno));
         return ST_EXIT_USAGE;
     }
-    io->files++;
-    struct stat sb;
-    if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (f->fd == ST_OPEN_NOT_REGULAR) {
+        f->fd = -1;
         st_error(path, "not a regular file; hint: model.init is a .safetensors file or a "
                  "directory holding one");
         return ST_EXIT_USAGE;
     }
+    io->files++;
     unsigned char prefix[8] = {0};
     uint64_t size = (uint64_t)sb.st_size, hlen;
     if (size >= 8 && pread_full(f->fd, prefix, 8, 0) != 0) {

@@ -7,10 +7,10 @@
  * writes atomically. */
 #include "io/data.h"
 
+#include "base/files.h"
 #include "base/log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,22 +23,17 @@ static int read_input(const char *path, unsigned char **data, int64_t *len)
 {
     *data = NULL;
     *len = 0;
-    /* O_NONBLOCK and regular files only: a FIFO is an error, not a hang. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
+    /* Regular files only, opened without blocking: a FIFO is an error, not
+     * a hang. */
+    struct stat st;
+    int fd = st_open_regular_stat(path, &st);
+    if (fd == ST_OPEN_FAILED) {
         st_error(path, "cannot open input: %s; check the path", strerror(errno));
         return ST_EXIT_USAGE;
     }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        st_error(path, "cannot stat input: %s", strerror(errno));
-        close(fd);
-        return ST_EXIT_FAILURE;
-    }
-    if (!S_ISREG(st.st_mode)) {
+    if (fd == ST_OPEN_NOT_REGULAR) {
         st_error(path, "input is %s, not a regular file; give a text file",
                  S_ISDIR(st.st_mode) ? "a directory" : "a pipe, socket or device");
-        close(fd);
         return ST_EXIT_USAGE;
     }
     /* Grow as we go rather than trusting st_size, so pipes and files that
