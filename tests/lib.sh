@@ -9,6 +9,13 @@ tap_fail=0
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/shardtrain-test.XXXXXX")
 trap 'rm -rf "$TMP"; echo "1..$tap_n"' EXIT
 
+# `make check-sanitize` sets ST_TEST_SIZE=small.  Under AddressSanitizer
+# and UndefinedBehaviorSanitizer the training compute runs about 25 times
+# slower (the demo's 300 steps would take two hours), so the tests whose
+# length is training compute run fewer steps or a smaller model there, each
+# saying what it shrinks; what they check stays the same.
+small() { [ "${ST_TEST_SIZE:-}" = small ]; }
+
 ok()     { tap_n=$((tap_n + 1)); echo "ok $tap_n - $*"; }
 not_ok() { tap_n=$((tap_n + 1)); tap_fail=$((tap_fail + 1)); echo "not ok $tap_n - $*"; }
 diag()   { printf '%s\n' "$@" | sed 's/^/# /'; }

@@ -109,6 +109,14 @@ done
 run P1 2 -s checkpoint.resume="$TMP/A/ckpt/step_00000004" -s train.steps=3
 check "a checkpoint past train.steps: refused, naming the field" \
     refused P1 "field step (4) is past train.steps (3)"
+# Found by tests/fuzz_manifest: JSON whose parser message quotes a newline
+# from the file (a string with a bad escape) was printed as two lines.
+cp -r "$TMP/A/ckpt" "$TMP/nl"
+"$PY" -c "import sys; p = sys.argv[1]; t = open(p).read()
+open(p, 'w').write(t.replace('{', '{\"x\": \"a\\\\\n\",', 1))" "$TMP/nl/step_00000004/manifest.json"
+run J1 1 -s checkpoint.resume="$TMP/nl/step_00000004"
+check "a newline quoted from a broken manifest stays inside one error line" \
+    refused J1 "manifest.json: not a valid manifest (line 2: invalid escape near '\"a\\\\x5c\\\\x0a')"
 
 # ---- latest and manifest that are not what they should be --------------------
 mkdir -p "$TMP/L1/ckpt"

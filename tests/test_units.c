@@ -345,8 +345,37 @@ static void test_fault_hooks(void)
     tap_ok(dbg && !st_fault_debug_io(), "SHARDTRAIN_DEBUG_IO counts when set, even empty");
 }
 
+/* Every error and warning is one line, whatever it quotes from a hostile
+ * file (tests/fuzz_manifest found a parser message quoting a newline);
+ * st_printable escapes control bytes and backslashes and cuts long text. */
+static void test_log_one_line(void)
+{
+    FILE *real = stderr, *cap = tmpfile();
+    stderr = cap;
+    st_error("f.json", "near '%s'", "a\nb\tc\x7f");
+    st_warn("w\r\n");
+    stderr = real;
+    char out[256] = "";
+    rewind(cap);
+    size_t got = fread(out, 1, sizeof out - 1, cap);
+    fclose(cap);
+    out[got] = '\0';
+    tap_ok(strcmp(out, "shardtrain: error: f.json: near 'a\\x0ab\\x09c\\x7f'\n"
+                       "shardtrain: warning: w\\x0d\\x0a\n") == 0,
+           "control bytes in an error or warning are written as \\xNN: one line each");
+    char buf[16];
+    tap_ok(strcmp(st_printable("x\\y\n", buf, sizeof buf), "x\\x5cy\\x0a") == 0,
+           "st_printable escapes backslash and newline (%s)", buf);
+    const char *abc = "abcdefghijklmnopqrstuvwxyz";
+    size_t len = strlen(st_printable(abc, buf, sizeof buf));
+    tap_ok(len < sizeof buf && len > 3 && strncmp(buf, abc, len - 3) == 0 &&
+               strcmp(buf + len - 3, "...") == 0,
+           "st_printable cuts long text to a prefix and ... inside its buffer (%s)", buf);
+}
+
 int main(void)
 {
+    test_log_one_line();
     test_gemm();
     test_attention();
     test_rope();

@@ -52,6 +52,54 @@ void st_log_unhold(void)
     held.on = 0;
 }
 
+const char *st_printable(const char *s, char *buf, size_t n)
+{
+    size_t o = 0;
+    for (; *s && o + 8 < n; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f || c == '\\')
+            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
+        else
+            buf[o++] = (char)c;
+    }
+    if (*s && o + 4 <= n) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* An error or warning is one line whatever it quotes: a control byte that
+ * slipped through unescaped (a newline inside a parser's message about a
+ * hostile file) is written as \xNN rather than breaking the line. */
+static void escape_controls(char **line)
+{
+    size_t extra = 0;
+    for (const unsigned char *p = (const unsigned char *)*line; *p; p++)
+        extra += (*p < 0x20 || *p == 0x7f) ? 3 : 0;
+    if (!extra)
+        return;
+    size_t len = strlen(*line);
+    char *out = malloc(len + extra + 1);
+    if (!out) {   /* no memory: a blank is still one line */
+        for (char *p = *line; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = ' ';
+        return;
+    }
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)*line; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            o += (size_t)sprintf(out + o, "\\x%02x", *p);
+        else
+            out[o++] = (char)*p;
+    }
+    out[o] = '\0';
+    free(*line);
+    *line = out;
+}
+
 static void vreport(const char *kind, const char *file, int line,
                     const char *fmt, va_list ap)
 {
@@ -75,6 +123,8 @@ static void vreport(const char *kind, const char *file, int line,
         fprintf(stderr, "shardtrain: %s: (out of memory formatting a message)\n", kind);
         return;
     }
+    escape_controls(&buf);
+    n = (int)strlen(buf);
     if (held.on && !strcmp(kind, "error")) {
         size_t len = (size_t)n;
         if (held.len + len + 1 < sizeof held.text) {

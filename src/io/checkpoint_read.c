@@ -318,7 +318,8 @@ int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size
     char why[256];
     if (!root) {
         free(bytes);
-        return fail(err, n, mp, "not a valid manifest (line %d: %s); %s", je.line, je.text,
+        return fail(err, n, mp, "not a valid manifest (line %d: %s); %s", je.line,
+                    st_printable(je.text, why, sizeof why),
                     hint);
     }
     c->root = root;

@@ -205,7 +205,7 @@ int st_hf_check_config(const char *path, const st_model_config *mc)
     if (!c.root) {
         char why[160];
         st_error(path, "not valid JSON (line %d: %s); hint: config.json is transformers' "
-                 "model config", je.line, st_stp_printable(je.text, why, sizeof why));
+                 "model config", je.line, st_printable(je.text, why, sizeof why));
         return ST_EXIT_USAGE;
     }
     int rc;

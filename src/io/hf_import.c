@@ -207,7 +207,7 @@ static int open_index(source *s, const char *dir, st_hf_io *io)
         char why[160];
         st_error(ip, "not valid JSON (line %d: %s); hint: the index maps \"weight_map\" "
                  "tensor names to shard files", je.line,
-                 st_stp_printable(je.text, why, sizeof why));
+                 st_printable(je.text, why, sizeof why));
         return ST_EXIT_USAGE;
     }
     json_t *wm = json_object_get(root, "weight_map");
@@ -226,8 +226,8 @@ static int open_index(source *s, const char *dir, st_hf_io *io)
         char pn[128], pv[128];
         if (!json_is_string(v) || !plain_file_name(json_string_value(v))) {
             st_error(ip, "tensor '%s' maps to %s; hint: shards are file names in the "
-                     "index's directory", st_stp_printable(name, pn, sizeof pn),
-                     json_is_string(v) ? st_stp_printable(json_string_value(v), pv, sizeof pv)
+                     "index's directory", st_printable(name, pn, sizeof pn),
+                     json_is_string(v) ? st_printable(json_string_value(v), pv, sizeof pv)
                                        : "a value that is not a string");
             return ST_EXIT_USAGE;
         }
@@ -351,7 +351,7 @@ static int check_tensor(const st_model *m, const st_tensor *t, const src_file *f
                         const st_stp_tensor *s)
 {
     char pn[128];
-    st_stp_printable(s->name, pn, sizeof pn);
+    st_printable(s->name, pn, sizeof pn);
     if (!is_float_dtype(s->dtype)) {
         st_error(f->path, "tensor '%s' has dtype %s; hint: model weights must be F32, F16 "
                  "or BF16", pn, st_stp_dtype_name(s->dtype));
@@ -402,7 +402,7 @@ static int build_mapping(const source *s, const st_model *m, mapping *map)
         const char *base = strrchr(f->path, '/') ? strrchr(f->path, '/') + 1 : f->path;
         for (int k = 0; k < f->hdr.n; k++) {
             const st_stp_tensor *st = &f->hdr.t[k];
-            st_stp_printable(st->name, pn, sizeof pn);
+            st_printable(st->name, pn, sizeof pn);
             if (s->weight_map) {
                 const char *want = index_shard(s, st->name);
                 if (!want || strcmp(want, base) != 0) {
@@ -430,7 +430,7 @@ static int build_mapping(const source *s, const st_model *m, mapping *map)
             if (mp->file >= 0) {
                 char po[128];
                 st_error(f->path, "tensor '%s' is given twice (also as '%s' in %s); hint: "
-                         "keep one copy", pn, st_stp_printable(mp->t->name, po, sizeof po),
+                         "keep one copy", pn, st_printable(mp->t->name, po, sizeof po),
                          s->files[mp->file].path);
                 return ST_EXIT_USAGE;
             }
@@ -453,8 +453,8 @@ static int build_mapping(const source *s, const st_model *m, mapping *map)
                 char pv[128];
                 st_error(s->index_path, "names tensor '%s' in shard '%s', which does not "
                          "hold it; hint: the index and the shards disagree",
-                         st_stp_printable(name, pn, sizeof pn),
-                         st_stp_printable(json_string_value(v), pv, sizeof pv));
+                         st_printable(name, pn, sizeof pn),
+                         st_printable(json_string_value(v), pv, sizeof pv));
                 return ST_EXIT_USAGE;
             }
         }
@@ -524,7 +524,7 @@ static int read_elements(const src_file *f, const st_stp_tensor *s, uint64_t e0,
     return 0;
 io_error:
     char pn[128];
-    st_error(f->path, "cannot read tensor '%s': %s", st_stp_printable(s->name, pn, sizeof pn),
+    st_error(f->path, "cannot read tensor '%s': %s", st_printable(s->name, pn, sizeof pn),
              errno ? strerror(errno) : "the file shrank while reading");
     return ST_EXIT_FAILURE;
 }

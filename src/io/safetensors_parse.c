@@ -5,6 +5,7 @@
  * is overflow-checked, so no input can make the caller read outside the
  * data section. */
 #include "io/safetensors_parse.h"
+#include "base/log.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -47,26 +48,6 @@ static __attribute__((format(printf, 3, 4))) int fail(char *err, size_t errn,
     return -1;
 }
 
-/* Names come from the file: quote them with control bytes and quotes
- * escaped and long ones cut, so an error stays one readable line. */
-const char *st_stp_printable(const char *s, char *buf, size_t n)
-{
-    size_t o = 0;
-    for (; *s && o + 8 < n; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\')
-            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
-        else
-            buf[o++] = (char)c;
-    }
-    if (*s && o + 4 <= n) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
 int st_stp_header_length(const unsigned char prefix[8], uint64_t file_size,
                          uint64_t *header_len, char *err, size_t errn)
 {
@@ -107,7 +88,7 @@ static int parse_entry(const char *name, json_t *info, uint64_t data_bytes,
                        st_stp_tensor *t, char *err, size_t errn)
 {
     char pn[128];
-    st_stp_printable(name, pn, sizeof pn);
+    st_printable(name, pn, sizeof pn);
     if (!json_is_object(info))
         return fail(err, errn, "tensor '%s': header entry is not an object; hint: each "
                     "tensor maps to {\"dtype\", \"shape\", \"data_offsets\"}", pn);
@@ -124,7 +105,7 @@ static int parse_entry(const char *name, json_t *info, uint64_t data_bytes,
     if (t->dtype < 0)
         return fail(err, errn, "tensor '%s': unknown dtype '%s'; hint: safetensors "
                     "dtypes are F32, F16, BF16, F64, I64, ...", pn,
-                    st_stp_printable(json_string_value(jd), pd, sizeof pd));
+                    st_printable(json_string_value(jd), pd, sizeof pd));
     if (!json_is_array(js))
         return fail(err, errn, "tensor '%s': shape is not an array; hint: the header is corrupt", pn);
     size_t nd = json_array_size(js);
@@ -210,7 +191,7 @@ static int check_overlaps(st_stp_file *f, char *err, size_t errn)
             char a[128], b[128];
             rc = fail(err, errn, "tensors '%s' and '%s' overlap in the data (bytes "
                       "[%llu, %llu) and [%llu, %llu)); hint: the header is corrupt",
-                      st_stp_printable(prev->name, a, sizeof a), st_stp_printable(s[i]->name, b, sizeof b),
+                      st_printable(prev->name, a, sizeof a), st_printable(s[i]->name, b, sizeof b),
                       (unsigned long long)prev->begin, (unsigned long long)prev->end,
                       (unsigned long long)s[i]->begin, (unsigned long long)s[i]->end);
         }
@@ -232,7 +213,7 @@ static int check_metadata(json_t *meta, char *err, size_t errn)
         if (!json_is_string(v))
             return fail(err, errn, "\"__metadata__\" entry '%s' is not a string; hint: it maps strings to "
                         "strings",
-                        st_stp_printable(k, pk, sizeof pk));
+                        st_printable(k, pk, sizeof pk));
     }
     return 0;
 }
@@ -252,7 +233,7 @@ int st_stp_parse_header(const char *json, uint64_t header_len, uint64_t data_byt
         char why[160];
         return fail(err, errn, "header is not valid JSON (byte %d: %s); hint: the file is "
                     "corrupt or not safetensors", je.position,
-                    st_stp_printable(je.text, why, sizeof why));
+                    st_printable(je.text, why, sizeof why));
     }
     if (!json_is_object(root)) {
         json_decref(root);

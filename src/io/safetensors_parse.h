@@ -63,8 +63,5 @@ void st_stp_free(st_stp_file *f);
 const st_stp_tensor *st_stp_find(const st_stp_file *f, const char *name);
 const char *st_stp_dtype_name(int dtype);
 int st_stp_dtype_size(int dtype);
-/* A name from a file, safe to print in a one-line message: control bytes,
- * quotes and backslashes escaped, long names cut with "...". */
-const char *st_stp_printable(const char *s, char *buf, size_t n);
 
 #endif

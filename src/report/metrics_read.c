@@ -144,8 +144,8 @@ static int read_line(reader *r, const char *text)
     json_error_t err;
     json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &err);
     if (!o) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "not JSON: %s", err.text);
+        char msg[256], why[200];
+        snprintf(msg, sizeof msg, "not JSON: %s", st_printable(err.text, why, sizeof why));
         return bad(r, msg);
     }
     /* json_object_get of a non-object is NULL. */
