@@ -14,4 +14,7 @@ if [ ! -f "$lib" ]; then
     echo "not ok 1 - $lib is missing (make builds it)"
     exit 1
 fi
+# A sanitizer build's library needs the sanitizer runtimes at link time.
+EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
+export EMU_LINK_FLAGS
 exec sh "$top_srcdir/tests/gpu/emu/run_model.sh" "$top_srcdir" "$lib"

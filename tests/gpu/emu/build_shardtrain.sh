@@ -25,6 +25,12 @@ for f in "$build/libshardtrain.a" "$build/src/cli/main.o" "$build/Makefile"; do
     [ -f "$f" ] || { echo "build_shardtrain.sh: $f is missing (make builds it)" >&2; exit 1; }
 done
 CC=$(mk CC)
+# A sanitizer build (configure --enable-sanitizers, make check-sanitize):
+# the host C files are compiled with its flags and the link pulls in the
+# runtimes its libshardtrain.a needs.  The emulated kernels (g++, one fiber
+# per CUDA thread) stay uninstrumented: AddressSanitizer does not follow
+# user-level stack switches reliably, and they would run far too slowly.
+san=$(mk SAN_CFLAGS)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -34,7 +40,7 @@ ar d "$tmp/lib.a" kernels_cuda.o device.o comm_nccl.o
 
 cflags="-std=c11 -O2 -g -Wall -Wextra $(mk OPENMP_CFLAGS) -D_GNU_SOURCE -I$build -I$top/src \
 -I$top/cuda $(mk INIH_CFLAGS) $(mk JANSSON_CFLAGS) $(mk XXHASH_CFLAGS) $(mk PROTOBUF_C_CFLAGS) $(mk PMIX_CFLAGS) \
-$(mk CUDA_CFLAGS) $(mk NCCL_CFLAGS) -include $emu/shim_c.h"
+$(mk CUDA_CFLAGS) $(mk NCCL_CFLAGS) $san -include $emu/shim_c.h"
 objs=
 for f in kernels/kernels_cuda runtime/device comm/comm_nccl; do
     o="$tmp/$(basename "$f").o"
@@ -43,7 +49,7 @@ for f in kernels/kernels_cuda runtime/device comm/comm_nccl; do
     objs="$objs $o"
 done
 
-nice -n 10 $CC -std=c11 -O2 -Wall -Wextra -c "$emu/devmem.c" -o "$tmp/devmem.o"
+nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/devmem.c" -o "$tmp/devmem.o"
 objs="$objs $tmp/devmem.o"
 
 for f in elementwise norms xent attention model_cuda adamw reduce; do
@@ -57,7 +63,7 @@ nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
 objs="$objs $tmp/gemm_host.o"
 
 # shellcheck disable=SC2086
-$CC $(mk OPENMP_CFLAGS) -o "$out" "$build/src/cli/main.o" $objs "$tmp/lib.a" \
+$CC $(mk OPENMP_CFLAGS) $san -o "$out" "$build/src/cli/main.o" $objs "$tmp/lib.a" \
     $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PROTOBUF_C_LIBS) $(mk PMIX_LIBS) $(mk NCCL_LIBS) \
     $(mk CUDA_LIBS) -lstdc++ -lpthread -lm
 

@@ -7,7 +7,10 @@
 # the top directory (make libshardtrain.a), g++ with C++20 and the CUDA
 # headers.  Takes a few minutes on two cores.
 # Usage: tests/gpu/emu/run_model.sh [top_srcdir [libshardtrain.a]]
-# (default: the current directory and the library in it)
+# (default: the current directory and the library in it).  EMU_LINK_FLAGS:
+# extra link flags, the sanitizer flags when the library was built with
+# them (tests/cuda_emu.sh; the emulated kernels stay uninstrumented, see
+# build_shardtrain.sh).
 set -eu
 top=${1:-.}
 lib=${2:-$top/libshardtrain.a}
@@ -27,6 +30,7 @@ for f in elementwise norms xent attention model_cuda test; do
 done
 nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
     -c "$top/tests/gpu/emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
-g++ -fopenmp $objs "$tmp/gemm_host.o" "$lib" \
+# shellcheck disable=SC2086
+g++ -fopenmp ${EMU_LINK_FLAGS:-} $objs "$tmp/gemm_host.o" "$lib" \
     -L"$cuda/lib64" -lcudart -lm -o "$tmp/test_emu"
 OMP_NUM_THREADS=1 "$tmp/test_emu"
