@@ -52,21 +52,37 @@ void st_log_unhold(void)
     held.on = 0;
 }
 
-const char *st_printable(const char *s, char *buf, size_t n)
+/* Bytes that would break a line; with `backslash`, also the backslash, so
+ * that an escape in quoted text is never ambiguous. */
+static int needs_escape(unsigned char c, int backslash)
+{
+    return c < 0x20 || c == 0x7f || (backslash && c == '\\');
+}
+
+/* The one escaping loop: copy s into buf (n bytes), each byte needs_escape
+ * picks as \xNN, while room for one more escape and the NUL is left.
+ * Returns the first byte of s not copied; *len is the length written. */
+static const char *escape_into(const char *s, char *buf, size_t n, int backslash,
+                               size_t *len)
 {
     size_t o = 0;
     for (; *s && o + 8 < n; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f || c == '\\')
+        if (needs_escape(c, backslash))
             o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
         else
             buf[o++] = (char)c;
     }
-    if (*s && o + 4 <= n) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
     buf[o] = '\0';
+    *len = o;
+    return s;
+}
+
+const char *st_printable(const char *s, char *buf, size_t n)
+{
+    size_t o;
+    if (*escape_into(s, buf, n, 1, &o) && o + 4 <= n)
+        memcpy(buf + o, "...", 4);
     return buf;
 }
 
@@ -75,27 +91,20 @@ const char *st_printable(const char *s, char *buf, size_t n)
  * hostile file) is written as \xNN rather than breaking the line. */
 static void escape_controls(char **line)
 {
-    size_t extra = 0;
-    for (const unsigned char *p = (const unsigned char *)*line; *p; p++)
-        extra += (*p < 0x20 || *p == 0x7f) ? 3 : 0;
+    size_t len = 0, extra = 0;
+    for (const unsigned char *p = (const unsigned char *)*line; *p; p++, len++)
+        extra += needs_escape(*p, 0) ? 3 : 0;
     if (!extra)
         return;
-    size_t len = strlen(*line);
-    char *out = malloc(len + extra + 1);
+    size_t n = len + extra + 9;   /* escape_into's margin: it copies all */
+    char *out = malloc(n);
     if (!out) {   /* no memory: a blank is still one line */
         for (char *p = *line; *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            if (needs_escape((unsigned char)*p, 0))
                 *p = ' ';
         return;
     }
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)*line; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f)
-            o += (size_t)sprintf(out + o, "\\x%02x", *p);
-        else
-            out[o++] = (char)*p;
-    }
-    out[o] = '\0';
+    escape_into(*line, out, n, 0, &len);
     free(*line);
     *line = out;
 }

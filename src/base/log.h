@@ -54,13 +54,13 @@ void st_error_at(const char *file, int line, const char *fmt, ...)
 void st_verror_at(const char *file, int line, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 void st_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Informational line on stdout, rank 0 only. */
 /* Text from a file (a tensor name, a parser's message that quotes the
  * input), safe inside a one-line message: control bytes and backslashes
  * escaped as \xNN (so an escape in the output is never ambiguous), long
  * text cut with "...".  Returns buf. */
 const char *st_printable(const char *s, char *buf, size_t n);
 
+/* Informational line on stdout, rank 0 only. */
 void st_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print an error and exit with status.  For programs' main functions (the
  * test programs); library code reports with st_error and returns the
