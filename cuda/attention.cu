@@ -2,7 +2,14 @@
  * backend; API and layout in attention.h, the numerical reference is
  * st_attention_forward / st_attention_backward in src/kernels/cpu_ops.c.
  *
- * This first version favours indexing that can be checked by reading over
+ * bf16 storage goes to the tensor-core kernels of attention_tc.cu whenever
+ * every pointer is 16-byte aligned and every row stride a multiple of 8
+ * elements (always so in training: cudaMalloc'd buffers, widths that are
+ * multiples of the head dim); the CUDA-core kernels below remain the fp32
+ * path and the bf16 fallback for other layouts.  The backward's D pass
+ * (rowdot) serves both.
+ *
+ * The CUDA-core kernels favour indexing that can be checked by reading over
  * speed: tiles of Q, K, V, dO are staged in shared memory as fp32, every
  * product and reduction is plain fp32 on the CUDA cores (no tensor cores),
  * and one lane of a warp owns one key (forward, dQ) or one query (dK/dV)
@@ -29,9 +36,12 @@
 #include "attention.h"
 
 #include <cuda_bf16.h>
+#include <type_traits>
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <math.h>
+
+#include "attention_tc.h"
 
 namespace {
 
@@ -404,6 +414,13 @@ int forward_any(S *out, int64_t ldo, float *lse, const S *q, int64_t ldq,
 {
     if (!args_ok(B, T, H, KV, hd, ldq, ldo, ldk, ldv) || !out || !lse || !q || !k || !v)
         return ST_CUDA_ATTN_EINVAL;
+    if constexpr (std::is_same<S, __nv_bfloat16>::value) {
+        const void *ptr[] = {out, q, k, v};
+        const int64_t ld[] = {ldo, ldq, ldk, ldv};
+        if (st_cuda::attn_tc_layout_ok(ptr, 4, ld, 4))
+            return st_cuda::attn_tc_forward(out, ldo, lse, q, ldq, k, ldk, v, ldv, B, T, H, KV,
+                                            hd, stream);
+    }
     if (hd == 64)
         return forward_hd<64>(out, ldo, lse, q, ldq, k, ldk, v, ldv, B, T, H, KV, stream);
     return forward_hd<128>(out, ldo, lse, q, ldq, k, ldk, v, ldv, B, T, H, KV, stream);
@@ -423,6 +440,13 @@ int backward_hd(S *dq, int64_t lddq, S *dk, int64_t lddk, S *dv, int64_t lddv,
     int rc = launch_status();
     if (rc)
         return rc;
+    if constexpr (std::is_same<S, __nv_bfloat16>::value) {
+        const void *ptr[] = {dq, dk, dv, dout, q, k, v};
+        const int64_t ld[] = {lddq, lddk, lddv, lddo, ldq, ldk, ldv};
+        if (st_cuda::attn_tc_layout_ok(ptr, 7, ld, 7))
+            return st_cuda::attn_tc_backward(dq, lddq, dk, lddk, dv, lddv, dout, lddo, lse, D,
+                                             q, ldq, k, ldk, v, ldv, B, T, H, KV, HD, stream);
+    }
     const dim3 grid_kv((unsigned)ceil_div(T, dkdv_bk(HD)), (unsigned)KV, (unsigned)B);
     attn_bwd_dkdv_kernel<HD, S><<<grid_kv, kThreads, 0, stream>>>(
         dk, lddk, dv, lddv, dout, lddo, lse, D, q, ldq, k, ldk, v, ldv,

@@ -116,6 +116,7 @@ template <class... A> inline int emu_check_args(const char *kernel, const A &...
   (emu_check_arg(kernel, i++, a), ...);
   return 0;
 }
+#include "tensor_core.h"  // mma, ldmatrix, cp.async (needs the fiber state above)
 inline void emu_fiber_main() {
   emu_entry(emu_entry_arg);
   emu_done[emu_cur] = 1;
@@ -130,7 +131,7 @@ inline bool emu_reverse() {
   return r;
 }
 template <class F> void emu_call(void *f) { (*(F *)f)(); }
-template <class F> void emu_launch(dim3 grid, dim3 block, F f) {
+template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_smem = 0) {
   const unsigned threads = block.x * block.y * block.z;
   emu_dev_scope device_memory;
   emu_blockDim = {block.x, block.y, block.z};
@@ -147,6 +148,9 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f) {
   for (unsigned z = 0; z < grid.z; z++) for (unsigned y = 0; y < grid.y; y++) for (unsigned x = 0; x < grid.x; x++) {
     emu_blockIdx = {x, y, z};
     emu_block_bar = {0, threads, 0};
+    emu_cp_reset(threads);
+    // dynamic shared memory starts as NaN bytes, as unwritten memory may
+    memset(emu_dynamic_smem_buf, 0xff, dynamic_smem < emu_dynamic_smem_bytes ? dynamic_smem : emu_dynamic_smem_bytes);
     for (unsigned w = 0; w < (threads + 31) / 32; w++) emu_warp_bar[w] = {0, 32, 0};
     for (unsigned t = 0; t < threads; t++) {
       emu_fib[t] = tmpl;

@@ -1,11 +1,11 @@
 """Rewrite each CUDA launch `kernel<...><<<grid, block[, smem, stream]>>>(args)`
 of a .cu file into `(emu_check_args("kernel", args), emu_launch(dim3(grid), dim3(block),
-[=]() { kernel<...>(args); }))`
+[=]() { kernel<...>(args); }, smem))`
 so g++ can compile it against shim.h (the host emulation of the CUDA
 features the kernels use).  The kernel expression is the identifier (with
 optional template arguments) right before `<<<`, which may sit on the
-previous line; grid and block are the first two top-level fields of the
-launch configuration (the shared-memory size and stream are dropped: the
+previous line; grid, block and the dynamic shared-memory size are the first three
+top-level fields of the launch configuration (the stream is dropped: the
 emulation runs everything in order on the host).  emu_check_args checks
 that every pointer argument is device memory, where a block table is
 linked (the emulated shardtrain)."""
@@ -59,8 +59,9 @@ while True:
         p += 1
     args = s[a + 1:p]
     out.append(s[i:m.start()])
-    out.append('(emu_check_args("%s"%s), emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }))'
+    smem = cfg[2] if len(cfg) > 2 else '0'
+    out.append('(emu_check_args("%s"%s), emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s))'
                % (name.replace('"', "'"), (', ' + args) if args.strip() else '',
-                  cfg[0], cfg[1], name, args))
+                  cfg[0], cfg[1], name, args, smem))
     i = p + 1
 print(''.join(out))
