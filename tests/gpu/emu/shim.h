@@ -23,6 +23,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <type_traits>
+#include <string>
+#include <utility>
 #undef __global__
 #define __global__
 #undef __shared__
@@ -111,7 +113,34 @@ template <class T> inline void emu_check_arg(const char *kernel, int i, const T 
     }
   }
 }
+// Launches by kernel name (the launch expression's text, template
+// arguments included): emu_launch_count(prefix) for the tests, and with
+// ST_EMU_LAUNCH_LOG=FILE a "count name" line per kernel appended to FILE at
+// exit, so a test can see which kernels a run went through.
+struct emu_launch_table {
+  std::vector<std::pair<std::string, long>> n;
+  ~emu_launch_table() {
+    const char *f = getenv("ST_EMU_LAUNCH_LOG");
+    FILE *fp = f && *f ? fopen(f, "a") : nullptr;
+    if (!fp) return;
+    for (auto &e : n) fprintf(fp, "%ld %s\n", e.second, e.first.c_str());
+    fclose(fp);
+  }
+};
+inline emu_launch_table emu_launches;
+inline void emu_count_launch(const char *kernel) {
+  for (auto &e : emu_launches.n)
+    if (e.first == kernel) { e.second++; return; }
+  emu_launches.n.push_back({kernel, 1});
+}
+inline long emu_launch_count(const char *prefix) {
+  long c = 0;
+  for (auto &e : emu_launches.n)
+    if (e.first.compare(0, strlen(prefix), prefix) == 0) c += e.second;
+  return c;
+}
 template <class... A> inline int emu_check_args(const char *kernel, const A &...a) {
+  emu_count_launch(kernel);
   int i = 0;
   (emu_check_arg(kernel, i++, a), ...);
   return 0;

@@ -1,0 +1,327 @@
+/* Self-test of the tensor-core instruction wrappers of cuda/tensor_core.cuh:
+ * on a GPU it checks the fragment layouts the kernels assume against the
+ * hardware; under the host emulation (tests/cuda_attention_emu.sh) it
+ * checks the emulation's models against the same tables, so the two agree
+ * wherever both have run.  The expected values below are computed from the
+ * PTX ISA's fragment tables written out again here, independently of both
+ * cuda/ and tests/gpu/emu/.
+ *
+ *  1. mma.m16n8k16 bf16: two warps, each multiplying its own random A
+ *     (16x16) and B (16x8) and adding C; D against a double-precision
+ *     product on the host (relative 1e-5: the products are exact, only the
+ *     fp32 accumulation rounds).
+ *  2. The same kernel with a deliberately permuted fragment (A registers 1
+ *     and 2 swapped, B registers swapped, or C/D halves swapped) must
+ *     disagree with the product: the layout is really being checked.
+ *  3. ldmatrix .x1, .x2, .x4, each with and without .trans: every lane's
+ *     registers against the table (raw 16-bit patterns, no arithmetic).
+ *  4. cp.async: two committed groups; after wait_group 1 the older group
+ *     has landed, after wait_group 0 both, and src-size 0 zero-fills.
+ *     Under the emulation the younger group must not have landed after
+ *     wait_group 1 (the model copies as late as the ISA allows, which is
+ *     what makes a missing wait visible there).
+ *  5. Emulation only: a misaligned ldmatrix row address aborts (in a
+ *     child process), as the device faults. */
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "tap.h"
+#include "tensor_core.cuh"
+
+using namespace st_cuda;
+
+#define CUDA_OK(call)                                                                   \
+    do {                                                                                \
+        cudaError_t err_ = (call);                                                      \
+        if (err_ != cudaSuccess) {                                                      \
+            printf("Bail out! %s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
+                   cudaGetErrorString(err_));                                           \
+            exit(1);                                                                    \
+        }                                                                               \
+    } while (0)
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static float uniform_pm1(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static uint16_t to_bf16_bits(float f) /* round to nearest even (finite f) */
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf16_bits_to_f(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+enum perm { NONE, SWAP_A12, SWAP_B01, SWAP_C };
+
+/* One warp per 16x16 A, 16x8 B, 16x8 C (row-major in global memory, bf16
+ * bits for A and B), fragments gathered per the PTX table. */
+template <int P>
+__global__ void mma_kernel(float *d, const uint16_t *a, const uint16_t *b, const float *c)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const uint16_t *A = a + warp * 256, *B = b + warp * 128;
+    const float *C = c + warp * 128;
+    float *Dw = d + warp * 128;
+    auto pair = [](uint16_t lo, uint16_t hi) { return (uint32_t)lo | ((uint32_t)hi << 16); };
+    uint32_t af[4], bf[2];
+    af[0] = pair(A[g * 16 + 2 * t], A[g * 16 + 2 * t + 1]);
+    af[1] = pair(A[(g + 8) * 16 + 2 * t], A[(g + 8) * 16 + 2 * t + 1]);
+    af[2] = pair(A[g * 16 + 2 * t + 8], A[g * 16 + 2 * t + 9]);
+    af[3] = pair(A[(g + 8) * 16 + 2 * t + 8], A[(g + 8) * 16 + 2 * t + 9]);
+    bf[0] = pair(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g]);
+    bf[1] = pair(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g]);
+    float cf[4] = {C[g * 8 + 2 * t], C[g * 8 + 2 * t + 1], C[(g + 8) * 8 + 2 * t],
+                   C[(g + 8) * 8 + 2 * t + 1]};
+    if (P == SWAP_A12) {
+        const uint32_t x = af[1];
+        af[1] = af[2];
+        af[2] = x;
+    }
+    if (P == SWAP_B01) {
+        const uint32_t x = bf[0];
+        bf[0] = bf[1];
+        bf[1] = x;
+    }
+    float df[4];
+    st_mma_bf16_16816(df, af, bf, cf);
+    const int r0 = P == SWAP_C ? g + 8 : g, r1 = P == SWAP_C ? g : g + 8;
+    Dw[r0 * 8 + 2 * t] = df[0];
+    Dw[r0 * 8 + 2 * t + 1] = df[1];
+    Dw[r1 * 8 + 2 * t] = df[2];
+    Dw[r1 * 8 + 2 * t + 1] = df[3];
+}
+
+/* max |D - (A B + C)| / max |A B + C| over both warps. */
+template <int P> static double mma_error(void)
+{
+    const int W = 2;
+    std::vector<uint16_t> a(W * 256), b(W * 128);
+    std::vector<float> c(W * 128), d(W * 128);
+    for (auto &x : a)
+        x = to_bf16_bits(uniform_pm1());
+    for (auto &x : b)
+        x = to_bf16_bits(uniform_pm1());
+    for (auto &x : c)
+        x = uniform_pm1();
+    uint16_t *da, *db;
+    float *dc, *dd;
+    CUDA_OK(cudaMalloc(&da, a.size() * 2));
+    CUDA_OK(cudaMalloc(&db, b.size() * 2));
+    CUDA_OK(cudaMalloc(&dc, c.size() * 4));
+    CUDA_OK(cudaMalloc(&dd, d.size() * 4));
+    CUDA_OK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dc, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
+    mma_kernel<P><<<1, 32 * W>>>(dd, da, db, dc);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(d.data(), dd, d.size() * 4, cudaMemcpyDeviceToHost));
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+    cudaFree(dd);
+    double err = 0.0, ref_max = 0.0;
+    for (int w = 0; w < W; w++)
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 8; j++) {
+                double ref = c[w * 128 + i * 8 + j];
+                for (int k = 0; k < 16; k++)
+                    ref += (double)bf16_bits_to_f(a[w * 256 + i * 16 + k]) *
+                           bf16_bits_to_f(b[w * 128 + k * 8 + j]);
+                const double got = d[w * 128 + i * 8 + j];
+                if (!isfinite(got))
+                    return INFINITY;
+                err = fmax(err, fabs(got - ref));
+                ref_max = fmax(ref_max, fabs(ref));
+            }
+    return err / ref_max;
+}
+
+/* ldmatrix: four 8x8 matrices of distinct 16-bit patterns in shared
+ * memory; lane l gives row l % 8 of matrix l / 8 (matrices beyond the
+ * instruction's count get addresses too, which it must ignore). */
+template <int N, bool TRANS> __global__ void ldmatrix_kernel(uint32_t *out, const uint16_t *src)
+{
+    __shared__ __align__(16) uint16_t tile[4 * 8 * 8];
+    const int lane = threadIdx.x;
+    for (int i = lane; i < 256; i += 32)
+        tile[i] = src[i];
+    __syncthreads();
+    uint32_t r[4] = {0, 0, 0, 0};
+    const uint16_t *row = tile + (lane / 8) * 64 + (lane % 8) * 8;
+    if (N == 1)
+        TRANS ? st_ldmatrix_x1_trans(r, row) : st_ldmatrix_x1(r, row);
+    if (N == 2)
+        TRANS ? st_ldmatrix_x2_trans(r, row) : st_ldmatrix_x2(r, row);
+    if (N == 4)
+        TRANS ? st_ldmatrix_x4_trans(r, row) : st_ldmatrix_x4(r, row);
+    for (int i = 0; i < 4; i++)
+        out[lane * 4 + i] = r[i];
+}
+
+template <int N, bool TRANS> static bool ldmatrix_ok(void)
+{
+    std::vector<uint16_t> src(256);
+    for (int i = 0; i < 256; i++)
+        src[i] = (uint16_t)(0x1000 + i * 7); /* distinct, any bits will do */
+    uint16_t *dsrc;
+    uint32_t *dout;
+    std::vector<uint32_t> out(32 * 4);
+    CUDA_OK(cudaMalloc(&dsrc, 512));
+    CUDA_OK(cudaMalloc(&dout, out.size() * 4));
+    CUDA_OK(cudaMemcpy(dsrc, src.data(), 512, cudaMemcpyHostToDevice));
+    ldmatrix_kernel<N, TRANS><<<1, 32>>>(dout, dsrc);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+    cudaFree(dsrc);
+    cudaFree(dout);
+    bool ok = true;
+    for (int lane = 0; lane < 32; lane++)
+        for (int m = 0; m < N; m++) {
+            const int g = lane / 4, t = lane % 4;
+            uint16_t e[2];
+            for (int j = 0; j < 2; j++) {
+                const int r = TRANS ? 2 * t + j : g, c = TRANS ? g : 2 * t + j;
+                e[j] = src[m * 64 + r * 8 + c];
+            }
+            const uint32_t want = (uint32_t)e[0] | ((uint32_t)e[1] << 16);
+            if (out[lane * 4 + m] != want) {
+                if (ok)
+                    tap_diag("ldmatrix x%d%s: lane %d register %d is %08x, want %08x", N,
+                         TRANS ? ".trans" : "", lane, m, out[lane * 4 + m], want);
+                ok = false;
+            }
+        }
+    return ok;
+}
+
+/* cp.async: 32 threads, each copying one 16-byte chunk in group 0 and one
+ * in group 1 (the second with src-size 0 for odd threads: zero-fill).
+ * Snapshots of shared memory after wait_group 1 and after wait_group 0. */
+__global__ void cp_async_kernel(uint32_t *after1, uint32_t *after0, const uint32_t *src)
+{
+    __shared__ __align__(16) uint32_t buf[2 * 32 * 4];
+    const int t = threadIdx.x;
+    for (int i = t; i < 256; i += 32)
+        buf[i] = 0xdeadbeefu;
+    __syncthreads();
+    st_cp_async_16(buf + t * 4, src + t * 4, 16);
+    st_cp_async_commit();
+    st_cp_async_16(buf + 128 + t * 4, src + 128 + t * 4, (t & 1) ? 0 : 16);
+    st_cp_async_commit();
+    st_cp_async_wait<1>();
+    __syncthreads();
+    for (int i = t; i < 256; i += 32)
+        after1[i] = buf[i];
+    __syncthreads();
+    st_cp_async_wait<0>();
+    __syncthreads();
+    for (int i = t; i < 256; i += 32)
+        after0[i] = buf[i];
+}
+
+static void cp_async_checks(void)
+{
+    std::vector<uint32_t> src(256), a1(256), a0(256);
+    for (int i = 0; i < 256; i++)
+        src[i] = 0x01000000u + (uint32_t)i;
+    uint32_t *dsrc, *d1, *d0;
+    CUDA_OK(cudaMalloc(&dsrc, 1024));
+    CUDA_OK(cudaMalloc(&d1, 1024));
+    CUDA_OK(cudaMalloc(&d0, 1024));
+    CUDA_OK(cudaMemcpy(dsrc, src.data(), 1024, cudaMemcpyHostToDevice));
+    cp_async_kernel<<<1, 32>>>(d1, d0, dsrc);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(a1.data(), d1, 1024, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(a0.data(), d0, 1024, cudaMemcpyDeviceToHost));
+    cudaFree(dsrc);
+    cudaFree(d1);
+    cudaFree(d0);
+    bool older = true, both = true, zero = true, late = true;
+    for (int i = 0; i < 128; i++)
+        older = older && a1[i] == src[i];
+    for (int i = 128; i < 256; i++) {
+        const int thread = (i - 128) / 4;
+        const uint32_t want = (thread & 1) ? 0u : src[i];
+        both = both && a0[i] == want;
+        zero = zero && ((thread & 1) == 0 || a0[i] == 0u);
+        late = late && a1[i] == 0xdeadbeefu;
+    }
+    both = both && older;
+    tap_ok(older, "cp.async: wait_group 1 has landed the older group");
+    tap_ok(both, "cp.async: wait_group 0 has landed both groups");
+    tap_ok(zero, "cp.async: src-size 0 zero-fills the 16 bytes");
+#ifdef ST_CUDA_EMULATION
+    tap_ok(late, "emulation: the younger group is not copied before its wait_group");
+#else
+    (void)late;
+#endif
+}
+
+#ifdef ST_CUDA_EMULATION
+__global__ void misaligned_kernel(uint32_t *out)
+{
+    __shared__ __align__(16) uint16_t tile[8 * 8 + 8];
+    uint32_t r[1];
+    st_ldmatrix_x1(r, tile + 1 + (threadIdx.x % 8) * 8); /* 2-byte aligned rows */
+    out[threadIdx.x] = r[0];
+}
+
+/* The child runs the kernel; it must die of SIGABRT naming ldmatrix. */
+static bool misaligned_aborts(void)
+{
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        uint32_t *d;
+        cudaMalloc(&d, 128);
+        misaligned_kernel<<<1, 32>>>(d);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+#endif
+
+int main(void)
+{
+    const double e = mma_error<NONE>();
+    tap_ok(e < 1e-5, "mma m16n8k16 bf16: D = A B + C on two warps (relative error %.2e)", e);
+    const double e1 = mma_error<SWAP_A12>(), e2 = mma_error<SWAP_B01>(), e3 = mma_error<SWAP_C>();
+    tap_ok(e1 > 1e-2, "mma: A registers 1 and 2 swapped is caught (error %.2e)", e1);
+    tap_ok(e2 > 1e-2, "mma: B registers 0 and 1 swapped is caught (error %.2e)", e2);
+    tap_ok(e3 > 1e-2, "mma: C/D row halves swapped is caught (error %.2e)", e3);
+    tap_ok(ldmatrix_ok<1, false>(), "ldmatrix .x1");
+    tap_ok(ldmatrix_ok<2, false>(), "ldmatrix .x2");
+    tap_ok(ldmatrix_ok<4, false>(), "ldmatrix .x4");
+    tap_ok(ldmatrix_ok<1, true>(), "ldmatrix .x1.trans");
+    tap_ok(ldmatrix_ok<2, true>(), "ldmatrix .x2.trans");
+    tap_ok(ldmatrix_ok<4, true>(), "ldmatrix .x4.trans");
+    cp_async_checks();
+#ifdef ST_CUDA_EMULATION
+    tap_ok(misaligned_aborts(), "emulation: a misaligned ldmatrix row address aborts");
+#endif
+    return tap_done();
+}
