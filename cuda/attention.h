@@ -16,6 +16,11 @@
  * bfloat16 bit patterns, the same encoding as st_pack_bf16) with every
  * product, sum, exp and log done in fp32.  Head dims 64 and 128 only.
  *
+ * bf16 storage runs on the tensor cores (attention_tc.cu) when every
+ * pointer is 16-byte aligned and every row stride a multiple of 8
+ * elements; other layouts use the CUDA-core kernels, with the same results
+ * within the bf16 tolerance.
+ *
  * All pointers are device pointers; work is queued on `stream` and the
  * functions return without synchronising.  Return value: 0 when the
  * kernels were queued; ST_CUDA_ATTN_EINVAL for arguments this

@@ -13,7 +13,8 @@
 # A block's CUDA threads resumed in reverse order give the same bits (no
 # kernel depends on thread order).  Tiny models the attention kernels
 # accept (head dim 64): gpt2 and llama with grouped-query attention
-# (n_kv_head < n_head).  A few minutes on two cores.  Not covered:
+# (n_kv_head < n_head); bf16 attention on the tensor-core kernels, as the
+# emulation's launch log shows.  A few minutes on two cores.  Not covered:
 # cuBLASLt (the CPU st_gemm stands in), real streams and concurrency,
 # NCCL.  Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
@@ -68,7 +69,14 @@ run() {
     name=$1 bin=$2 np=$3 cfg=$4
     shift 4
     set -- train -s log.dir="$TMP/$name/logs" -s checkpoint.dir="$TMP/$name/ckpt" "$@" "$cfg"
-    ranks "$np" 900 nice -n 10 "$bin" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    ST_EMU_LAUNCH_LOG="$TMP/$name.launches" \
+        ranks "$np" 900 nice -n 10 "$bin" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+}
+
+# launched NAME KERNEL: the emulated run NAME launched KERNEL (the shim's
+# launch log, one "count name" line per kernel)
+launched() {
+    [ -f "$TMP/$1.launches" ] && grep -q " $2" "$TMP/$1.launches"
 }
 
 # compare A B TOL: losses at every step and final weights of two runs
@@ -120,6 +128,20 @@ for arch in gpt2 llama; do
     same emu_$arch cpu_$arch 1e-4 "$arch fp32: cuda backend matches the cpu backend within 1e-4"
     same emu_${arch}_bf16 cpu_${arch}_bf16 2e-2 \
         "$arch bf16: cuda backend matches the cpu backend within 2e-2"
+done
+
+# bf16 attention runs on the tensor-core kernels (cuda/attention_tc.cu);
+# fp32 keeps the CUDA-core ones.
+for arch in gpt2 llama; do
+    check "$arch bf16: attention ran on the tensor-core kernels (forward, dQ, dK/dV)" \
+        sh -c "grep -q ' attn_fwd_tc_kernel' '$TMP/emu_${arch}_bf16.launches' &&
+               grep -q ' attn_bwd_dq_tc_kernel' '$TMP/emu_${arch}_bf16.launches' &&
+               grep -q ' attn_bwd_dkdv_tc_kernel' '$TMP/emu_${arch}_bf16.launches'"
+    if launched emu_$arch attn_fwd_kernel && ! launched emu_$arch attn_fwd_tc_kernel; then
+        ok "$arch fp32: attention ran on the CUDA-core kernels"
+    else
+        not_ok "$arch fp32: attention ran on the CUDA-core kernels"
+    fi
 done
 
 if [ -s "$TMP/emu_llama_bf16_rev/ckpt/final/model.safetensors" ] &&
