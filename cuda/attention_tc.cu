@@ -151,6 +151,54 @@ __device__ __forceinline__ void store_rows(bf16 *dst, int64_t ld, int row0, int 
     }
 }
 
+template <int N> __device__ __forceinline__ void zero_acc(float (*acc)[4])
+{
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+}
+
+/* Before using the current tile: wait for its copies (the next tile's
+ * group may stay in flight when it was issued after it), then a barrier
+ * makes every thread's copies visible to all. */
+__device__ __forceinline__ void await_tile(bool next_in_flight)
+{
+    if (next_in_flight)
+        st_cp_async_wait<1>();
+    else
+        st_cp_async_wait<0>();
+    __syncthreads();
+}
+
+/* The backward's paired products for one warp: x = Ax Bx^T and
+ * y = Ay By^T, where the A tiles give the warp's 16 rows from a_row0 and
+ * the B tiles NT*8 rows, both over HD columns (S and dP in the dQ kernel,
+ * S^T and dP^T in the dK/dV kernel). */
+template <int HD, int NT>
+__device__ __forceinline__ void paired_products(float (*x)[4], float (*y)[4], const bf16 *ax,
+                                                const bf16 *ay, int a_row0, const bf16 *bx,
+                                                const bf16 *by)
+{
+    zero_acc<NT>(x);
+    zero_acc<NT>(y);
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t xa[4], ya[4];
+        ldsm_a<HD>(xa, ax, a_row0, kk * 16);
+        ldsm_a<HD>(ya, ay, a_row0, kk * 16);
+#pragma unroll
+        for (int n2 = 0; n2 < NT / 2; n2++) {
+            uint32_t xb[4], yb[4];
+            ldsm_b_nk<HD>(xb, bx, n2 * 16, kk * 16);
+            ldsm_b_nk<HD>(yb, by, n2 * 16, kk * 16);
+            mma(x[2 * n2], xa, xb);
+            mma(x[2 * n2 + 1], xa, xb + 2);
+            mma(y[2 * n2], ya, yb);
+            mma(y[2 * n2 + 1], ya, yb + 2);
+        }
+    }
+}
+
 /* ---- shapes ----------------------------------------------------------------
  * Dynamic shared memory: forward Q + 2 x (K, V); dQ Q, dO + 2 x (K, V);
  * dK/dV K, V + 2 x (Q, dO).  dK/dV at HD 128 takes 16 query rows per tile:
@@ -194,9 +242,7 @@ attn_fwd_tc_kernel(bf16 *out, int64_t ldo, float *lse, const bf16 *q, int64_t ld
     st_cp_async_commit();
 
     float o[DT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++)
-        o[dt][0] = o[dt][1] = o[dt][2] = o[dt][3] = 0.0f;
+    zero_acc<DT>(o);
     uint32_t qf[KS][4];
 
     for (int j = 0; j < n_tiles; j++) {
@@ -206,11 +252,8 @@ attn_fwd_tc_kernel(bf16 *out, int64_t ldo, float *lse, const bf16 *q, int64_t ld
             load_tile<HD, BK>(ks + buf * BK * HD, kh, ldk, base + k0 + BK, T - k0 - BK);
             load_tile<HD, BK>(vs + buf * BK * HD, vh, ldv, base + k0 + BK, T - k0 - BK);
             st_cp_async_commit();
-            st_cp_async_wait<1>();
-        } else {
-            st_cp_async_wait<0>();
         }
-        __syncthreads();
+        await_tile(j + 1 < n_tiles);
         if (j == 0) {
 #pragma unroll
             for (int kk = 0; kk < KS; kk++)
@@ -219,9 +262,7 @@ attn_fwd_tc_kernel(bf16 *out, int64_t ldo, float *lse, const bf16 *q, int64_t ld
         if (k0 <= wq0 + kRowsPerWarp - 1) { /* some row of this warp sees a key here */
             const bf16 *kt = ks + (j & 1) * BK * HD, *vt = vs + (j & 1) * BK * HD;
             float s[NT][4];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+            zero_acc<NT>(s);
 #pragma unroll
             for (int kk = 0; kk < KS; kk++)
 #pragma unroll
@@ -320,7 +361,7 @@ attn_bwd_dq_tc_kernel(bf16 *dq, int64_t lddq, const bf16 *dout, int64_t lddo,
                       const bf16 *k, int64_t ldk, const bf16 *v, int64_t ldv,
                       int T, int H, int group, float scale_log2, float scale)
 {
-    constexpr int BQ = kBlockRows, BK = dq_bk(HD), NT = BK / 8, DT = HD / 8, KS = HD / 16;
+    constexpr int BQ = kBlockRows, BK = dq_bk(HD), NT = BK / 8, DT = HD / 8;
     ST_DYNAMIC_SMEM(smem);
     bf16 *qs = reinterpret_cast<bf16 *>(smem);
     bf16 *dos = qs + BQ * HD;
@@ -349,9 +390,7 @@ attn_bwd_dq_tc_kernel(bf16 *dq, int64_t lddq, const bf16 *dout, int64_t lddo,
         drow[r] = row < T ? D[lse_base + row] : 0.0f;
     }
     float acc[DT][4];
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++)
-        acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.0f;
+    zero_acc<DT>(acc);
 
     for (int j = 0; j < n_tiles; j++) {
         const int k0 = j * BK;
@@ -360,35 +399,12 @@ attn_bwd_dq_tc_kernel(bf16 *dq, int64_t lddq, const bf16 *dout, int64_t lddo,
             load_tile<HD, BK>(ks + buf * BK * HD, kh, ldk, base + k0 + BK, T - k0 - BK);
             load_tile<HD, BK>(vs + buf * BK * HD, vh, ldv, base + k0 + BK, T - k0 - BK);
             st_cp_async_commit();
-            st_cp_async_wait<1>();
-        } else {
-            st_cp_async_wait<0>();
         }
-        __syncthreads();
+        await_tile(j + 1 < n_tiles);
         if (k0 <= wq0 + kRowsPerWarp - 1) {
             const bf16 *kt = ks + (j & 1) * BK * HD, *vt = vs + (j & 1) * BK * HD;
             float s[NT][4], dp[NT][4];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    s[nt][i] = dp[nt][i] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < KS; kk++) {
-                uint32_t qa[4], da[4];
-                ldsm_a<HD>(qa, qs, warp * kRowsPerWarp, kk * 16);
-                ldsm_a<HD>(da, dos, warp * kRowsPerWarp, kk * 16);
-#pragma unroll
-                for (int n2 = 0; n2 < NT / 2; n2++) {
-                    uint32_t kb[4], vb[4];
-                    ldsm_b_nk<HD>(kb, kt, n2 * 16, kk * 16);
-                    ldsm_b_nk<HD>(vb, vt, n2 * 16, kk * 16);
-                    mma(s[2 * n2], qa, kb);
-                    mma(s[2 * n2 + 1], qa, kb + 2);
-                    mma(dp[2 * n2], da, vb);
-                    mma(dp[2 * n2 + 1], da, vb + 2);
-                }
-            }
+            paired_products<HD, NT>(s, dp, qs, dos, warp * kRowsPerWarp, kt, vt);
             const bool edge = k0 + BK - 1 > wq0 || k0 + BK > T || wq0 + kRowsPerWarp > T;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -439,7 +455,7 @@ attn_bwd_dkdv_tc_kernel(bf16 *dk, int64_t lddk, bf16 *dv, int64_t lddv,
                         const bf16 *v, int64_t ldv, int T, int H, int group,
                         float scale_log2, float scale)
 {
-    constexpr int BKV = kBlockRows, BQ = dkdv_bq(HD), NT = BQ / 8, DT = HD / 8, KS = HD / 16;
+    constexpr int BKV = kBlockRows, BQ = dkdv_bq(HD), NT = BQ / 8, DT = HD / 8;
     ST_DYNAMIC_SMEM(smem);
     bf16 *ks = reinterpret_cast<bf16 *>(smem);
     bf16 *vs = ks + BKV * HD;
@@ -465,11 +481,8 @@ attn_bwd_dkdv_tc_kernel(bf16 *dk, int64_t lddk, bf16 *dv, int64_t lddv,
     st_cp_async_commit();
 
     float dka[DT][4], dva[DT][4];
-#pragma unroll
-    for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            dka[dt][i] = dva[dt][i] = 0.0f;
+    zero_acc<DT>(dka);
+    zero_acc<DT>(dva);
 
     for (int it = 0; it < iters; it++) {
         const int h = g * group + it / n_qt, qt0 = (qt_first + it % n_qt) * BQ;
@@ -480,35 +493,12 @@ attn_bwd_dkdv_tc_kernel(bf16 *dk, int64_t lddk, bf16 *dv, int64_t lddv,
             load_tile<HD, BQ>(dos + buf * BQ * HD, dout + (int64_t)hn * HD, lddo, base + qn,
                               T - qn);
             st_cp_async_commit();
-            st_cp_async_wait<1>();
-        } else {
-            st_cp_async_wait<0>();
         }
-        __syncthreads();
+        await_tile(it + 1 < iters);
         if (qt0 + BQ - 1 >= wk0 && wk0 < T) { /* some query here sees a key of this warp */
             const bf16 *qt = qs + (it & 1) * BQ * HD, *dot = dos + (it & 1) * BQ * HD;
             float st[NT][4], dpt[NT][4];
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    st[nt][i] = dpt[nt][i] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < KS; kk++) {
-                uint32_t ka[4], va[4];
-                ldsm_a<HD>(ka, ks, warp * kRowsPerWarp, kk * 16);
-                ldsm_a<HD>(va, vs, warp * kRowsPerWarp, kk * 16);
-#pragma unroll
-                for (int n2 = 0; n2 < NT / 2; n2++) {
-                    uint32_t qb[4], db[4];
-                    ldsm_b_nk<HD>(qb, qt, n2 * 16, kk * 16);
-                    ldsm_b_nk<HD>(db, dot, n2 * 16, kk * 16);
-                    mma(st[2 * n2], ka, qb);
-                    mma(st[2 * n2 + 1], ka, qb + 2);
-                    mma(dpt[2 * n2], va, db);
-                    mma(dpt[2 * n2 + 1], va, db + 2);
-                }
-            }
+            paired_products<HD, NT>(st, dpt, ks, vs, warp * kRowsPerWarp, qt, dot);
             const int64_t lse_base = ((int64_t)b * H + h) * T;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)

@@ -36,17 +36,9 @@
 
 #include "attention.h"
 #include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
+#include "gpu_check.h"
 #include "tap.h"
 
-#define CUDA_OK(call)                                                                   \
-    do {                                                                                \
-        cudaError_t err_ = (call);                                                      \
-        if (err_ != cudaSuccess) {                                                      \
-            printf("Bail out! %s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
-                   cudaGetErrorString(err_));                                           \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
 
 struct shape {
     int64_t B, T, H, KV, hd;
@@ -74,8 +66,8 @@ struct dbuf {
     size_t bytes = 0;
     explicit dbuf(size_t b) : bytes(b)
     {
-        CUDA_OK(cudaMalloc(&p, b));
-        CUDA_OK(cudaMemset(p, 0xff, b));
+        CK(cudaMalloc(&p, b));
+        CK(cudaMemset(p, 0xff, b));
     }
     ~dbuf() { cudaFree(p); }
     dbuf(const dbuf &) = delete;
@@ -85,7 +77,7 @@ struct dbuf {
     std::vector<unsigned char> raw() const
     {
         std::vector<unsigned char> r(bytes);
-        CUDA_OK(cudaMemcpy(r.data(), p, bytes, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(r.data(), p, bytes, cudaMemcpyDeviceToHost));
         return r;
     }
 };
@@ -163,13 +155,13 @@ static void run_case(const shape &s, int64_t pad, bool expect_tc)
     dbuf d_qkv((size_t)(N * W) * 2), d_out((size_t)(N * ldo) * 2), d_lse((size_t)nlse * 4);
     dbuf d_dout((size_t)(N * qc) * 2), d_grad((size_t)(N * W) * 2);
     dbuf d_ws(st_cuda_attention_backward_workspace_bytes(s.B, s.H, s.T));
-    CUDA_OK(cudaMemcpy(d_qkv.p, qkv_h.data(), qkv_h.size() * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d_dout.p, dout_h.data(), dout_h.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_qkv.p, qkv_h.data(), qkv_h.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dout.p, dout_h.data(), dout_h.size() * 2, cudaMemcpyHostToDevice));
     const uint16_t *q = d_qkv.h(), *k = d_qkv.h() + kcol, *v = d_qkv.h() + vcol;
 
     int rc = st_cuda_attention_forward_bf16(d_out.h(), ldo, d_lse.f(), q, W, k, W, v, W, s.B,
                                             s.T, s.H, s.KV, hd, 0);
-    CUDA_OK(cudaDeviceSynchronize());
+    CK(cudaDeviceSynchronize());
     const std::vector<unsigned char> out_raw = d_out.raw(), lse_raw = d_lse.raw();
     const std::vector<float> out = unpack(out_raw);
     std::vector<float> lse((size_t)nlse);
@@ -197,12 +189,12 @@ static void run_case(const shape &s, int64_t pad, bool expect_tc)
     rc = st_cuda_attention_backward_bf16(dq, W, dk, W, dv, W, d_dout.h(), qc, d_out.h(), ldo,
                                          d_lse.f(), q, W, k, W, v, W, s.B, s.T, s.H, s.KV, hd,
                                          d_ws.p, 0);
-    CUDA_OK(cudaDeviceSynchronize());
+    CK(cudaDeviceSynchronize());
     const std::vector<unsigned char> g1 = d_grad.raw();
     const int rc2 = st_cuda_attention_backward_bf16(dq, W, dk, W, dv, W, d_dout.h(), qc,
                                                     d_out.h(), ldo, d_lse.f(), q, W, k, W, v, W,
                                                     s.B, s.T, s.H, s.KV, hd, d_ws.p, 0);
-    CUDA_OK(cudaDeviceSynchronize());
+    CK(cudaDeviceSynchronize());
     const std::vector<unsigned char> g2 = d_grad.raw();
     tap_ok(rc == 0 && rc2 == 0, "%s: backward queued", tag);
     const std::vector<float> grad = unpack(g1);

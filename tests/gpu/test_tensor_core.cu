@@ -34,20 +34,12 @@
 #include <unistd.h>
 #include <vector>
 
+#include "gpu_check.h"
 #include "tap.h"
 #include "tensor_core.cuh"
 
 using namespace st_cuda;
 
-#define CUDA_OK(call)                                                                   \
-    do {                                                                                \
-        cudaError_t err_ = (call);                                                      \
-        if (err_ != cudaSuccess) {                                                      \
-            printf("Bail out! %s:%d: %s: %s\n", __FILE__, __LINE__, #call,              \
-                   cudaGetErrorString(err_));                                           \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static float uniform_pm1(void)
@@ -127,16 +119,16 @@ template <int P> static double mma_error(void)
         x = uniform_pm1();
     uint16_t *da, *db;
     float *dc, *dd;
-    CUDA_OK(cudaMalloc(&da, a.size() * 2));
-    CUDA_OK(cudaMalloc(&db, b.size() * 2));
-    CUDA_OK(cudaMalloc(&dc, c.size() * 4));
-    CUDA_OK(cudaMalloc(&dd, d.size() * 4));
-    CUDA_OK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dc, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&da, a.size() * 2));
+    CK(cudaMalloc(&db, b.size() * 2));
+    CK(cudaMalloc(&dc, c.size() * 4));
+    CK(cudaMalloc(&dd, d.size() * 4));
+    CK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dc, c.data(), c.size() * 4, cudaMemcpyHostToDevice));
     mma_kernel<P><<<1, 32 * W>>>(dd, da, db, dc);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaMemcpy(d.data(), dd, d.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(d.data(), dd, d.size() * 4, cudaMemcpyDeviceToHost));
     cudaFree(da);
     cudaFree(db);
     cudaFree(dc);
@@ -188,12 +180,12 @@ template <int N, bool TRANS> static bool ldmatrix_ok(void)
     uint16_t *dsrc;
     uint32_t *dout;
     std::vector<uint32_t> out(32 * 4);
-    CUDA_OK(cudaMalloc(&dsrc, 512));
-    CUDA_OK(cudaMalloc(&dout, out.size() * 4));
-    CUDA_OK(cudaMemcpy(dsrc, src.data(), 512, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dsrc, 512));
+    CK(cudaMalloc(&dout, out.size() * 4));
+    CK(cudaMemcpy(dsrc, src.data(), 512, cudaMemcpyHostToDevice));
     ldmatrix_kernel<N, TRANS><<<1, 32>>>(dout, dsrc);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
     cudaFree(dsrc);
     cudaFree(dout);
     bool ok = true;
@@ -247,14 +239,14 @@ static void cp_async_checks(void)
     for (int i = 0; i < 256; i++)
         src[i] = 0x01000000u + (uint32_t)i;
     uint32_t *dsrc, *d1, *d0;
-    CUDA_OK(cudaMalloc(&dsrc, 1024));
-    CUDA_OK(cudaMalloc(&d1, 1024));
-    CUDA_OK(cudaMalloc(&d0, 1024));
-    CUDA_OK(cudaMemcpy(dsrc, src.data(), 1024, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dsrc, 1024));
+    CK(cudaMalloc(&d1, 1024));
+    CK(cudaMalloc(&d0, 1024));
+    CK(cudaMemcpy(dsrc, src.data(), 1024, cudaMemcpyHostToDevice));
     cp_async_kernel<<<1, 32>>>(d1, d0, dsrc);
-    CUDA_OK(cudaGetLastError());
-    CUDA_OK(cudaMemcpy(a1.data(), d1, 1024, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(a0.data(), d0, 1024, cudaMemcpyDeviceToHost));
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(a1.data(), d1, 1024, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(a0.data(), d0, 1024, cudaMemcpyDeviceToHost));
     cudaFree(dsrc);
     cudaFree(d1);
     cudaFree(d0);
