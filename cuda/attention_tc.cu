@@ -634,8 +634,4 @@ int attn_tc_backward(bf16 *dq, int64_t lddq, bf16 *dk, int64_t lddk, bf16 *dv, i
                             v, ldv, B, T, H, KV, stream);
 }
 
-attn_tc_shape attn_tc_forward_shape(int hd) { return {kBlockRows, fwd_bk(hd), fwd_smem(hd)}; }
-attn_tc_shape attn_tc_dq_shape(int hd) { return {kBlockRows, dq_bk(hd), dq_smem(hd)}; }
-attn_tc_shape attn_tc_dkdv_shape(int hd) { return {dkdv_bq(hd), kBlockRows, dkdv_smem(hd)}; }
-
 } /* namespace st_cuda */

@@ -33,16 +33,6 @@ int attn_tc_backward(__nv_bfloat16 *dq, int64_t lddq, __nv_bfloat16 *dk, int64_t
                      int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd,
                      cudaStream_t stream);
 
-/* Tile shapes and dynamic shared memory of each kernel, for the launch
- * and for docs/gpu.md's model (bench/attention_model.py mirrors them). */
-struct attn_tc_shape {
-    int bq, bk;         /* query rows and key rows of a block's tiles */
-    size_t smem_bytes;  /* dynamic shared memory per block */
-};
-attn_tc_shape attn_tc_forward_shape(int hd);
-attn_tc_shape attn_tc_dq_shape(int hd);
-attn_tc_shape attn_tc_dkdv_shape(int hd);
-
 } /* namespace st_cuda */
 
 #endif
