@@ -199,6 +199,28 @@ __device__ __forceinline__ void paired_products(float (*x)[4], float (*y)[4], co
     }
 }
 
+/* acc (the warp's 16 x HD accumulators) += P B: P is the warp's 16 x NT*8
+ * score-shaped tile in registers (rounded to bf16 as the A fragments), B
+ * rows 0 .. NT*8-1 of a [k][n] tile (V for P V, K for dS K, dO for
+ * P^T dO, Q for dS^T Q). */
+template <int HD, int NT>
+__device__ __forceinline__ void accumulate_product(float (*acc)[4], const float (*p)[4],
+                                                   const bf16 *b_tile)
+{
+#pragma unroll
+    for (int ks2 = 0; ks2 < NT / 2; ks2++) {
+        uint32_t pa[4];
+        acc_to_a(pa, p, ks2);
+#pragma unroll
+        for (int d2 = 0; d2 < HD / 16; d2++) {
+            uint32_t b[4];
+            ldsm_b_kn<HD>(b, b_tile, ks2 * 16, d2 * 16);
+            mma(acc[2 * d2], pa, b);
+            mma(acc[2 * d2 + 1], pa, b + 2);
+        }
+    }
+}
+
 /* ---- shapes ----------------------------------------------------------------
  * Dynamic shared memory: forward Q + 2 x (K, V); dQ Q, dO + 2 x (K, V);
  * dK/dV K, V + 2 x (Q, dO).  dK/dV at HD 128 takes 16 query rows per tile:
@@ -313,18 +335,7 @@ attn_fwd_tc_kernel(bf16 *out, int64_t ldo, float *lse, const bf16 *q, int64_t ld
                     o[dt][2 * r + 1] *= alpha;
                 }
             }
-#pragma unroll
-            for (int ks2 = 0; ks2 < NT / 2; ks2++) {
-                uint32_t pa[4];
-                acc_to_a(pa, s, ks2);
-#pragma unroll
-                for (int d2 = 0; d2 < DT / 2; d2++) {
-                    uint32_t vb[4];
-                    ldsm_b_kn<HD>(vb, vt, ks2 * 16, d2 * 16);
-                    mma(o[2 * d2], pa, vb);
-                    mma(o[2 * d2 + 1], pa, vb + 2);
-                }
-            }
+            accumulate_product<HD, NT>(o, s, vt);
         }
         __syncthreads(); /* buffer j & 1 is refilled by the next iteration's copy */
     }
@@ -420,18 +431,7 @@ attn_bwd_dq_tc_kernel(bf16 *dq, int64_t lddq, const bf16 *dout, int64_t lddo,
                     const float p = visible ? exp2f(s[nt][i] * scale_log2 - lse2[r]) : 0.0f;
                     s[nt][i] = p * (dp[nt][i] - drow[r]); /* dS, unscaled */
                 }
-#pragma unroll
-            for (int ks2 = 0; ks2 < NT / 2; ks2++) {
-                uint32_t dsa[4];
-                acc_to_a(dsa, s, ks2);
-#pragma unroll
-                for (int d2 = 0; d2 < DT / 2; d2++) {
-                    uint32_t kb[4];
-                    ldsm_b_kn<HD>(kb, kt, ks2 * 16, d2 * 16);
-                    mma(acc[2 * d2], dsa, kb);
-                    mma(acc[2 * d2 + 1], dsa, kb + 2);
-                }
-            }
+            accumulate_product<HD, NT>(acc, s, kt);
         }
         __syncthreads();
     }
@@ -516,22 +516,8 @@ attn_bwd_dkdv_tc_kernel(bf16 *dk, int64_t lddk, bf16 *dv, int64_t lddv,
                         dpt[nt][i] = p * (dpt[nt][i] - dq_);
                     }
                 }
-#pragma unroll
-            for (int ks2 = 0; ks2 < NT / 2; ks2++) {
-                uint32_t pa[4], dsa[4];
-                acc_to_a(pa, st, ks2);
-                acc_to_a(dsa, dpt, ks2);
-#pragma unroll
-                for (int d2 = 0; d2 < DT / 2; d2++) {
-                    uint32_t ob[4], qb[4];
-                    ldsm_b_kn<HD>(ob, dot, ks2 * 16, d2 * 16);
-                    ldsm_b_kn<HD>(qb, qt, ks2 * 16, d2 * 16);
-                    mma(dva[2 * d2], pa, ob);
-                    mma(dva[2 * d2 + 1], pa, ob + 2);
-                    mma(dka[2 * d2], dsa, qb);
-                    mma(dka[2 * d2 + 1], dsa, qb + 2);
-                }
-            }
+            accumulate_product<HD, NT>(dva, st, dot);
+            accumulate_product<HD, NT>(dka, dpt, qt);
         }
         __syncthreads();
     }
