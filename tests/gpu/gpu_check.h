@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -19,6 +20,17 @@ static inline void bail(const char *what, cudaError_t e)
     printf("Bail out! %s: %s\n", what, cudaGetErrorString(e));
     fflush(stdout);
     exit(1);
+}
+
+/* Deterministic uniform(-1, 1) source (xorshift64), so a failure
+ * reproduces; a program may reseed gpu_rng_state first. */
+static uint64_t gpu_rng_state = 0x9e3779b97f4a7c15ull;
+static inline float uniform_pm1(void)
+{
+    gpu_rng_state ^= gpu_rng_state << 13;
+    gpu_rng_state ^= gpu_rng_state >> 7;
+    gpu_rng_state ^= gpu_rng_state << 17;
+    return (float)((gpu_rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
 /* CK(call): the runtime call, or bail naming it. */

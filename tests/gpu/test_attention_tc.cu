@@ -39,19 +39,9 @@
 #include "gpu_check.h"
 #include "tap.h"
 
-
 struct shape {
     int64_t B, T, H, KV, hd;
 };
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float uniform_pm1(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
 
 static uint64_t digest = 1469598103934665603ull; /* FNV-1a over every output */
 static void digest_bytes(const void *p, size_t n)

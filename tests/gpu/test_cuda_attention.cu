@@ -36,6 +36,7 @@
 
 #include "attention.h"
 #include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
+#include "gpu_check.h" /* uniform_pm1 */
 #include "tap.h"
 
 #define CUDA_OK(call)                                                                   \
@@ -54,16 +55,6 @@ static const char *mode_name(storage m) { return m == F32 ? "fp32" : "bf16"; }
 struct shape {
     int64_t B, T, H, KV, hd;
 };
-
-/* Deterministic uniform(-1, 1) source, so a failure reproduces. */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float uniform_pm1(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
 
 static void fill_random(std::vector<float> &x, float amplitude, storage m)
 {
