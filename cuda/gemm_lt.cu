@@ -1,5 +1,5 @@
 /* Matrix products of the CUDA backend through cuBLASLt, with exactly the
- * meaning of st_gemm (src/kernels/cpu_gemm.c): row-major storage, trans flags,
+ * meaning of st_gemm (src/kernels/cpu_gemm_openblas.c): row-major storage, trans flags,
  * row strides, beta 0 or 1.  Inputs are fp32 or bf16, the output fp32 or
  * bf16, and the arithmetic always fp32 (CUBLAS_COMPUTE_32F), so fp32
  * inputs are not silently rounded to TF32 and bf16 products accumulate in

@@ -16,5 +16,6 @@ if [ ! -f "$lib" ]; then
 fi
 # A sanitizer build's library needs the sanitizer runtimes at link time.
 EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
-export EMU_LINK_FLAGS
+EMU_LIBS=$(sed -n "s/^BLAS_LIBS = //p" "$top_builddir/Makefile")
+export EMU_LIBS EMU_LINK_FLAGS
 exec sh "$top_srcdir/tests/gpu/emu/run_model.sh" "$top_srcdir" "$lib"

@@ -46,9 +46,12 @@ static double rel_err(const float *a, const double *ref, int64_t n)
 
 static void test_gemm(void)
 {
-    /* Sizes straddle the tile edges (64, 256) to exercise the padding. */
-    const int64_t sizes[][3] = {{1, 1, 1}, {5, 7, 3}, {67, 259, 130}, {130, 65, 300}};
-    for (int s = 0; s < 4; s++)
+    /* Sizes straddle the tile grid's edges (128 rows, 768 columns), so
+     * that a wrong tile offset for some transpose shows; K = 0 is the
+     * empty sum. */
+    const int64_t sizes[][3] = {{1, 1, 1}, {5, 7, 3}, {67, 259, 130}, {130, 65, 300},
+                                {129, 770, 33}, {3, 5, 0}};
+    for (int s = 0; s < 6; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++) {
                 int64_t M = sizes[s][0], N = sizes[s][1], K = sizes[s][2];
@@ -79,18 +82,25 @@ static void test_gemm(void)
                 free(C);
                 free(ref);
             }
-    /* Same bits with one thread and with several. */
-    int64_t M = 100, N = 300, K = 513;
+    /* Same bits with 1, 2 and 3 threads, for every transpose, on a
+     * product of 3 x 3 tiles (the library's own threads would split it
+     * differently for each count, and give other bits). */
+    int64_t M = 300, N = 1600, K = 513;
     float *A = randn(M * K, 4), *B = randn(K * N, 5);
     float *C1 = calloc((size_t)(M * N), sizeof(float)), *C2 = calloc((size_t)(M * N), sizeof(float));
     int nt = omp_get_max_threads();
-    omp_set_num_threads(1);
-    st_gemm(0, 0, M, N, K, A, K, B, N, 0.0f, C1, N);
-    omp_set_num_threads(nt > 1 ? nt : 2);
-    st_gemm(0, 0, M, N, K, A, K, B, N, 0.0f, C2, N);
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int threads = 2; threads <= 3; threads++) {
+                omp_set_num_threads(1);
+                st_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0.0f, C1, N);
+                omp_set_num_threads(threads);
+                st_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0.0f, C2, N);
+                tap_ok(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
+                       "gemm ta=%d tb=%d is bit-identical for 1 and %d threads", ta, tb,
+                       threads);
+            }
     omp_set_num_threads(nt);
-    tap_ok(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
-           "gemm is bit-identical for 1 and %d threads", nt > 1 ? nt : 2);
     free(A);
     free(B);
     free(C1);

@@ -1,5 +1,6 @@
-/* The CPU backend's matrix product.  Every dense layer's forward and
- * backward goes through it; the CUDA backend's st_cuda_gemm (cuda/ops.h)
+/* The CPU backend's matrix product (cpu_gemm_openblas.c: OpenBLAS in a
+ * fixed tile grid, bit-identical for any thread count).  Every dense
+ * layer's forward and backward goes through it; the CUDA backend's st_cuda_gemm (cuda/ops.h)
  * has the same meaning, and the host emulation stands this one in for
  * cuBLASLt. */
 #ifndef ST_CPU_GEMM_H

@@ -1,5 +1,5 @@
 /* Elementwise, normalisation, attention and loss kernels of the CPU
- * backend (the matrix product lives in cpu_gemm.c).  See cpu_ops.h for the
+ * backend (the matrix product lives in cpu_gemm_openblas.c).  See cpu_ops.h for the
  * contract; reductions are done in double or in fixed order so that the
  * reference stays deterministic and close to exact. */
 #include "kernels/cpu_ops.h"

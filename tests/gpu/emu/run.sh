@@ -7,6 +7,8 @@
 # headers.  Slow: about 15 minutes for the whole test on two cores.
 # Usage: tests/gpu/emu/run.sh [top_srcdir]   (default: the current directory)
 set -eu
+# The CPU reference in libshardtrain.a multiplies matrices with OpenBLAS.
+EMU_LIBS=${EMU_LIBS-$(pkg-config --libs openblas)}
 top=${1:-.}
 cuda=${CUDA_PREFIX:-/usr/local/cuda}
 tmp=$(mktemp -d)
@@ -17,5 +19,5 @@ cp "$top/tests/gpu/test_cuda_attention.cu" "$tmp/test_emu.cpp"
 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
     -I"$top/cuda" -I"$top/src" -I"$top/tests" -fopenmp \
     "$tmp/attention_emu.cpp" "$tmp/attention_tc_emu.cpp" "$tmp/test_emu.cpp" "$top/libshardtrain.a" \
-    -L"$cuda/lib64" -lcudart -lm -o "$tmp/test_emu"
+    -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm -o "$tmp/test_emu"
 OMP_NUM_THREADS=1 "$tmp/test_emu"

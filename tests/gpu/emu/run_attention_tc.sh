@@ -8,6 +8,8 @@
 # leaves OUTDIR/test_tensor_core and OUTDIR/test_attention_tc.
 # EMU_LINK_FLAGS: extra link flags (a sanitizer build's runtimes).
 set -eu
+# The CPU reference in libshardtrain.a multiplies matrices with OpenBLAS.
+EMU_LIBS=${EMU_LIBS-$(pkg-config --libs openblas)}
 out=$1
 top=${2:-.}
 lib=${3:-$top/libshardtrain.a}
@@ -28,8 +30,8 @@ for f in attention attention_tc test_tensor_core test_attention_tc; do
     [ -s "$out/$f.o" ] || { echo "run_attention_tc.sh: $f did not compile" >&2; exit 1; }
 done
 # shellcheck disable=SC2086
-g++ ${EMU_LINK_FLAGS:-} "$out/test_tensor_core.o" -L"$cuda/lib64" -lcudart -lm \
+g++ ${EMU_LINK_FLAGS:-} "$out/test_tensor_core.o" -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm \
     -o "$out/test_tensor_core"
 # shellcheck disable=SC2086
 g++ -fopenmp ${EMU_LINK_FLAGS:-} "$out/test_attention_tc.o" "$out/attention.o" \
-    "$out/attention_tc.o" "$lib" -L"$cuda/lib64" -lcudart -lm -o "$out/test_attention_tc"
+    "$out/attention_tc.o" "$lib" -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm -o "$out/test_attention_tc"

@@ -12,6 +12,8 @@
 # them (tests/cuda_emu.sh; the emulated kernels stay uninstrumented, see
 # build_shardtrain.sh).
 set -eu
+# The CPU reference in libshardtrain.a multiplies matrices with OpenBLAS.
+EMU_LIBS=${EMU_LIBS-$(pkg-config --libs openblas)}
 top=${1:-.}
 lib=${2:-$top/libshardtrain.a}
 cuda=${CUDA_PREFIX:-/usr/local/cuda}
@@ -32,5 +34,5 @@ nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
     -c "$top/tests/gpu/emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
 # shellcheck disable=SC2086
 g++ -fopenmp ${EMU_LINK_FLAGS:-} $objs "$tmp/gemm_host.o" "$lib" \
-    -L"$cuda/lib64" -lcudart -lm -o "$tmp/test_emu"
+    -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm -o "$tmp/test_emu"
 OMP_NUM_THREADS=1 "$tmp/test_emu"
