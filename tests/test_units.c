@@ -83,23 +83,27 @@ static void test_gemm(void)
                 free(ref);
             }
     /* Same bits with 1, 2 and 3 threads, for every transpose, on a
-     * product of 3 x 3 tiles (the library's own threads would split it
-     * differently for each count, and give other bits). */
-    int64_t M = 300, N = 1600, K = 513;
-    float *A = randn(M * K, 4), *B = randn(K * N, 5);
-    float *C1 = calloc((size_t)(M * N), sizeof(float)), *C2 = calloc((size_t)(M * N), sizeof(float));
+     * product of one tile and one of 3 x 3 tiles (the library's own
+     * threads would split either differently for each count, and give
+     * other bits). */
+    const int64_t K = 513, shapes[2][2] = {{300, 1600}, {100, 300}};
+    float *A = randn(300 * K, 4), *B = randn(K * 1600, 5);
+    float *C1 = calloc(300 * 1600, sizeof(float)), *C2 = calloc(300 * 1600, sizeof(float));
     int nt = omp_get_max_threads();
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++)
-            for (int threads = 2; threads <= 3; threads++) {
-                omp_set_num_threads(1);
-                st_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0.0f, C1, N);
-                omp_set_num_threads(threads);
-                st_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0.0f, C2, N);
-                tap_ok(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
-                       "gemm ta=%d tb=%d is bit-identical for 1 and %d threads", ta, tb,
-                       threads);
-            }
+    for (int sh = 0; sh < 2; sh++) {
+        const int64_t M = shapes[sh][0], N = shapes[sh][1];
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int threads = 2; threads <= 3; threads++) {
+                    omp_set_num_threads(1);
+                    st_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0.0f, C1, N);
+                    omp_set_num_threads(threads);
+                    st_gemm(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, 0.0f, C2, N);
+                    tap_ok(memcmp(C1, C2, sizeof(float) * (size_t)(M * N)) == 0,
+                           "gemm %lldx%lldx%lld ta=%d tb=%d is bit-identical for 1 and %d threads",
+                           (long long)M, (long long)N, (long long)K, ta, tb, threads);
+                }
+    }
     omp_set_num_threads(nt);
     free(A);
     free(B);

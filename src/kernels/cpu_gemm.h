@@ -19,6 +19,13 @@ void st_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
              const float *A, int64_t lda, const float *B, int64_t ldb,
              float beta, float *C, int64_t ldc);
 
+/* C[M,N] = beta*C + alpha * op(A) * op(B) as one single-threaded library
+ * call, for kernels that are already inside an OpenMP region (the CPU
+ * attention's tile products).  Its bits depend only on its arguments. */
+void st_gemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                    float *C, int64_t ldc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,9 +27,12 @@ enum { TILE_M = 128, TILE_N = 768 };
 
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* OpenBLAS must run every call on one thread.  openblas_set_num_threads
- * does that for each of Debian's three builds, but in the OpenMP build it
- * also sets OpenMP's default team size to 1, so that is put back. */
+/* OpenBLAS must run every call on one thread.  Its pthread build has its
+ * own thread count, set to 1 once here.  Its OpenMP build instead follows
+ * OpenMP: one thread inside an active parallel region, otherwise
+ * omp_get_max_threads(), which serial_sgemm lowers to 1 around the call.
+ * (openblas_set_num_threads also sets OpenMP's default team size to 1 in
+ * that build, so the default is put back.) */
 static void blas_single_thread(void)
 {
     int omp_threads = omp_get_max_threads();
@@ -38,6 +41,22 @@ static void blas_single_thread(void)
 }
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void serial_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                         float *C, int64_t ldc)
+{
+    /* pthread_once: several threads of a region may get here first. */
+    pthread_once(&blas_once, blas_single_thread);
+    const int outside = !omp_in_parallel(), threads = omp_get_max_threads();
+    if (outside && threads > 1)
+        omp_set_num_threads(1);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, alpha,
+                A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+    if (outside && threads > 1)
+        omp_set_num_threads(threads);
+}
 
 /* cblas reports a bad stride through xerbla and returns with C untouched:
  * a silently wrong product.  A bad stride here is a programming error, so
@@ -72,9 +91,6 @@ void st_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
     if (K > INT_MAX || lda > INT_MAX || ldb > INT_MAX || ldc > INT_MAX)
         st_fatal("matrix product %lldx%lldx%lld: a size or stride exceeds OpenBLAS's 32-bit int",
                  (long long)M, (long long)N, (long long)K);
-    pthread_once(&blas_once, blas_single_thread);
-    const enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
-    const enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
     const int64_t mt = (M + TILE_M - 1) / TILE_M, nt = (N + TILE_N - 1) / TILE_N;
     /* Never more threads than tiles; a single tile runs on the calling
      * thread, with no team to wake. */
@@ -89,8 +105,15 @@ void st_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
              * the stored matrices depends on the transposes. */
             const float *a = trans_a ? A + i0 : A + i0 * lda;
             const float *b = trans_b ? B + j0 * ldb : B + j0;
-            cblas_sgemm(CblasRowMajor, ta, tb, (blasint)m, (blasint)n, (blasint)K, 1.0f, a,
-                        (blasint)lda, b, (blasint)ldb, beta, C + i0 * ldc + j0, (blasint)ldc);
+            serial_sgemm(trans_a, trans_b, m, n, K, 1.0f, a, lda, b, ldb, beta,
+                         C + i0 * ldc + j0, ldc);
         }
     }
+}
+
+void st_gemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                    float *C, int64_t ldc)
+{
+    serial_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

@@ -1,8 +1,10 @@
-/* Elementwise, normalisation, attention and loss kernels of the CPU
- * backend (the matrix product lives in cpu_gemm_openblas.c).  See cpu_ops.h for the
+/* Elementwise, normalisation and loss kernels of the CPU backend (the
+ * matrix product lives in cpu_gemm_openblas.c, attention in
+ * cpu_attention.c).  See cpu_ops.h for the
  * contract; reductions are done in double or in fixed order so that the
  * reference stays deterministic and close to exact. */
 #include "kernels/cpu_ops.h"
+#include "kernels/cpu_math.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,14 +18,23 @@ void st_add_bias(float *out, const float *bias, int64_t N, int64_t C)
             out[n * C + c] += bias[c];
 }
 
+/* Column sums in blocks of COL_BLOCK columns: a thread owns a block and
+ * walks the rows in order, so each column is still summed in row order by
+ * one thread (the bits do not depend on the thread count), while the reads
+ * go along rows instead of striding down a column. */
+enum { COL_BLOCK = 64 };
+
 void st_bias_backward(float *dbias, const float *dout, int64_t N, int64_t C)
 {
 #pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < C; c++) {
-        double s = 0.0;
+    for (int64_t c0 = 0; c0 < C; c0 += COL_BLOCK) {
+        const int64_t w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+        double s[COL_BLOCK] = {0};
         for (int64_t n = 0; n < N; n++)
-            s += dout[n * C + c];
-        dbias[c] += (float)s;
+            for (int64_t c = 0; c < w; c++)
+                s[c] += dout[n * C + c0 + c];
+        for (int64_t c = 0; c < w; c++)
+            dbias[c0 + c] += (float)s[c];
     }
 }
 
@@ -80,22 +91,30 @@ static void norm_backward_rows(float *dx, const float *dout, const float *x,
     }
 }
 
-/* Column-parallel part: parameter gradients summed over rows in order. */
+/* Column-parallel part: parameter gradients summed over rows in order,
+ * in blocks of columns as st_bias_backward. */
 static void norm_backward_params(float *dw, float *db, const float *dout,
                                  const float *x, const float *mean,
                                  const float *rstd, int64_t N, int64_t C, int centered)
 {
 #pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < C; c++) {
-        double sw = 0.0, sb = 0.0;
+    for (int64_t c0 = 0; c0 < C; c0 += COL_BLOCK) {
+        const int64_t w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+        double sw[COL_BLOCK] = {0}, sb[COL_BLOCK] = {0};
         for (int64_t n = 0; n < N; n++) {
-            double xhat = (x[n * C + c] - (centered ? mean[n] : 0.0f)) * rstd[n];
-            sw += (double)dout[n * C + c] * xhat;
-            sb += dout[n * C + c];
+            const float m = centered ? mean[n] : 0.0f, r = rstd[n];
+            const float *xr = x + n * C + c0, *dr = dout + n * C + c0;
+            for (int64_t c = 0; c < w; c++) {
+                double xhat = (xr[c] - m) * r;
+                sw[c] += (double)dr[c] * xhat;
+                sb[c] += dr[c];
+            }
         }
-        dw[c] += (float)sw;
-        if (db)
-            db[c] += (float)sb;
+        for (int64_t c = 0; c < w; c++) {
+            dw[c0 + c] += (float)sw[c];
+            if (db)
+                db[c0 + c] += (float)sb[c];
+        }
     }
 }
 
@@ -133,25 +152,30 @@ void st_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
+/* GELU, tanh form, computed as v * sigmoid(2u) = 0.5 v (1 + tanh u): the
+ * same function, one vectorisable exp per element (cpu_math.h), and no
+ * cancellation (1 + tanh u is never formed from two nearly equal terms). */
 void st_gelu_forward(float *out, const float *x, int64_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         float u = GELU_K * (v + 0.044715f * v * v * v);
-        out[i] = 0.5f * v * (1.0f + tanhf(u));
+        out[i] = v / (1.0f + st_expf(-2.0f * u));
     }
 }
 
+/* d/dv [v s(2u)] = s + v * 2 s (1 - s) du/dv, with s = sigmoid(2u) =
+ * (1 + tanh u) / 2, so 2 s (1 - s) = (1 - tanh^2 u) / 2. */
 void st_gelu_backward(float *dx, const float *x, const float *dout, int64_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         float u = GELU_K * (v + 0.044715f * v * v * v);
-        float t = tanhf(u);
+        float sg = 1.0f / (1.0f + st_expf(-2.0f * u));
         float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
-        float g = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
+        float g = sg + 2.0f * v * sg * (1.0f - sg) * du;
         dx[i] = g * dout[i];
     }
 }
@@ -161,9 +185,10 @@ void st_swiglu_forward(float *out, const float *gate_up, int64_t N, int64_t F)
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n++) {
         const float *gate = gate_up + n * 2 * F, *up = gate + F;
+#pragma omp simd
         for (int64_t i = 0; i < F; i++) {
             float g = gate[i];
-            out[n * F + i] = g / (1.0f + expf(-g)) * up[i];
+            out[n * F + i] = g / (1.0f + st_expf(-g)) * up[i];
         }
     }
 }
@@ -176,9 +201,10 @@ void st_swiglu_backward(float *d_gate_up, const float *gate_up,
         const float *gate = gate_up + n * 2 * F, *up = gate + F;
         float *dgate = d_gate_up + n * 2 * F, *dup = dgate + F;
         const float *d = dout + n * F;
+#pragma omp simd
         for (int64_t i = 0; i < F; i++) {
             float g = gate[i];
-            float sig = 1.0f / (1.0f + expf(-g));
+            float sig = 1.0f / (1.0f + st_expf(-g));
             dup[i] = d[i] * g * sig;
             dgate[i] = d[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
         }
@@ -206,110 +232,6 @@ void st_rope_apply(float *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
     }
 }
 
-static float dotf(const float *a, const float *b, int64_t n)
-{
-    /* simd reduction: a fixed, vector-width-dependent order, the same on
-     * every run of the same binary on the same CPU. */
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
-}
-
-void st_attention_forward(float *out, int64_t ldo, float *lse,
-                          const float *q, int64_t ldq, const float *k, int64_t ldk,
-                          const float *v, int64_t ldv,
-                          int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd)
-{
-    const float scale = 1.0f / sqrtf((float)hd);
-    const int64_t group = H / KV;
-#pragma omp parallel
-    {
-        float *s = malloc(sizeof(float) * (size_t)T);
-#pragma omp for schedule(dynamic) collapse(2)
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t h = 0; h < H; h++) {
-                int64_t g = h / group;
-                for (int64_t t = 0; t < T; t++) {
-                    const float *qt = q + (b * T + t) * ldq + h * hd;
-                    float m = -INFINITY;
-                    for (int64_t j = 0; j <= t; j++) {
-                        s[j] = dotf(qt, k + (b * T + j) * ldk + g * hd, hd) * scale;
-                        if (s[j] > m)
-                            m = s[j];
-                    }
-                    double l = 0.0;
-                    for (int64_t j = 0; j <= t; j++) {
-                        s[j] = expf(s[j] - m);
-                        l += s[j];
-                    }
-                    float *o = out + (b * T + t) * ldo + h * hd;
-                    for (int64_t d = 0; d < hd; d++)
-                        o[d] = 0.0f;
-                    for (int64_t j = 0; j <= t; j++) {
-                        const float *vj = v + (b * T + j) * ldv + g * hd;
-                        float p = s[j];
-                        for (int64_t d = 0; d < hd; d++)
-                            o[d] += p * vj[d];
-                    }
-                    float inv = (float)(1.0 / l);
-                    for (int64_t d = 0; d < hd; d++)
-                        o[d] *= inv;
-                    lse[(b * H + h) * T + t] = m + (float)log(l);
-                }
-            }
-        free(s);
-    }
-}
-
-void st_attention_backward(float *dq, int64_t lddq, float *dk, int64_t lddk,
-                           float *dv, int64_t lddv, const float *dout, int64_t lddo,
-                           const float *out, int64_t ldo, const float *lse,
-                           const float *q, int64_t ldq, const float *k, int64_t ldk,
-                           const float *v, int64_t ldv,
-                           int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd)
-{
-    const float scale = 1.0f / sqrtf((float)hd);
-    const int64_t group = H / KV;
-    /* One thread owns a (batch, kv head) pair: every dk/dv row it writes
-     * and every dq row of the query heads sharing that kv head, so the
-     * accumulation needs no atomics and has a fixed order. */
-#pragma omp parallel for schedule(dynamic) collapse(2)
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t g = 0; g < KV; g++) {
-            for (int64_t t = 0; t < T; t++) {
-                memset(dk + (b * T + t) * lddk + g * hd, 0, sizeof(float) * (size_t)hd);
-                memset(dv + (b * T + t) * lddv + g * hd, 0, sizeof(float) * (size_t)hd);
-            }
-            for (int64_t h = g * group; h < (g + 1) * group; h++)
-                for (int64_t t = 0; t < T; t++) {
-                    const float *qt = q + (b * T + t) * ldq + h * hd;
-                    const float *dot = dout + (b * T + t) * lddo + h * hd;
-                    const float *ot = out + (b * T + t) * ldo + h * hd;
-                    float *dqt = dq + (b * T + t) * lddq + h * hd;
-                    float L = lse[(b * H + h) * T + t];
-                    float D = dotf(dot, ot, hd);
-                    for (int64_t d = 0; d < hd; d++)
-                        dqt[d] = 0.0f;
-                    for (int64_t j = 0; j <= t; j++) {
-                        const float *kj = k + (b * T + j) * ldk + g * hd;
-                        const float *vj = v + (b * T + j) * ldv + g * hd;
-                        float p = expf(dotf(qt, kj, hd) * scale - L);
-                        float dp = dotf(dot, vj, hd);
-                        float ds = p * (dp - D) * scale;
-                        float *dkj = dk + (b * T + j) * lddk + g * hd;
-                        float *dvj = dv + (b * T + j) * lddv + g * hd;
-                        for (int64_t d = 0; d < hd; d++) {
-                            dqt[d] += ds * kj[d];
-                            dkj[d] += ds * qt[d];
-                            dvj[d] += p * dot[d];
-                        }
-                    }
-                }
-        }
-}
-
 double st_softmax_xent(float *logits, const int32_t *targets, int64_t N,
                        int64_t V, float grad_scale)
 {
@@ -322,17 +244,23 @@ double st_softmax_xent(float *logits, const int32_t *targets, int64_t N,
     for (int64_t n = 0; n < N; n++) {
         float *row = logits + n * V;
         float m = -INFINITY;
+#pragma omp simd reduction(max : m)
         for (int64_t i = 0; i < V; i++)
-            if (row[i] > m)
-                m = row[i];
+            m = row[i] > m ? row[i] : m;
+        /* float exps (cpu_math.h) summed in double: the sum of 50k terms
+         * keeps its precision, and the loop stays vectorised. */
         double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
         for (int64_t i = 0; i < V; i++)
-            sum += exp((double)row[i] - m);
+            sum += st_expf(row[i] - m);
         double lse = m + log(sum);
         row_loss[n] = lse - row[targets[n]];
         if (grad_scale != 0.0f) {
+            /* softmax = exp(x - m) / sum, with the division as a product */
+            const float inv = (float)(1.0 / sum);
+#pragma omp simd
             for (int64_t i = 0; i < V; i++)
-                row[i] = (float)(exp((double)row[i] - lse)) * grad_scale;
+                row[i] = st_expf(row[i] - m) * inv * grad_scale;
             row[targets[n]] -= grad_scale;
         }
     }
