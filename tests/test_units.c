@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "config/config.h"
 #include "kernels/cpu_gemm.h"
+#include "kernels/cpu_math.h"
 #include "kernels/cpu_ops.h"
 #include "model/model.h"
 #include "engine/lr_schedule.h"
@@ -112,41 +113,96 @@ static void test_gemm(void)
 }
 
 /* Naive attention in double with explicit GQA head mapping. */
-static void test_attention(void)
+/* Attention against a float64 reference, forward and backward, with GQA.
+ * T = 9 is one tile of cpu_attention.c; T = 150 is three query and key
+ * tiles, the last one partial. */
+static void test_attention(int64_t T, int64_t hd)
 {
-    const int64_t Bn = 2, T = 9, H = 4, KV = 2, hd = 6, W = (H + 2 * KV) * hd;
-    float *qkv = randn(Bn * T * W, 9), *out = calloc((size_t)(Bn * T * H * hd), sizeof(float));
-    float *lse = calloc((size_t)(Bn * H * T), sizeof(float));
-    double *ref = calloc((size_t)(Bn * T * H * hd), sizeof(double));
+    const int64_t Bn = 2, H = 4, KV = 2, W = (H + 2 * KV) * hd, O = H * hd, KW = KV * hd;
+    const int64_t n_out = Bn * T * O, n_kv = Bn * T * KW;
+    float *qkv = randn(Bn * T * W, 9), *dout = randn(n_out, 10);
+    float *out = calloc((size_t)n_out, sizeof(float)), *lse = calloc((size_t)(Bn * H * T), 4);
+    float *dq = calloc((size_t)n_out, 4), *dk = calloc((size_t)n_kv, 4), *dv = calloc((size_t)n_kv, 4);
+    double *ref = calloc((size_t)n_out, 8), *rdq = calloc((size_t)n_out, 8);
+    double *rdk = calloc((size_t)n_kv, 8), *rdv = calloc((size_t)n_kv, 8);
+    double *p = calloc((size_t)T, 8), *dp = calloc((size_t)T, 8);
     const float *q = qkv, *k = qkv + H * hd, *v = qkv + (H + KV) * hd;
+    const double scale = 1.0 / sqrt((double)hd);
     for (int64_t b = 0; b < Bn; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
-                int64_t g = h / (H / KV);
-                double s[9], mx = -1e300, sum = 0.0;
+                const int64_t g = h / (H / KV);
+                const float *qt = q + (b * T + t) * W + h * hd, *dot = dout + (b * T + t) * O + h * hd;
+                double mx = -1e300, sum = 0.0, D = 0.0;
                 for (int64_t j = 0; j <= t; j++) {
                     double d = 0.0;
                     for (int64_t c = 0; c < hd; c++)
-                        d += (double)q[(b * T + t) * W + h * hd + c] * k[(b * T + j) * W + g * hd + c];
-                    s[j] = d / sqrt((double)hd);
-                    mx = fmax(mx, s[j]);
+                        d += (double)qt[c] * k[(b * T + j) * W + g * hd + c];
+                    p[j] = d * scale;
+                    mx = fmax(mx, p[j]);
                 }
                 for (int64_t j = 0; j <= t; j++)
-                    sum += exp(s[j] - mx);
-                for (int64_t c = 0; c < hd; c++) {
-                    double o = 0.0;
-                    for (int64_t j = 0; j <= t; j++)
-                        o += exp(s[j] - mx) / sum * v[(b * T + j) * W + g * hd + c];
-                    ref[(b * T + t) * H * hd + h * hd + c] = o;
+                    sum += exp(p[j] - mx);
+                for (int64_t j = 0; j <= t; j++) {
+                    p[j] = exp(p[j] - mx) / sum;
+                    dp[j] = 0.0;
+                    for (int64_t c = 0; c < hd; c++)
+                        dp[j] += (double)dot[c] * v[(b * T + j) * W + g * hd + c];
+                    D += p[j] * dp[j];
+                }
+                for (int64_t j = 0; j <= t; j++) {
+                    const double ds = p[j] * (dp[j] - D) * scale;
+                    for (int64_t c = 0; c < hd; c++) {
+                        ref[(b * T + t) * O + h * hd + c] += p[j] * v[(b * T + j) * W + g * hd + c];
+                        rdq[(b * T + t) * O + h * hd + c] += ds * k[(b * T + j) * W + g * hd + c];
+                        rdk[(b * T + j) * KW + g * hd + c] += ds * qt[c];
+                        rdv[(b * T + j) * KW + g * hd + c] += p[j] * dot[c];
+                    }
                 }
             }
-    st_attention_forward(out, H * hd, lse, q, W, k, W, v, W, Bn, T, H, KV, hd);
-    double e = rel_err(out, ref, Bn * T * H * hd);
-    tap_ok(e < 1e-6, "causal GQA attention matches a float64 reference (rel %.1e)", e);
+    st_attention_forward(out, O, lse, q, W, k, W, v, W, Bn, T, H, KV, hd);
+    double e = rel_err(out, ref, n_out);
+    tap_ok(e < 1e-6, "causal GQA attention, T=%lld hd=%lld: output matches a float64 reference (rel %.1e)",
+           (long long)T, (long long)hd, e);
+    st_attention_backward(dq, O, dk, KW, dv, KW, dout, O, out, O, lse, q, W, k, W, v, W, Bn, T, H,
+                          KV, hd);
+    double eq = rel_err(dq, rdq, n_out), ek = rel_err(dk, rdk, n_kv), ev = rel_err(dv, rdv, n_kv);
+    tap_ok(eq < 1e-5 && ek < 1e-5 && ev < 1e-5,
+           "causal GQA attention, T=%lld hd=%lld: dq, dk, dv match a float64 reference (rel %.1e %.1e %.1e)",
+           (long long)T, (long long)hd, eq, ek, ev);
     free(qkv);
+    free(dout);
     free(out);
     free(lse);
+    free(dq);
+    free(dk);
+    free(dv);
     free(ref);
+    free(rdq);
+    free(rdk);
+    free(rdv);
+    free(p);
+    free(dp);
+}
+
+/* st_expf (kernels/cpu_math.h) against exp in double over its whole range,
+ * and its edges: the masked scores need exp(-inf) = 0 exactly. */
+static void test_expf(void)
+{
+    double worst = 0.0;
+    float at = 0.0f;
+    for (float x = -87.3f; x < 88.0f; x += 0.000731f) {
+        double want = exp((double)x), e = fabs(st_expf(x) - want) / want;
+        if (e > worst) {
+            worst = e;
+            at = x;
+        }
+    }
+    /* 2^-23 is one ulp at the bottom of a binade: libm's expf is within 1. */
+    tap_ok(worst < 2.0 * 1.1920929e-7, "st_expf within 2 ulp of exp over [-87.3, 88] (worst %.2e at %g)",
+           worst, (double)at);
+    tap_ok(st_expf(-INFINITY) == 0.0f && st_expf(-100.0f) == 0.0f && st_expf(0.0f) == 1.0f,
+           "st_expf(-inf) = st_expf(-100) = 0 and st_expf(0) = 1");
 }
 
 static void test_rope(void)
@@ -391,7 +447,9 @@ int main(void)
 {
     test_log_one_line();
     test_gemm();
-    test_attention();
+    test_attention(9, 6);
+    test_attention(150, 16);
+    test_expf();
     test_rope();
     test_bf16();
     test_schedules();
