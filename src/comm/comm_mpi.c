@@ -19,6 +19,7 @@
 #include "base/alloc.h"
 #include "runtime/device.h"
 #include "base/log.h"
+#include "runtime/progress.h"
 #include "runtime/watchdog.h"
 
 #include <limits.h>
@@ -104,6 +105,39 @@ static int check_count(st_comm *c, int64_t count, const char *what)
     return 0;
 }
 
+/* Requests in flight, for the progress poller (runtime/progress.h).  A
+ * request past the first IN_FLIGHT_MAX is simply not polled: it still
+ * completes in its wait. */
+enum { IN_FLIGHT_MAX = 64 };
+static MPI_Request *in_flight[IN_FLIGHT_MAX];
+static int n_in_flight;
+
+static void in_flight_add(MPI_Request *r)
+{
+    if (n_in_flight < IN_FLIGHT_MAX)
+        in_flight[n_in_flight++] = r;
+}
+
+static void in_flight_remove(MPI_Request *r)
+{
+    for (int i = 0; i < n_in_flight; i++)
+        if (in_flight[i] == r) {
+            in_flight[i] = in_flight[--n_in_flight];
+            return;
+        }
+}
+
+/* MPI_Test drives Open MPI's progress engine; a request it completes
+ * becomes MPI_REQUEST_NULL, which the later wait's MPI_Test reports done.
+ * An error is left for that wait to report through the watchdog. */
+static void mpi_progress(void)
+{
+    for (int i = 0; i < n_in_flight; i++) {
+        int done = 0;
+        MPI_Test(in_flight[i], &done, MPI_STATUS_IGNORE);
+    }
+}
+
 /* Every collective: count it for the watchdog, allocate its handle. */
 static mpi_req *begin(st_comm *c, st_comm_req *req, const char *op)
 {
@@ -152,6 +186,7 @@ static void release_handle(st_comm_req *req)
 {
     mpi_req *h = req->handle;
     if (h) {
+        in_flight_remove(&h->r);
         free(h->hsend);
         free(h->hrecv);
         free(h);
@@ -167,6 +202,7 @@ static int start(st_comm *c, st_comm_req *req, int mpi_rc)
         st_wd_op w = wd_op(req, h->op);
         st_watchdog_fail(((mpi_state *)c->impl)->wd, h->seq, &w, mpi_rc);
     }
+    in_flight_add(&h->r);
     req->active = 1;
     return 0;
 }
@@ -277,6 +313,9 @@ st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged
     /* Same creation order on every rank, so the same id on every member. */
     s->wd = st_watchdog_register(s->comm);
     s->staged = staged;
+    /* Staged requests carry device buffers, but the poll only touches the
+     * MPI request, so every group is polled. */
+    st_progress_set(mpi_progress);
     c->ops = &mpi_ops;
     c->label = label;
     c->impl = s;

@@ -16,6 +16,9 @@
 #include "kernels/cpu_ops.h"
 #include "kernels/cpu_gemm.h"
 #include "kernels/cpu_math.h"
+#include "runtime/progress.h"
+
+#include <omp.h>
 
 #include <math.h>
 #include <string.h>
@@ -104,6 +107,8 @@ void st_attention_forward(float *out, int64_t ldo, float *lse,
                                    q + b * T * ldq + h * hd, ldq, k + b * T * ldk + g * hd, ldk,
                                    v + b * T * ldv + g * hd, ldv, q0, min64(TILE, T - q0), hd,
                                    scale);
+            if (omp_get_thread_num() == 0)
+                st_progress_poll();
         }
 }
 
@@ -182,5 +187,7 @@ void st_attention_backward(float *dq, int64_t lddq, float *dk, int64_t lddk,
                                         q + b * T * ldq + h * hd, ldq, k + b * T * ldk + g * hd,
                                         ldk, v + b * T * ldv + g * hd, ldv, q0,
                                         min64(TILE, T - q0), hd, scale);
+            if (omp_get_thread_num() == 0)
+                st_progress_poll();
         }
 }

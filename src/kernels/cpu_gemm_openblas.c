@@ -17,6 +17,7 @@
  * 128 x 768 was the best fixed grid measured at one and two threads. */
 #include "kernels/cpu_gemm.h"
 #include "base/log.h"
+#include "runtime/progress.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -107,6 +108,9 @@ void st_gemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
             const float *b = trans_b ? B + j0 * ldb : B + j0;
             serial_sgemm(trans_a, trans_b, m, n, K, 1.0f, a, lda, b, ldb, beta,
                          C + i0 * ldc + j0, ldc);
+            /* Communication in flight moves on between tiles (progress.h). */
+            if (omp_get_thread_num() == 0)
+                st_progress_poll();
         }
     }
 }

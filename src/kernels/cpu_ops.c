@@ -10,9 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Below this many elements a kernel runs on the calling thread: waking a
+ * team of threads costs microseconds, as much as the work itself (the
+ * tiny models of the tests, the norms of small ones).  Every element is
+ * computed the same way either side of it, so the bits do not change. */
+enum { ST_PARALLEL_MIN = 1 << 15 };
+
 void st_add_bias(float *out, const float *bias, int64_t N, int64_t C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * C >= ST_PARALLEL_MIN)
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++)
             out[n * C + c] += bias[c];
@@ -26,7 +32,7 @@ enum { COL_BLOCK = 64 };
 
 void st_bias_backward(float *dbias, const float *dout, int64_t N, int64_t C)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * C >= ST_PARALLEL_MIN)
     for (int64_t c0 = 0; c0 < C; c0 += COL_BLOCK) {
         const int64_t w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
         double s[COL_BLOCK] = {0};
@@ -42,7 +48,7 @@ void st_layernorm_forward(float *out, float *mean, float *rstd, const float *x,
                           const float *w, const float *b, int64_t N, int64_t C,
                           float eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * C >= ST_PARALLEL_MIN)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         double m = 0.0, v = 0.0;
@@ -69,7 +75,7 @@ static void norm_backward_rows(float *dx, const float *dout, const float *x,
                                const float *w, const float *mean, const float *rstd,
                                int64_t N, int64_t C, int centered)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * C >= ST_PARALLEL_MIN)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C, *dr = dout + n * C;
         float m = centered ? mean[n] : 0.0f, s = rstd[n];
@@ -97,7 +103,7 @@ static void norm_backward_params(float *dw, float *db, const float *dout,
                                  const float *x, const float *mean,
                                  const float *rstd, int64_t N, int64_t C, int centered)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * C >= ST_PARALLEL_MIN)
     for (int64_t c0 = 0; c0 < C; c0 += COL_BLOCK) {
         const int64_t w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
         double sw[COL_BLOCK] = {0}, sb[COL_BLOCK] = {0};
@@ -129,7 +135,7 @@ void st_layernorm_backward(float *dx, float *dw, float *db, const float *dout,
 void st_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w,
                         int64_t N, int64_t C, float eps)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * C >= ST_PARALLEL_MIN)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         double ss = 0.0;
@@ -157,7 +163,7 @@ void st_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x
  * cancellation (1 + tanh u is never formed from two nearly equal terms). */
 void st_gelu_forward(float *out, const float *x, int64_t n)
 {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= ST_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         float u = GELU_K * (v + 0.044715f * v * v * v);
@@ -169,7 +175,7 @@ void st_gelu_forward(float *out, const float *x, int64_t n)
  * (1 + tanh u) / 2, so 2 s (1 - s) = (1 - tanh^2 u) / 2. */
 void st_gelu_backward(float *dx, const float *x, const float *dout, int64_t n)
 {
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : n >= ST_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         float u = GELU_K * (v + 0.044715f * v * v * v);
@@ -182,7 +188,7 @@ void st_gelu_backward(float *dx, const float *x, const float *dout, int64_t n)
 
 void st_swiglu_forward(float *out, const float *gate_up, int64_t N, int64_t F)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * F >= ST_PARALLEL_MIN)
     for (int64_t n = 0; n < N; n++) {
         const float *gate = gate_up + n * 2 * F, *up = gate + F;
 #pragma omp simd
@@ -196,7 +202,7 @@ void st_swiglu_forward(float *out, const float *gate_up, int64_t N, int64_t F)
 void st_swiglu_backward(float *d_gate_up, const float *gate_up,
                         const float *dout, int64_t N, int64_t F)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * F >= ST_PARALLEL_MIN)
     for (int64_t n = 0; n < N; n++) {
         const float *gate = gate_up + n * 2 * F, *up = gate + F;
         float *dgate = d_gate_up + n * 2 * F, *dup = dgate + F;
@@ -216,7 +222,7 @@ void st_rope_apply(float *x, int64_t ld, int64_t B, int64_t T, int64_t n_heads,
 {
     int64_t half = hd / 2;
     float sgn = inverse ? -1.0f : 1.0f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : B * T * n_heads * hd >= ST_PARALLEL_MIN)
     for (int64_t r = 0; r < B * T; r++) {
         int64_t t = r % T;
         const float *cs = cos_t + t * half, *sn = sin_t + t * half;
@@ -240,7 +246,7 @@ double st_softmax_xent(float *logits, const int32_t *targets, int64_t N,
     double *row_loss = malloc(sizeof(double) * (size_t)(N > 0 ? N : 1));
     if (!row_loss)
         return NAN;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : N * V >= ST_PARALLEL_MIN)
     for (int64_t n = 0; n < N; n++) {
         float *row = logits + n * V;
         float m = -INFINITY;
@@ -273,7 +279,7 @@ double st_softmax_xent(float *logits, const int32_t *targets, int64_t N,
 
 void st_add_inplace(float *y, const float *x, int64_t n)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : n >= ST_PARALLEL_MIN)
     for (int64_t i = 0; i < n; i++)
         y[i] += x[i];
 }
