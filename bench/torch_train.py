@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference trainer for shardtrain's GPU benchmark (docs/gpu.md).
+"""PyTorch reference trainer for shardtrain's GPU and CPU benchmarks.
 
 Trains one of shardtrain's model presets (the shapes of src/config/schema.c's
 st_presets, the tensor layout of src/model/model.c) on synthetic random
@@ -26,11 +26,25 @@ MFU = tokens/s x FLOPs per token / (peak TFLOP/s x 1e12).
 Timing: --warmup steps first (torch.compile compiles during the first), then
 --steps steps timed with CUDA events (wall clock on CPU).  Timings are for
 the benchmark only; the test suite checks parameter and FLOP counts.
+
+The CPU benchmark (bench/cpu.sh) runs it as a plain eager fp32 trainer:
+--device cpu --precision fp32 --no-compile --threads N, the shape given key
+by key (--n-layer, --n-head, --d-model, --d-ff, --vocab, --seq override the
+preset's values as shardtrain's explicit model keys do, nothing derived),
+real tokens from an llm.c-format token file (--tokens: random windows, one
+batch per step, drawn before the timing) and --log-steps, which prints
+"step N: loss X (took Y ms)" for every step, warm-up included (N from 1),
+before the JSON line.  The optimizer is the same in every mode: AdamW, lr
+--lr held constant, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on the
+matrices and embeddings (none on biases and norms), gradients clipped to a
+global norm of 1.0: shardtrain's defaults with optim.schedule = constant.
 """
 import argparse
+import contextlib
 import gc
 import json
 import math
+import struct
 import sys
 import time
 
@@ -60,7 +74,7 @@ def emit(obj, code=0):
     sys.exit(code)
 
 
-def resolve(name, arch_arg, seq_arg):
+def resolve(name, arch_arg, seq_arg, over=None):
     p = PRESETS[name]
     arch = p[0] or arch_arg or "gpt2"
     if p[0] and arch_arg and arch_arg != p[0]:
@@ -77,6 +91,11 @@ def resolve(name, arch_arg, seq_arg):
         norm_eps=p[9] if p[9] is not None else 1e-5,
         tied=p[10] if p[10] is not None else arch == "gpt2",
     )
+    for k, v in (over or {}).items():
+        if v:
+            cfg[k] = v
+    if arch == "gpt2":
+        cfg["n_kv_head"] = cfg["n_head"]
     if cfg["d_model"] % cfg["n_head"] or cfg["n_head"] % cfg["n_kv_head"]:
         raise SystemExit(f"inconsistent shape {cfg}")
     return cfg
@@ -102,6 +121,17 @@ def parse_args():
                     help="dense bf16 peak of the device for MFU (default: by device "
                          "name, 989 for H100 SXM and H200)")
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
+                    help="bf16: bf16 autocast over fp32 weights; fp32: no autocast")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch.set_num_threads (0: torch's default)")
+    ap.add_argument("--tokens", help="llm.c token file (header of 256 int32: 20240520, 1, "
+                    "count; uint16 tokens) to train on instead of random tokens")
+    ap.add_argument("--lr", type=float, default=3e-4, help="AdamW learning rate (constant)")
+    ap.add_argument("--log-steps", action="store_true",
+                    help="print 'step N: loss X (took Y ms)' for every step")
+    for k in ("n-layer", "n-head", "n-kv-head", "d-model", "d-ff", "vocab"):
+        ap.add_argument("--" + k, type=int, default=0, help="override the preset's " + k)
     ap.add_argument("--count-only", action="store_true",
                     help="build the model and print the counts without training")
     return ap.parse_args()
@@ -109,7 +139,8 @@ def parse_args():
 
 def main():
     args = parse_args()
-    cfg = resolve(args.model, args.arch, args.seq)
+    over = {k: getattr(args, k) for k in ("n_layer", "n_head", "n_kv_head", "d_model", "d_ff", "vocab")}
+    cfg = resolve(args.model, args.arch, args.seq, over)
     base = dict(model=args.model, arch=cfg["arch"], seq=cfg["seq"], device=args.device)
     try:
         import torch
@@ -117,6 +148,12 @@ def main():
         import torch.nn.functional as F
     except Exception as e:  # noqa: BLE001 - any import failure is reported
         emit(dict(base, status="failed", reason=f"torch not importable: {type(e).__name__}: {e}"), 3)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass
 
     notes = []
     has_sdpa = hasattr(F, "scaled_dot_product_attention")
@@ -277,24 +314,47 @@ def main():
     fused = False
     if cuda:
         try:
-            opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+            opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8, fused=True)
             fused = True
         except (TypeError, RuntimeError) as e:
             notes.append(f"no fused AdamW ({e}): default implementation")
     if not fused:
-        opt = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+        opt = torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
     all_params = list(model.parameters())
 
     gen = torch.Generator(device="cpu").manual_seed(args.seed)
+    tokens = None
+    if args.tokens:
+        try:
+            raw = open(args.tokens, "rb").read()
+            magic, version, count = struct.unpack_from("<3i", raw)
+            if (magic, version) != (20240520, 1) or len(raw) != 1024 + 2 * count or count < T + 2:
+                raise ValueError(f"not an llm.c uint16 token file of more than {T + 1} tokens "
+                                 f"(magic {magic}, version {version}, count {count}, {len(raw)} bytes)")
+            import numpy as np
+            tokens = torch.from_numpy(np.frombuffer(raw, dtype="<u2", offset=1024).astype(np.int64))
+            if int(tokens.max()) >= V:
+                raise ValueError(f"token {int(tokens.max())} >= vocab {V}")
+        except (OSError, ValueError, struct.error) as e:
+            emit(dict(out, status="failed", reason=f"--tokens {args.tokens}: {e}"), 1)
 
     def batches(b, n=4):
-        data = torch.randint(0, V, (n, b, T + 1), generator=gen).to(dev)
+        if tokens is not None:
+            # Random windows of T + 1 tokens, one batch per step.
+            n = args.warmup + args.steps
+            start = torch.randint(0, tokens.numel() - T - 1, (n, b), generator=gen)
+            data = tokens[start.unsqueeze(-1) + torch.arange(T + 1)].to(dev)
+        else:
+            data = torch.randint(0, V, (n, b, T + 1), generator=gen).to(dev)
         return [(d[:, :-1].contiguous(), d[:, 1:].contiguous()) for d in data]
+
+    bf16 = args.precision == "bf16"
 
     def make_step(fwd):
         def step(x, y):
             opt.zero_grad(set_to_none=True)
-            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+            with (torch.autocast(device_type=dev.type, dtype=torch.bfloat16) if bf16
+                  else contextlib.nullcontext()):
                 loss = fwd(x, y)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(all_params, 1.0)
@@ -348,9 +408,16 @@ def main():
             t_compile = time.perf_counter()
             loss0 = None
             for i in range(args.warmup):
+                t1 = time.perf_counter()
                 loss = step(*data[i % len(data)])
                 if i == 0:
                     loss0 = float(loss)
+                if args.log_steps:
+                    if cuda:
+                        torch.cuda.synchronize()
+                    print(f"step {i + 1}: loss {float(loss):.6f} (took "
+                          f"{1e3 * (time.perf_counter() - t1):.3f} ms)", flush=True)
+            w = args.warmup
             if cuda:
                 torch.cuda.synchronize()
             t_warm = time.perf_counter() - t_compile
@@ -359,19 +426,31 @@ def main():
                 torch.cuda.reset_peak_memory_stats()
                 ev = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
                 ev[0].record()
+                losses = []
                 for i in range(args.steps):
-                    loss = step(*data[i % len(data)])
+                    loss = step(*data[(w + i) % len(data)])
+                    losses.append(loss.detach())
                     ev[i + 1].record()
                 torch.cuda.synchronize()
                 times = [ev[i].elapsed_time(ev[i + 1]) / 1e3 for i in range(args.steps)]
                 total = ev[0].elapsed_time(ev[-1]) / 1e3
+                if args.log_steps:
+                    for i, (lo, t) in enumerate(zip(losses, times)):
+                        print(f"step {w + i + 1}: loss {float(lo):.6f} (took {1e3 * t:.3f} ms)")
             else:
                 t0 = time.perf_counter()
                 for i in range(args.steps):
                     t1 = time.perf_counter()
-                    loss = step(*data[i % len(data)])
+                    loss = step(*data[(w + i) % len(data)])
                     times.append(time.perf_counter() - t1)
+                    if args.log_steps:
+                        print(f"step {w + i + 1}: loss {float(loss):.6f} (took "
+                              f"{1e3 * times[-1]:.3f} ms)", flush=True)
+                    if loss0 is None:
+                        loss0 = float(loss)
                 total = time.perf_counter() - t0
+            if loss0 is None:
+                loss0 = float(losses[0])
             loss_last = float(loss)
             break
         except Exception as e:  # noqa: BLE001
@@ -407,7 +486,9 @@ def main():
         peak_tflops=peak or None, peak_source=peak_src, device_name=name,
         compile=bool(want_compile), fused_adamw=fused,
         attention="sdpa is_causal" if has_sdpa else "explicit (math)",
-        precision="bf16 autocast, fp32 master weights", loss_first=loss0, loss_last=loss_last,
+        precision="bf16 autocast, fp32 master weights" if bf16 else "fp32",
+        threads=torch.get_num_threads(), tokens=args.tokens or "random", lr=args.lr,
+        loss_first=loss0, loss_last=loss_last,
         notes=notes,
     )
     if cuda:

@@ -5,7 +5,9 @@
 # architectures after real training steps, and the parameter count of every
 # preset the binary knows), and bench/gpu.sh is valid sh, passes shellcheck,
 # turns a run into its table and JSON, and reports failures as "failed: ..."
-# instead of numbers.  No timing is checked.  A missing PyTorch or a
+# instead of numbers; the CPU benchmark bench/cpu.sh turns a short run into
+# its table and refuses a run whose loss does not fall.  No timing is
+# checked.  A missing PyTorch or a
 # missing shellcheck is a failure, never a skip.
 . "$top_srcdir/tests/lib.sh"
 
@@ -114,6 +116,42 @@ if shellcheck -s sh "$bench/gpu.sh" >"$TMP/sc.log" 2>&1; then
 else
     not_ok "shellcheck bench/gpu.sh"; diag "$(head -n 20 "$TMP/sc.log")"
 fi
+
+# bench/cpu.sh and bench/gemm_cpu.sh (the CPU benchmarks): shellcheck, then
+# a short cpu.sh run of the small shape against PyTorch (one round of three
+# steps, one thread): a row with numbers and a ratio; and the same with a
+# learning rate too small to move the loss, which its loss check must
+# refuse in every cell.
+for f in cpu.sh gemm_cpu.sh; do
+    if shellcheck -s sh "$bench/$f" >"$TMP/sc.log" 2>&1; then
+        ok "shellcheck bench/$f"
+    else
+        not_ok "shellcheck bench/$f"; diag "$(head -n 20 "$TMP/sc.log")"
+    fi
+done
+cpu_bench() { # OUT [VAR=VALUE...]
+    _o=$1
+    shift
+    env SHAPES=small STEPS=3 SKIP=1 ROUNDS=1 THREADS=1 TABLES=cpu TORCH_PYTHON="$PY" \
+        SHARDTRAIN="$SHARDTRAIN" OUT="$_o" "$@" sh "$bench/cpu.sh" >"$_o.log" 2>&1
+}
+cpu_bench "$TMP/cpu" || diag "$(tail -n 20 "$TMP/cpu.log")"
+check "bench/cpu.sh: a small row with tokens/s for shardtrain and PyTorch and their ratio" \
+    "$PY" -c '
+import re, sys
+rows = [l for l in open(sys.argv[1]) if l.startswith("| small |")]
+c = [x.strip() for x in rows[0].split("|")[1:-1]] if rows else []
+num = lambda x: re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?", x)
+sys.exit(not (len(rows) == 1 and num(c[2]) and num(c[3]) and any(re.match(r"[0-9.]+ \(", x) for x in c)))
+' "$TMP/cpu/results.md"
+cpu_bench "$TMP/cpu-lr" LR=1e-9 || true
+check "bench/cpu.sh: a loss that does not fall gives 'failed: loss' cells, no number" \
+    "$PY" -c '
+import sys
+rows = [l for l in open(sys.argv[1]) if l.startswith("| small |")]
+c = [x.strip() for x in rows[0].split("|")[1:-1]] if rows else []
+sys.exit(not (len(rows) == 1 and c[2].startswith("failed: loss") and c[3].startswith("failed: loss")))
+' "$TMP/cpu-lr/results.md"
 
 # A whole run on the CPU (tiny preset, the binary under test): a table row
 # with numbers for both, a ratio, and the raw JSON.
