@@ -11,7 +11,9 @@ void st_adamw(float *p, const float *g, float *m, float *v, int64_t n,
     const double c1 = 1.0 - pow(beta1, (double)t);
     const double c2 = 1.0 - pow(beta2, (double)t);
     const float b1 = (float)beta1, b2 = (float)beta2;
-#pragma omp parallel for schedule(static)
+    /* simd: each lane does the same IEEE operations as the scalar loop
+     * (no contraction under -std=c11), so the bits are unchanged. */
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
         float gi = (float)(g[i] * grad_scale);
         m[i] = b1 * m[i] + (1.0f - b1) * gi;
