@@ -14,6 +14,7 @@
 #include "engine/lr_schedule.h"
 #include "kernels/cpu_adamw.h"
 #include "base/rng.h"
+#include "runtime/progress.h"
 #include "base/test_faults.h"
 #include "tap.h"
 
@@ -183,6 +184,42 @@ static void test_attention(int64_t T, int64_t hd)
     free(rdv);
     free(p);
     free(dp);
+}
+
+/* The progress hook (runtime/progress.h): a registered poller is called
+ * between the tiles of a matrix product, on the main thread only, and
+ * not at all once cleared. */
+static int polls, polls_off_main;
+static void count_poll(void)
+{
+    polls++;
+    if (omp_get_thread_num() != 0)
+        polls_off_main++;
+}
+
+static void test_progress_poll(void)
+{
+    const int64_t M = 300, N = 1600, K = 64; /* 3 x 3 tiles */
+    float *A = randn(M * K, 11), *B = randn(K * N, 12), *C = calloc((size_t)(M * N), 4);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    st_progress_set(count_poll);
+    st_gemm(0, 0, M, N, K, A, K, B, N, 0.0f, C, N);
+    tap_ok(polls == 9, "one thread: the progress poller runs after each of 9 tiles (%d)", polls);
+    polls = 0;
+    omp_set_num_threads(2);
+    st_gemm(0, 0, M, N, K, A, K, B, N, 0.0f, C, N);
+    tap_ok(polls >= 1 && polls < 9 && polls_off_main == 0,
+           "two threads: polled only by the main thread (%d polls, %d elsewhere)", polls,
+           polls_off_main);
+    st_progress_set(NULL);
+    polls = 0;
+    st_gemm(0, 0, M, N, K, A, K, B, N, 0.0f, C, N);
+    tap_ok(polls == 0, "no poller registered: nothing is called");
+    omp_set_num_threads(nt);
+    free(A);
+    free(B);
+    free(C);
 }
 
 /* st_expf (kernels/cpu_math.h) against exp in double over its whole range,
@@ -450,6 +487,7 @@ int main(void)
     test_attention(9, 6);
     test_attention(150, 16);
     test_expf();
+    test_progress_poll();
     test_rope();
     test_bf16();
     test_schedules();
