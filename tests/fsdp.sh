@@ -62,6 +62,16 @@ equiv full_np4_nosync 4 gpt2 $fs -s train.micro_batch=1 -s parallel.no_sync=true
 equiv full_np4_prefetch0 4 gpt2 $fs -s parallel.prefetch=0 -s train.micro_batch=2
 equiv full_np4_prefetch3 4 gpt2 $fs -s parallel.prefetch=3 -s train.micro_batch=2
 equiv full_np3_untied 3 gpt2u $fs -s train.micro_batch=2
+# Collectives polled during compute (runtime/progress.h): on one node only
+# when SHARDTRAIN_TEST_MPI_POLL=1 forces it.  Polling may move when a
+# collective completes, never what it computes: the same bits.
+if SHARDTRAIN_TEST_MPI_POLL=1 run full_np4_poll 4 gpt2 $fs -s train.micro_batch=2 -s parallel.prefetch=3; then
+    check "full_shard np 4 with collectives polled during compute: the same losses and weights, bit for bit" \
+        compare_runs --exact "$TMP/full_np4_poll" "$TMP/full_np4_prefetch3" 4
+else
+    not_ok "full_shard np 4 with collectives polled during compute: runs"
+    diag "$(tail -n 5 "$TMP/full_np4_poll.err")"
+fi
 sg="-s parallel.strategy=shard_grad_op"
 for np in 2 3 4 6 8; do
     equiv "zero2_np$np" $np gpt2 $sg -s train.micro_batch=$((24 / np))

@@ -30,6 +30,7 @@ typedef struct {
     MPI_Comm comm;
     int wd;                /* watchdog id */
     int staged;            /* buffers are device memory: stage through host */
+    int poll;              /* requests progress during compute (group_polls) */
 } mpi_state;
 
 /* A request's handle: the MPI request and what the watchdog needs; when
@@ -202,7 +203,8 @@ static int start(st_comm *c, st_comm_req *req, int mpi_rc)
         st_wd_op w = wd_op(req, h->op);
         st_watchdog_fail(((mpi_state *)c->impl)->wd, h->seq, &w, mpi_rc);
     }
-    in_flight_add(&h->r);
+    if (((mpi_state *)c->impl)->poll)
+        in_flight_add(&h->r);
     req->active = 1;
     return 0;
 }
@@ -284,6 +286,31 @@ static const st_comm_ops mpi_ops = {
     "mpi", mpi_allgather, mpi_reduce_scatter, mpi_allreduce, mpi_wait, mpi_destroy,
 };
 
+/* Whether a group's collectives are polled during compute: only when the
+ * group spans nodes, where a network card can move data while the CPU
+ * computes and the poll lets the protocol take its next step.  Within one
+ * node the copies are CPU work either way, and polling measured 3-5%
+ * slower at gpt2-124m on 2 ranks (docs/benchmarks.md).  The testing aid
+ * SHARDTRAIN_TEST_MPI_POLL=1 polls every group, so the suite runs the
+ * polled path on one machine.  MPI_Comm_split_type is collective over the
+ * group, as creation is. */
+static int group_polls(MPI_Comm comm, int size)
+{
+    const char *force = getenv("SHARDTRAIN_TEST_MPI_POLL");
+    if (force && strcmp(force, "1") == 0)
+        return 1;
+    MPI_Comm node;
+    st_watchdog_blocking_begin("MPI_Comm_split_type (a group's node)", 0);
+    int rc = MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    st_watchdog_blocking_end();
+    if (rc != MPI_SUCCESS)
+        return 0; /* polling is an optimisation: without it, waits still complete */
+    int node_size = size;
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    return node_size < size;
+}
+
 st_comm *st_comm_mpi_create(MPI_Comm group, const char *label)
 {
     return st_comm_mpi_create_staged(group, label, 0);
@@ -313,9 +340,9 @@ st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged
     /* Same creation order on every rank, so the same id on every member. */
     s->wd = st_watchdog_register(s->comm);
     s->staged = staged;
-    /* Staged requests carry device buffers, but the poll only touches the
-     * MPI request, so every group is polled. */
-    st_progress_set(mpi_progress);
+    s->poll = group_polls(s->comm, c->size);
+    if (s->poll)
+        st_progress_set(mpi_progress);
     c->ops = &mpi_ops;
     c->label = label;
     c->impl = s;

@@ -3,9 +3,9 @@
  * is inside an MPI call, so an all-gather prefetched for the next unit
  * would otherwise sit still until the engine waits for it.  The mpi
  * backend registers a poller here (comm_mpi.c: MPI_Test on each request
- * in flight) and the CPU kernels call st_progress_poll between pieces of
- * work (matrix tiles, attention heads), from the main thread only, as
- * MPI_THREAD_FUNNELED requires.  The layers stay apart: kernels know only
+ * in flight, for groups that span nodes) and the CPU kernels call
+ * st_progress_poll between pieces of work (matrix tiles, attention
+ * heads), from the main thread only, as MPI_THREAD_FUNNELED requires.  The layers stay apart: kernels know only
  * this hook, not comm.  docs/benchmarks.md measures what it buys. */
 #ifndef ST_RUNTIME_PROGRESS_H
 #define ST_RUNTIME_PROGRESS_H

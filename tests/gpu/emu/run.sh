@@ -16,6 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 python3 "$top/tests/gpu/emu/transform.py" "$top/cuda/attention.cu" > "$tmp/attention_emu.cpp"
 python3 "$top/tests/gpu/emu/transform.py" "$top/cuda/attention_tc.cu" > "$tmp/attention_tc_emu.cpp"
 cp "$top/tests/gpu/test_cuda_attention.cu" "$tmp/test_emu.cpp"
+# shellcheck disable=SC2086 # EMU_LIBS: several words
 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
     -I"$top/cuda" -I"$top/src" -I"$top/tests" -fopenmp \
     "$tmp/attention_emu.cpp" "$tmp/attention_tc_emu.cpp" "$tmp/test_emu.cpp" "$top/libshardtrain.a" \
