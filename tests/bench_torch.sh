@@ -139,18 +139,19 @@ cpu_bench "$TMP/cpu" || diag "$(tail -n 20 "$TMP/cpu.log")"
 check "bench/cpu.sh: a small row with tokens/s for shardtrain and PyTorch and their ratio" \
     "$PY" -c '
 import re, sys
-rows = [l for l in open(sys.argv[1]) if l.startswith("| small |")]
+rows = [l for l in open(sys.argv[1]) if l.startswith("| small | 1 (pinned) |")]
 c = [x.strip() for x in rows[0].split("|")[1:-1]] if rows else []
 num = lambda x: re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?", x)
-sys.exit(not (len(rows) == 1 and num(c[2]) and num(c[3]) and any(re.match(r"[0-9.]+ \(", x) for x in c)))
+sys.exit(not (len(rows) == 1 and len(c) == 7 and num(c[2]) and num(c[3]) and num(c[5])))
 ' "$TMP/cpu/results.md"
 cpu_bench "$TMP/cpu-lr" LR=1e-9 || true
 check "bench/cpu.sh: a loss that does not fall gives 'failed: loss' cells, no number" \
     "$PY" -c '
 import sys
-rows = [l for l in open(sys.argv[1]) if l.startswith("| small |")]
+rows = [l for l in open(sys.argv[1]) if l.startswith("| small | 1 (pinned) |")]
 c = [x.strip() for x in rows[0].split("|")[1:-1]] if rows else []
-sys.exit(not (len(rows) == 1 and c[2].startswith("failed: loss") and c[3].startswith("failed: loss")))
+sys.exit(not (len(rows) == 1 and len(c) == 7 and c[2].startswith("failed: loss")
+              and c[3].startswith("failed: loss") and c[5] == "n/a"))
 ' "$TMP/cpu-lr/results.md"
 
 # A whole run on the CPU (tiny preset, the binary under test): a table row
