@@ -1,8 +1,8 @@
 /* The CPU backend's matrix product, on OpenBLAS (Debian's
  * libopenblas-openmp-dev).  OpenBLAS was measured against BLIS and against
- * the hand-written kernel this file replaces (docs/benchmarks.md, "Matrix
- * products on the CPU"): on the GPT-2 124M products it runs 82-89 GFLOP/s
- * on one core where BLIS runs 78 and the old kernel 18-43.
+ * the hand-written kernel this file replaces (docs/benchmarks.md, "CPU
+ * backend: matrix products"): on the GPT-2 124M products it ran 79-89
+ * GFLOP/s on one core where BLIS ran 74-78 and the old kernel 18.
  *
  * Why the output is cut into tiles here rather than left to the library's
  * own threads: OpenBLAS's result for an element depends on how the call is
@@ -13,7 +13,7 @@
  * one single-threaded OpenBLAS call summing the whole K in its own order,
  * and OpenMP hands tiles to threads.  The same calls with the same
  * arguments run whatever the thread count, so the result is bit-identical
- * for any thread count (tests/threads_bits.sh checks it on whole runs).
+ * for any thread count (tests/threads.sh checks it on whole runs).
  * 128 x 768 was the best fixed grid measured at one and two threads. */
 #include "kernels/cpu_gemm.h"
 #include "base/log.h"
