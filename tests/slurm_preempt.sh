@@ -84,9 +84,18 @@ if [ "$restarts" = 1 ] && [ "$(grep -c "^shardtrain: job $jobid start 0$" "$W/pr
 else
     not_ok "requeued once: the second run has SLURM_RESTART_COUNT=1"; show
 fi
-if grep -q "^shardtrain: requeued Slurm job $jobid$" "$W/pre.out" && ! requeue_warning pre
+# Either line says so: scontrol's own success, or the job's record read
+# back when scontrol exited 1 though the requeue went through (the line the
+# "requeued by Slurm" check below expects).  A loaded CI run once failed
+# this check without showing which line it had: the requeue lines are
+# printed now.
+if grep -Eq "^shardtrain: (requeued Slurm job $jobid|Slurm job $jobid is requeued \()" "$W/pre.out" &&
+   ! requeue_warning pre
 then ok "the log says the job was requeued, with no warning"
-else not_ok "the log says the job was requeued, with no warning"; show; fi
+else
+    not_ok "the log says the job was requeued, with no warning"
+    diag "$(grep -i 'requeue' "$W/pre.out" | head -n 5)"; show
+fi
 # The first run stopped early: its part of the log never reaches the end.
 if sed -n "/^shardtrain: job $jobid start 0$/,/^shardtrain: job $jobid start 1$/p" "$W/pre.out" |
        grep -q "^step $steps/$steps "; then

@@ -150,6 +150,11 @@ static void backward_query_tile(float *dq, int64_t lddq, float *dk, int64_t lddk
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++)
                 dS[r * TILE + c] = P[r * TILE + c] * (dS[r * TILE + c] - D[r]) * scale;
+        /* The first query sees one key: its softmax is the constant 1 and
+         * its score gradient exactly 0, which P (dP - D) gives only up to
+         * rounding (dP and D are summed in different orders). */
+        if (q0 == 0)
+            dS[0] = 0.0f;
         /* dQ = sum over key tiles of dS K (the first one overwrites) */
         st_gemm_serial(0, 0, rows, hd, cols, 1.0f, dS, TILE, k + k0 * ldk, ldk,
                        k0 == 0 ? 0.0f : 1.0f, dq + q0 * lddq, lddq);
