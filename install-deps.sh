@@ -6,7 +6,7 @@ set -eu
 PACKAGES="
   build-essential autoconf automake libtool pkg-config
   libopenmpi-dev openmpi-bin libpmix-dev
-  libinih-dev libjansson-dev libxxhash-dev libopenblas-openmp-dev
+  libinih-dev libjansson-dev libxxhash-dev libpcre2-dev libopenblas-openmp-dev
   libprotobuf-c-dev protobuf-c-compiler
   mandoc shellcheck
   clang libclang-rt-14-dev
