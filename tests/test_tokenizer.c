@@ -58,17 +58,19 @@ static int encode_lines(st_tokenizer *t, const char *text, size_t n)
     return 0;
 }
 
+/* Every line of ids ends with '\n'; an empty line is an empty list. */
 static int decode_lines(st_tokenizer *t, char *text)
 {
     st_token_list ids = {0};
-    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+        *nl = '\0';
         ids.n = 0;
         for (char *e, *p = line; *p; p = e) {
             unsigned long v = strtoul(p, &e, 10);
             if (e == p)
                 break;
-            st_token_list_push(&ids, (uint32_t)v);
+            if (st_token_list_push(&ids, (uint32_t)v))
+                return ST_EXIT_FAILURE;
         }
         char *out;
         size_t len;

@@ -1,5 +1,5 @@
-/* `shardtrain prepare INPUT OUT_PREFIX`: text to byte-level token shards
- * (io/prepare.c does the work).  No MPI, no configuration.  The options
+/* `shardtrain prepare INPUT OUT_PREFIX`: text to token shards, byte level
+ * or with --tokenizer's tokenizer.json (io/prepare.c does the work).  No MPI, no configuration.  The options
  * are checked after the positionals are counted, last occurrence only. */
 #include "cli/commands.h"
 #include "cli/args.h"
@@ -12,6 +12,7 @@
 typedef struct {
     double val_fraction;
     int64_t shard_tokens;
+    const char *tokenizer;
 } prepare_args;
 
 static const st_arg_option prepare_options[] = {
@@ -22,6 +23,7 @@ static const st_arg_option prepare_options[] = {
     {.name = "--shard-tokens", .kind = ST_ARG_INT,
      .offset = offsetof(prepare_args, shard_tokens), .check = ST_ARG_CHECK_AT_END,
      .min = 1, .max = LLONG_MAX, .bad = "--shard-tokens '%s' must be a positive integer"},
+    {.name = "--tokenizer", .kind = ST_ARG_STRING, .offset = offsetof(prepare_args, tokenizer)},
 };
 
 static const st_args_spec prepare_spec = {
@@ -37,5 +39,5 @@ int st_cmd_prepare(int argc, char **argv)
     st_args a;
     int rc = st_args_parse(&prepare_spec, argc, argv, &o, &a);
     return rc ? rc : st_prepare_text(a.positional[0], a.positional[1], o.val_fraction,
-                                     o.shard_tokens);
+                                     o.shard_tokens, o.tokenizer);
 }

@@ -12,6 +12,9 @@
 static const st_arg_option sample_options[] = {
     {.name = "--weights", .kind = ST_ARG_STRING, .offset = offsetof(st_sample_options, weights)},
     {.name = "--prompt", .kind = ST_ARG_STRING, .offset = offsetof(st_sample_options, prompt)},
+    {.name = "--tokenizer", .kind = ST_ARG_STRING,
+     .offset = offsetof(st_sample_options, tokenizer)},
+    {.name = "--ids", .kind = ST_ARG_FLAG, .offset = offsetof(st_sample_options, ids)},
     {.name = "--tokens", .kind = ST_ARG_INT, .offset = offsetof(st_sample_options, tokens),
      .check = ST_ARG_CHECK_AT_END, .min = 0, .max = 1000000,
      .bad = "--tokens '%s' is not an integer in [0, 1000000]"},

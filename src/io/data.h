@@ -49,13 +49,15 @@ void st_dataset_train_window(const st_dataset *ds, uint64_t seed, int64_t step,
  * of the set, wrapping around, so every eval sees the same tokens. */
 void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out);
 
-/* The work of `shardtrain prepare` (prepare.c): byte-level tokenise a text file (token = byte,
- * vocab 256) into OUT_PREFIX_train_NNNNNN.bin and OUT_PREFIX_val_NNNNNN.bin
- * (version 1, uint16), the last val_fraction of the bytes going to val,
- * at most shard_tokens per file.  Prints what it wrote; returns an exit
- * status. */
+/* The work of `shardtrain prepare` (prepare.c): tokenise a text file into
+ * OUT_PREFIX_train_NNNNNN.bin and OUT_PREFIX_val_NNNNNN.bin, the last
+ * val_fraction of the tokens going to val, at most shard_tokens per file.
+ * tokenizer NULL: byte level (token = byte, vocab 256, version 1 uint16);
+ * else a tokenizer.json or a directory holding one (io/tokenizer.h), the
+ * shards version 1 when the vocabulary is at most 65,536 ids, else
+ * version 7 (uint32).  Prints what it wrote; returns an exit status. */
 int st_prepare_text(const char *input, const char *out_prefix,
-                    double val_fraction, int64_t shard_tokens);
+                    double val_fraction, int64_t shard_tokens, const char *tokenizer);
 
 /* Write one shard file (used by prepare and by tests to make bad files). */
 int st_write_token_file(const char *path, const uint32_t *tokens, int64_t n,

@@ -1,11 +1,15 @@
 /* The work of `shardtrain prepare` (the command is cli/cmd_prepare.c):
- * turn a plain text file into train and val shards with the byte-level
- * tokeniser (token = byte value, vocabulary 256), so a demo or a test
- * needs no external tokeniser.  The val split is the tail of the text
- * rather than random bytes, so no val window has ever been seen in
- * training.  Each shard is written through st_write_token_file, which
- * writes atomically. */
+ * turn a plain text file into train and val shards, either with the
+ * byte-level tokeniser (token = byte value, vocabulary 256), so a demo or
+ * a test needs no external tokeniser, or with a model's Hugging Face
+ * tokenizer.json (io/tokenizer.h), the whole file encoded as one text as
+ * the library's encode(text) does.  Shards are uint16 (version 1) when
+ * every id fits, uint32 (version 7) for larger vocabularies such as
+ * Llama 3's 128,256.  The val split is the tail of the tokens rather than
+ * random windows, so no val window has ever been seen in training.  Each
+ * shard is written through st_write_token_file, which writes atomically. */
 #include "io/data.h"
+#include "io/tokenizer.h"
 
 #include "base/files.h"
 #include "base/log.h"
@@ -150,25 +154,35 @@ static char *shard_path(const char *out_prefix, const char *split, int64_t k)
     return p;
 }
 
-/* Write bytes [0, n) as shards PREFIX_SPLIT_000000.bin, ..., then delete
- * higher-numbered shards of the same split left by an earlier run: they
- * would otherwise be picked up by the data glob and silently mix old text
- * into the set. */
-static int write_split(const char *out_prefix, const char *split,
-                       const unsigned char *bytes, int64_t n, int64_t shard_tokens,
-                       uint32_t *scratch)
+/* The tokens to write: bytes (byte level) or ids (a tokenizer). */
+typedef struct {
+    const unsigned char *bytes;
+    const uint32_t *ids;
+    int version; /* 1: uint16, 7: uint32 */
+} token_source;
+
+/* Write tokens [off0, off0 + n) as shards PREFIX_SPLIT_000000.bin, ...,
+ * then delete higher-numbered shards of the same split left by an earlier
+ * run: they would otherwise be picked up by the data glob and silently mix
+ * old text into the set. */
+static int write_split(const char *out_prefix, const char *split, const token_source *src,
+                       int64_t off0, int64_t n, int64_t shard_tokens, uint32_t *scratch)
 {
     int64_t k = 0;
     for (int64_t off = 0; off < n; off += shard_tokens, k++) {
         int64_t m = n - off < shard_tokens ? n - off : shard_tokens;
-        for (int64_t i = 0; i < m; i++)
-            scratch[i] = bytes[off + i];
+        const uint32_t *tokens = scratch;
+        if (src->ids)
+            tokens = src->ids + off0 + off;
+        else
+            for (int64_t i = 0; i < m; i++)
+                scratch[i] = src->bytes[off0 + off + i];
         char *path = shard_path(out_prefix, split, k);
         if (!path) {
             st_error(out_prefix, "out of memory");
             return ST_EXIT_FAILURE;
         }
-        int rc = st_write_token_file(path, scratch, m, 1);
+        int rc = st_write_token_file(path, tokens, m, src->version);
         if (rc == 0)
             st_info("wrote %s (%lld tokens)", path, (long long)m);
         free(path);
@@ -194,8 +208,28 @@ static int write_split(const char *out_prefix, const char *split,
     }
 }
 
+/* Encode the text with the tokenizer at path into *ids. */
+static int encode_text(const char *tokenizer, const char *input, const unsigned char *bytes,
+                       int64_t n, st_token_list *ids, int *version)
+{
+    st_tokenizer *t;
+    int rc = st_tokenizer_load(tokenizer, &t);
+    if (rc)
+        return rc;
+    *version = st_tokenizer_vocab_size(t) <= 65536 ? 1 : 7;
+    rc = st_tokenizer_encode(t, (const char *)bytes, (size_t)n, 1, ids);
+    if (rc)
+        st_error(input, "out of memory encoding the text");
+    else
+        st_info("encoded %lld bytes into %zu tokens with %s (vocabulary %lld, %s shards)",
+                (long long)n, ids->n, tokenizer, (long long)st_tokenizer_vocab_size(t),
+                *version == 1 ? "uint16" : "uint32");
+    st_tokenizer_free(t);
+    return rc;
+}
+
 int st_prepare_text(const char *input, const char *out_prefix,
-                    double val_fraction, int64_t shard_tokens)
+                    double val_fraction, int64_t shard_tokens, const char *tokenizer)
 {
     if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
         st_error(NULL, "val fraction %g is outside [0, 1)", val_fraction);
@@ -215,22 +249,37 @@ int st_prepare_text(const char *input, const char *out_prefix,
     int rc = read_input(input, &bytes, &n);
     if (rc != 0)
         return rc;
+    token_source src = {.bytes = bytes, .version = 1};
+    st_token_list ids = {0};
+    if (tokenizer) {
+        rc = encode_text(tokenizer, input, bytes, n, &ids, &src.version);
+        free(bytes);
+        bytes = NULL;
+        if (rc != 0) {
+            st_token_list_free(&ids);
+            return rc;
+        }
+        src.ids = ids.ids;
+        n = (int64_t)ids.n;
+    }
 
     int64_t n_val = (int64_t)((double)n * val_fraction);
     if (n_val >= n)           /* rounding of a fraction just under 1 */
         n_val = n - 1;
     int64_t n_train = n - n_val;
     if (val_fraction > 0.0 && n_val < 2) {
-        st_error(input, "%lld bytes with val fraction %g leave %lld val tokens, "
+        st_error(input, "%lld %s with val fraction %g leave %lld val tokens, "
                  "fewer than 2; use a larger input or --val-fraction 0",
-                 (long long)n, val_fraction, (long long)n_val);
+                 (long long)n, tokenizer ? "tokens" : "bytes", val_fraction, (long long)n_val);
         free(bytes);
+        st_token_list_free(&ids);
         return ST_EXIT_USAGE;
     }
 
     rc = make_parent_dirs(out_prefix);
     if (rc != 0) {
         free(bytes);
+        st_token_list_free(&ids);
         return rc;
     }
     int64_t biggest = n_train > n_val ? n_train : n_val;
@@ -240,13 +289,14 @@ int st_prepare_text(const char *input, const char *out_prefix,
     if (!scratch) {
         st_error(input, "out of memory");
         free(bytes);
+        st_token_list_free(&ids);
         return ST_EXIT_FAILURE;
     }
-    rc = write_split(out_prefix, "train", bytes, n_train, shard_tokens, scratch);
+    rc = write_split(out_prefix, "train", &src, 0, n_train, shard_tokens, scratch);
     if (rc == 0)
-        rc = write_split(out_prefix, "val", bytes + n_train, n_val, shard_tokens,
-                         scratch);
+        rc = write_split(out_prefix, "val", &src, n_train, n_val, shard_tokens, scratch);
     free(scratch);
     free(bytes);
+    st_token_list_free(&ids);
     return rc;
 }

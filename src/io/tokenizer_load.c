@@ -26,6 +26,7 @@ static const char gpt2_pattern[] =
 typedef struct {
     st_tokenizer *t;
     const char *path;
+    int64_t *added_ids; /* the library's id of each added token, in file order */
 } loader;
 
 static int refuse(loader *L, const char *what, const char *name)
@@ -519,6 +520,51 @@ static int load_merges(loader *L, json_t *merges)
     return 0;
 }
 
+/* The ids the library gives added tokens, which are not the file's: on
+ * loading it adds them again (tokenizers' serialization.rs), so a token
+ * of the model's vocabulary keeps its vocabulary id and any other takes
+ * the next id past both the vocabulary's size and the largest added id so
+ * far.  A file whose ids disagree gets the library's warning. */
+static int assign_added_ids(loader *L, json_t *vocab, json_t *added, json_int_t *max_id)
+{
+    size_t i, n = json_array_size(added);
+    json_t *x;
+    const int64_t vocab_size = (int64_t)json_object_size(vocab);
+    int64_t max_added = -1;
+    L->added_ids = calloc(n ? n : 1, sizeof *L->added_ids);
+    if (!L->added_ids)
+        return oom(L);
+    json_array_foreach(added, i, x) {
+        json_t *c = json_object_get(x, "content"), *in_vocab, *id = json_object_get(x, "id");
+        if (!json_is_string(c) || !json_string_length(c))
+            return bad(L, "an added token without content");
+        int64_t got = -1;
+        for (size_t k = 0; k < i && got < 0; k++)
+            if (json_equal(json_object_get(json_array_get(added, k), "content"), c))
+                got = L->added_ids[k];
+        if (got < 0 && json_is_integer(in_vocab = json_object_get(vocab, json_string_value(c))))
+            got = json_integer_value(in_vocab);
+        if (got < 0)
+            got = max_added < 0 ? vocab_size
+                  : max_added >= vocab_size || vocab_size == 0 ? max_added + 1 : vocab_size;
+        if (got >= INT32_MAX)
+            return bad(L, "an added token's id is past 2^31");
+        if (json_is_integer(id) && json_integer_value(id) != got) {
+            char buf[64];
+            st_warn("%s: added token '%s' has id %lld in the file; the tokenizers library "
+                    "gives it %lld, and so does shardtrain", L->path,
+                    st_printable(json_string_value(c), buf, sizeof buf),
+                    (long long)json_integer_value(id), (long long)got);
+        }
+        L->added_ids[i] = got;
+        if (got > max_added)
+            max_added = got;
+        if (got > *max_id)
+            *max_id = got;
+    }
+    return 0;
+}
+
 static int load_model(loader *L, json_t *model, json_t *added)
 {
     st_tokenizer *t = L->t;
@@ -552,15 +598,9 @@ static int load_model(loader *L, json_t *model, json_t *added)
         if (json_integer_value(x) > max_id)
             max_id = json_integer_value(x);
     }
-    size_t i;
-    json_array_foreach(added, i, x) {
-        json_t *id = json_object_get(x, "id");
-        if (!json_is_integer(id) || json_integer_value(id) < 0 ||
-            json_integer_value(id) >= INT32_MAX)
-            return bad(L, "an added token's id is not an integer in [0, 2^31)");
-        if (json_integer_value(id) > max_id)
-            max_id = json_integer_value(id);
-    }
+    int rc = assign_added_ids(L, vocab, added, &max_id);
+    if (rc)
+        return rc;
     t->n_ids = (uint32_t)(max_id + 1);
     t->id_token = calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_token);
     t->id_token_len = calloc(t->n_ids ? t->n_ids : 1, sizeof *t->id_token_len);
@@ -572,7 +612,7 @@ static int load_model(loader *L, json_t *model, json_t *added)
         if (rc)
             return rc;
     }
-    int rc = load_merges(L, merges);
+    rc = load_merges(L, merges);
     if (rc)
         return rc;
 
@@ -606,8 +646,6 @@ static int load_added(loader *L, json_t *added, int has_normalizer)
         return oom(L);
     json_array_foreach(added, i, x) {
         json_t *c = json_object_get(x, "content");
-        if (!json_is_string(c) || !json_string_length(c))
-            return bad(L, "an added token without content");
         const char *opts[] = {"single_word", "lstrip", "rstrip"};
         for (int o = 0; o < 3; o++)
             if (bool_member(x, opts[o], 0))
@@ -617,7 +655,7 @@ static int load_added(loader *L, json_t *added, int has_normalizer)
          * no normaliser that is the text itself. */
         if (has_normalizer && bool_member(x, "normalized", !special))
             return refuse(L, "added token option", "normalized (with a normalizer)");
-        json_int_t id = json_integer_value(json_object_get(x, "id"));
+        json_int_t id = L->added_ids[i];
         int rc = set_token(L, json_string_value(c), json_string_length(c), id);
         if (rc)
             return rc;
@@ -709,9 +747,10 @@ int st_tokenizer_load(const char *path, st_tokenizer **out)
         st_tokenizer_free(t);
         return ST_EXIT_USAGE;
     }
-    loader L = {t, file};
+    loader L = {t, file, NULL};
     int rc = load_json(&L, root);
     json_decref(root);
+    free(L.added_ids);
     if (!rc && !(t->md = pcre2_match_data_create(4, NULL)))
         rc = oom(&L);
     if (rc) {

@@ -9,7 +9,10 @@
 
 typedef struct {
     const char *weights;     /* NULL: checkpoint.dir/final/model.safetensors */
-    const char *prompt;      /* bytes of the prompt (byte-level vocabulary) */
+    const char *prompt;      /* the prompt's text */
+    const char *tokenizer;   /* tokenizer.json or its directory; NULL: model.init's
+                              * directory when it holds one, else byte level */
+    int ids;                 /* print token ids, not text */
     int64_t tokens;          /* how many tokens to generate */
     double temperature;      /* 0 = greedy */
     int64_t top_k;           /* 0 = whole vocabulary */
