@@ -15,6 +15,7 @@
 #include "io/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <jansson.h>
 #include <pcre2.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -107,6 +108,27 @@ struct st_tokenizer {
     int n_before, n_after;
     pcre2_match_data *md;
 };
+
+/* tokenizer_load.c: the loader's state and the messages every part of the
+ * file shares.  Each message function prints one line and returns the
+ * exit status to pass up. */
+typedef struct {
+    st_tokenizer *t;
+    const char *path;
+    int64_t *added_ids; /* the library's id of each added token, in file order */
+} st_tok_loader;
+int st_tok_refuse(st_tok_loader *L, const char *what, const char *name); /* unsupported */
+int st_tok_bad(st_tok_loader *L, const char *what);                     /* malformed */
+int st_tok_oom(st_tok_loader *L);
+const char *st_tok_type_of(json_t *o);
+int st_tok_bool_member(json_t *o, const char *k, int dflt);
+char *st_tok_dup_n(const char *s, size_t n);
+
+/* tokenizer_pipeline.c: one part of the file each (a Sequence recurses). */
+int st_tok_add_normalizer(st_tok_loader *L, json_t *o);
+int st_tok_add_pre(st_tok_loader *L, json_t *o);
+int st_tok_add_decoder(st_tok_loader *L, json_t *o);
+int st_tok_add_post(st_tok_loader *L, json_t *o);
 
 /* tokenizer_bpe.c */
 int st_tok_strmap_put(st_tok_strmap *m, const char *k, size_t len, uint32_t val);
