@@ -198,11 +198,71 @@ void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx);
  * meaning (trans flags, row strides lda/ldb/ldc, beta 0 or 1).  ab_type
  * is the type of A and B, c_type that of C; compute is always fp32
  * (CUBLAS_COMPUTE_32F: no TF32 down-conversion of fp32 inputs).  Returns
- * cudaErrorUnknown with a message on stderr when cuBLASLt refuses. */
+ * cudaErrorUnknown with a message on stderr when cuBLASLt refuses.  A thin
+ * wrapper of st_cuda_gemm_ex with D = C in place and no epilogue. */
 cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *ctx, int ab_type, int c_type,
                          int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                          const void *A, int64_t lda, const void *B, int64_t ldb,
                          float beta, void *C, int64_t ldc, cudaStream_t s);
+
+/* Epilogues of st_cuda_gemm_ex, applied to P = op(A) op(B) + beta*C, all
+ * in fp32 before D is rounded to its type.  "Row" and "column" are ours
+ * (row-major D of M rows and N columns); cuda/gemm_lt.cu explains how they
+ * map onto cuBLASLt's column-major m, n.
+ *   NONE           D = P
+ *   BIAS           D = P + bias[j]                (bias: N entries, D's type)
+ *   GELU_AUX_BIAS  aux = P + bias[j]; D = gelu(aux)   (tanh approximation;
+ *                  aux: M x N at row stride aux_ld, D's type, written)
+ *   DGELU          D = P * gelu'(aux)             (aux read, as written by
+ *                  GELU_AUX_BIAS: the backward of a fused linear + GELU)
+ *   BGRADB         D = P; bias[i] = sum_k op(A)[i,k]  (bias: M entries,
+ *                  D's type, overwritten, not accumulated): the bias
+ *                  gradient of a Linear layer when op(A) = dy^T, i.e. the
+ *                  weight-gradient product dW[out,in] = dy^T x. */
+enum st_cuda_epilogue {
+    ST_CUDA_EPI_NONE = 0,
+    ST_CUDA_EPI_BIAS = 1,
+    ST_CUDA_EPI_GELU_AUX_BIAS = 2,
+    ST_CUDA_EPI_DGELU = 3,
+    ST_CUDA_EPI_BGRADB = 4
+};
+
+/* One product D[M,N] = epilogue(op(A) op(B) + beta*C), row-major, every
+ * ld a row stride in elements.  C is only read (and may be NULL) when beta
+ * is 0; beta must be 0 or 1.  D is either C itself (in_place = 1: D == C
+ * with ldd == ldc and d_type == c_type) or memory disjoint from A, B and
+ * C (in_place = 0).  cuda/gemm_check.h lists every rule a call must meet;
+ * both the cuBLASLt path and the host emulation refuse a call that breaks
+ * one. */
+typedef struct st_cuda_gemm_desc {
+    int ab_type; /* st_cuda_dtype of A and B */
+    int trans_a, trans_b;
+    int64_t M, N, K;
+    const void *A;
+    int64_t lda;
+    const void *B;
+    int64_t ldb;
+    float beta;
+    const void *C;
+    int64_t ldc;
+    int c_type;
+    void *D;
+    int64_t ldd;
+    int d_type;
+    int in_place;       /* D is C (same pointer, ld and type) */
+    int epilogue;       /* st_cuda_epilogue */
+    void *bias;         /* BIAS, GELU_AUX_BIAS: read; BGRADB: written */
+    int bias_type;      /* must be d_type (what cuBLASLt assumes) */
+    int64_t bias_len;   /* N for BIAS and GELU_AUX_BIAS, M for BGRADB */
+    void *aux;          /* GELU_AUX_BIAS: written; DGELU: read; type d_type */
+    int64_t aux_ld;     /* row stride of aux, >= N, a multiple of 8 */
+} st_cuda_gemm_desc;
+
+/* Runs *d on stream s.  Returns cudaErrorInvalidValue with the reason on
+ * stderr when the call breaks a rule of cuda/gemm_check.h, cudaErrorUnknown
+ * when cuBLASLt refuses. */
+cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *ctx, const st_cuda_gemm_desc *d,
+                            cudaStream_t s);
 
 #ifdef __cplusplus
 }
