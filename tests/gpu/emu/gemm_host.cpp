@@ -1,10 +1,22 @@
-/* st_cuda_gemm for the host emulation (tests/gpu/emu/run_model.sh): cuBLASLt
- * cannot run without a GPU, so the emulated build links this instead of
- * cuda/gemm_lt.cu.  It gives ops.h's meaning (fp32 or bf16 operands, fp32
- * or bf16 output, fp32 compute) by widening the operands to fp32 and
- * calling the CPU reference st_gemm, rounding a bf16 output once.  It
- * therefore exercises the callers' shapes, transposes and strides, not
- * cuBLASLt: under the emulation fp32 products agree with the CPU exactly. */
+/* st_cuda_gemm_ex and st_cuda_gemm for the host emulation
+ * (tests/gpu/emu/run_model.sh, build_shardtrain.sh): cuBLASLt cannot run
+ * without a GPU, so the emulated builds link this instead of
+ * cuda/gemm_lt.cu.  It does two things gemm_lt.cu's caller relies on:
+ *
+ *   - it checks every call with cuda/gemm_check.h, base and fast-path
+ *     rules both (stricter than the real path, which checks the base rules
+ *     only), and refuses a bad one with "cuda emulation: cuBLASLt check:
+ *     <reason>" on stderr and cudaErrorInvalidValue, which the model's TRY
+ *     passes up so the emulated run fails where the caller went wrong;
+ *   - it computes ops.h's meaning on the CPU: operands widened to fp32,
+ *     P = op(A) op(B) + beta*C by the CPU reference st_gemm, the epilogue
+ *     (bias, GELU with the CPU backend's tanh formula, GELU', the bias
+ *     gradient) in fp32, and D (and aux, bias for BGRADB) rounded once to
+ *     their storage type.
+ *
+ * It exercises the callers' shapes, transposes, strides and epilogue
+ * operands, not cuBLASLt's kernels: under the emulation fp32 products agree
+ * with the CPU exactly. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +25,7 @@
 
 #include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h" /* C, with its own extern "C" guard */
+#include "gemm_check.h"
 #include "ops.h"
 
 /* The emulated shardtrain's device block table (devmem.c), when linked:
@@ -54,6 +67,24 @@ static std::vector<float> widen(int type, const void *p, int64_t rows, int64_t c
     return out;
 }
 
+static float load(int type, const void *p, int64_t i)
+{
+    float v;
+    if (type == ST_CUDA_BF16)
+        st_unpack_bf16(&v, (const uint16_t *)p + i, 1);
+    else
+        v = ((const float *)p)[i];
+    return v;
+}
+
+static void store(int type, void *p, int64_t i, float v)
+{
+    if (type == ST_CUDA_BF16)
+        st_pack_bf16((uint16_t *)p + i, &v, 1);
+    else
+        ((float *)p)[i] = v;
+}
+
 extern "C" {
 
 cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t)
@@ -64,27 +95,74 @@ cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t)
 
 void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx) { free(ctx); }
 
-cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *, int ab_type, int c_type, int trans_a,
+cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *, const st_cuda_gemm_desc *d, cudaStream_t)
+{
+    char why[256];
+    if (const char *r = st_gemm_check(d, 1, why, sizeof why)) {
+        fprintf(stderr, "cuda emulation: cuBLASLt check: %s\n", r);
+        return cudaErrorInvalidValue;
+    }
+    const int64_t M = d->M, N = d->N, K = d->K;
+    if (K > 0) {
+        device_operand(d->A, "A");
+        device_operand(d->B, "B");
+    }
+    device_operand(d->C, "C");
+    device_operand(d->D, "D");
+    device_operand(d->bias, "bias");
+    device_operand(d->aux, "aux");
+    device_scope open_device;
+
+    /* P = op(A) op(B) + beta*C in fp32, M x N at row stride N; beta 0
+     * never reads C (which may be NULL or garbage then). */
+    std::vector<float> p((size_t)(M * N), 0.0f);
+    if (d->beta == 1.0f)
+        for (int64_t r = 0; r < M; r++)
+            for (int64_t c = 0; c < N; c++)
+                p[(size_t)(r * N + c)] = load(d->c_type, d->C, r * d->ldc + c);
+    std::vector<float> a;
+    if (K > 0) {
+        a = widen(d->ab_type, d->A, d->trans_a ? K : M, d->trans_a ? M : K, d->lda);
+        std::vector<float> b =
+            widen(d->ab_type, d->B, d->trans_b ? N : K, d->trans_b ? K : N, d->ldb);
+        st_gemm(d->trans_a, d->trans_b, M, N, K, a.data(), d->lda, b.data(), d->ldb, d->beta,
+                p.data(), N);
+    }
+
+    const int ep = d->epilogue;
+    if (ep == ST_CUDA_EPI_BGRADB) /* bias[i] = sum_k op(A)[i,k], summed in fp32 */
+        for (int64_t i = 0; i < M; i++) {
+            float sum = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+                sum += d->trans_a ? a[(size_t)(k * d->lda + i)] : a[(size_t)(i * d->lda + k)];
+            store(d->bias_type, d->bias, i, sum);
+        }
+    for (int64_t r = 0; r < M; r++)
+        for (int64_t c = 0; c < N; c++) {
+            float v = p[(size_t)(r * N + c)];
+            if (ep == ST_CUDA_EPI_BIAS || ep == ST_CUDA_EPI_GELU_AUX_BIAS)
+                v += load(d->bias_type, d->bias, c);
+            if (ep == ST_CUDA_EPI_GELU_AUX_BIAS) {
+                store(d->d_type, d->aux, r * d->aux_ld + c, v);
+                const float pre = v;
+                st_gelu_forward(&v, &pre, 1);
+            } else if (ep == ST_CUDA_EPI_DGELU) {
+                const float x = load(d->d_type, d->aux, r * d->aux_ld + c), dout = v;
+                st_gelu_backward(&v, &x, &dout, 1);
+            }
+            store(d->d_type, d->D, r * d->ldd + c, v);
+        }
+    return cudaSuccess;
+}
+
+cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *ctx, int ab_type, int c_type, int trans_a,
                          int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
                          int64_t lda, const void *B, int64_t ldb, float beta, void *C,
-                         int64_t ldc, cudaStream_t)
+                         int64_t ldc, cudaStream_t s)
 {
-    device_operand(A, "A");
-    device_operand(B, "B");
-    device_operand(C, "C");
-    device_scope open_device;
-    std::vector<float> a = widen(ab_type, A, trans_a ? K : M, trans_a ? M : K, lda);
-    std::vector<float> b = widen(ab_type, B, trans_b ? N : K, trans_b ? K : N, ldb);
-    if (c_type == ST_CUDA_F32) {
-        st_gemm(trans_a, trans_b, M, N, K, a.data(), lda, b.data(), ldb, beta, (float *)C,
-                ldc);
-        return cudaSuccess;
-    }
-    std::vector<float> c = widen(ST_CUDA_BF16, C, M, N, ldc);
-    st_gemm(trans_a, trans_b, M, N, K, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
-    for (int64_t r = 0; r < M; r++)
-        st_pack_bf16((uint16_t *)C + r * ldc, &c[(size_t)(r * ldc)], N);
-    return cudaSuccess;
+    const st_cuda_gemm_desc d = st_cuda_gemm_in_place(ab_type, c_type, trans_a, trans_b, M, N,
+                                                      K, A, lda, B, ldb, beta, C, ldc);
+    return st_cuda_gemm_ex(ctx, &d, s);
 }
 
 } /* extern "C" */
