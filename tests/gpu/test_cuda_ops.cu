@@ -580,6 +580,109 @@ static void test_gemm(st_cuda_gemm_ctx *ctx, int abt, int ct, int ta, int tb, in
     report(what, abf || cbf, shape, rel_err(g2, r2));
 }
 
+/* st_cuda_gemm_ex with a separate D and each epilogue, against the CPU
+ * (st_gemm, st_gelu_*) computing cuda/ops.h's definitions on the same
+ * inputs.  A call cuBLASLt refuses is a failed check, not a bail-out, so
+ * the other epilogues still run. */
+static void test_gemm_ex(st_cuda_gemm_ctx *ctx, bool bf, int epi)
+{
+    static const char *names[] = {"NONE (separate D)", "BIAS", "GELU_AUX_BIAS", "DGELU",
+                                  "BGRADB"};
+    const int64_t M = 128, N = 96, K = 256, ld = N + 8;
+    const int ta = epi == ST_CUDA_EPI_BGRADB, tb = 1; /* BGRADB: dW = dy^T x */
+    const int64_t lda = (ta ? M : K) + 8, ldb = (tb ? K : N) + 8;
+    const int ty = bf ? ST_CUDA_BF16 : ST_CUDA_F32;
+    Buf A((ta ? K : M) * lda, bf), B((tb ? N : K) * ldb, bf), Cm(M * ld, bf), D(M * ld, bf),
+        bias(M, bf), aux(M * ld, bf);
+    A.fill(1.0f);
+    B.fill(1.0f);
+    Cm.fill(1.0f);
+    bias.fill(1.0f);
+    aux.fill(2.0f);
+    D.poison();
+    const float beta = epi == ST_CUDA_EPI_GELU_AUX_BIAS ? 0.0f : 1.0f;
+    std::vector<float> p = Cm.h, want_d, want_x;
+    st_gemm(ta, tb, M, N, K, A.h.data(), lda, B.h.data(), ldb, beta, p.data(), ld);
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float v = p[i * ld + j], x;
+            if (epi == ST_CUDA_EPI_BIAS || epi == ST_CUDA_EPI_GELU_AUX_BIAS)
+                v += bias.h[j];
+            if (epi == ST_CUDA_EPI_GELU_AUX_BIAS) {
+                want_x.push_back(v);
+                x = v;
+                st_gelu_forward(&v, &x, 1);
+            } else if (epi == ST_CUDA_EPI_DGELU) {
+                x = v;
+                st_gelu_backward(&v, &aux.h[i * ld + j], &x, 1);
+            }
+            want_d.push_back(v);
+        }
+    if (epi == ST_CUDA_EPI_BGRADB)
+        for (int64_t i = 0; i < M; i++) {
+            float sum = 0.0f;
+            for (int64_t k = 0; k < K; k++)
+                sum += A.h[k * lda + i];
+            want_x.push_back(sum);
+        }
+    if (epi == ST_CUDA_EPI_GELU_AUX_BIAS)
+        aux.poison();
+    if (epi == ST_CUDA_EPI_BGRADB)
+        bias.poison();
+
+    st_cuda_gemm_desc d = {};
+    d.ab_type = d.c_type = d.d_type = d.bias_type = ty;
+    d.trans_a = ta;
+    d.trans_b = tb;
+    d.M = M;
+    d.N = N;
+    d.K = K;
+    d.A = A.d;
+    d.lda = lda;
+    d.B = B.d;
+    d.ldb = ldb;
+    d.beta = beta;
+    d.C = Cm.d;
+    d.ldc = ld;
+    d.D = D.d;
+    d.ldd = ld;
+    d.epilogue = epi;
+    if (epi == ST_CUDA_EPI_BIAS || epi == ST_CUDA_EPI_GELU_AUX_BIAS ||
+        epi == ST_CUDA_EPI_BGRADB) {
+        d.bias = bias.d;
+        d.bias_len = epi == ST_CUDA_EPI_BGRADB ? M : N;
+    }
+    if (epi == ST_CUDA_EPI_GELU_AUX_BIAS || epi == ST_CUDA_EPI_DGELU) {
+        d.aux = aux.d;
+        d.aux_ld = ld;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "gemm_ex %s", names[epi]);
+    cudaError_t e = st_cuda_gemm_ex(ctx, &d, g_stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(g_stream);
+    if (e != cudaSuccess) {
+        tap_ok(0, "%s %s: refused (%s)", what, bf ? "bf16" : "f32", cudaGetErrorString(e));
+        return;
+    }
+    std::vector<float> got = D.down(), got_d, got_x;
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++)
+            got_d.push_back(got[i * ld + j]);
+    double err = rel_err(got_d, want_d);
+    if (epi == ST_CUDA_EPI_GELU_AUX_BIAS) {
+        const std::vector<float> a = aux.down();
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                got_x.push_back(a[i * ld + j]);
+    } else if (epi == ST_CUDA_EPI_BGRADB) {
+        got_x = bias.down();
+    }
+    if (!want_x.empty())
+        err = fmax(err, rel_err(got_x, want_x));
+    report(what, bf, "M=128 N=96 K=256 ld+8", err);
+}
+
 int main(void)
 {
     int ndev = 0;
@@ -652,6 +755,9 @@ int main(void)
                     for (int beta = 0; beta < 2; beta++)
                         test_gemm(ctx, ty[0], ty[1], ta, tb, sh[0], sh[1], sh[2], sh[3],
                                   (float)beta);
+    for (int bf = 0; bf < 2; bf++)
+        for (int epi = ST_CUDA_EPI_NONE; epi <= ST_CUDA_EPI_BGRADB; epi++)
+            test_gemm_ex(ctx, bf, epi);
     st_cuda_gemm_destroy(ctx);
     CK(cudaStreamDestroy(g_stream));
     return tap_done();
