@@ -197,9 +197,10 @@ void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx);
 /* C[M,N] = beta*C + op(A)[M,K] op(B)[K,N], row-major, exactly st_gemm's
  * meaning (trans flags, row strides lda/ldb/ldc, beta 0 or 1).  ab_type
  * is the type of A and B, c_type that of C; compute is always fp32
- * (CUBLAS_COMPUTE_32F: no TF32 down-conversion of fp32 inputs).  Returns
- * cudaErrorUnknown with a message on stderr when cuBLASLt refuses.  A thin
- * wrapper of st_cuda_gemm_ex with D = C in place and no epilogue. */
+ * (CUBLAS_COMPUTE_32F: no TF32 down-conversion of fp32 inputs).  A thin
+ * wrapper of st_cuda_gemm_ex with D = C in place and no epilogue, so it
+ * returns what that returns (M or N of 0, once a silent no-op, now breaks
+ * a rule of cuda/gemm_check.h). */
 cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *ctx, int ab_type, int c_type,
                          int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                          const void *A, int64_t lda, const void *B, int64_t ldb,
