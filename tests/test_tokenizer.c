@@ -6,9 +6,11 @@
  *                                          library's encode(line) does)
  *   test_tokenizer decode TOKENIZER FILE   one line of text per line of ids
  *                                          (special tokens skipped)
- *   test_tokenizer time TOKENIZER FILE N   encode the whole file N times as
- *                                          one text; prints tokens and
- *                                          seconds of the fastest round
+ *   test_tokenizer time TOKENIZER FILE N [lines]
+ *                                          encode the whole file N times as
+ *                                          one text (or line by line);
+ *                                          prints tokens and seconds of the
+ *                                          fastest round
  * Lines split at '\n' only, as Python's str.split("\n"), and the last line
  * is kept even when empty so both sides see the same list. */
 #include "base/log.h"
@@ -84,7 +86,7 @@ static int decode_lines(st_tokenizer *t, char *text)
     return 0;
 }
 
-static int time_encode(st_tokenizer *t, const char *text, size_t n, int rounds)
+static int time_encode(st_tokenizer *t, const char *text, size_t n, int rounds, int lines)
 {
     double best = 1e300;
     size_t tokens = 0;
@@ -93,8 +95,13 @@ static int time_encode(st_tokenizer *t, const char *text, size_t n, int rounds)
         struct timespec a, b;
         ids.n = 0;
         clock_gettime(CLOCK_MONOTONIC, &a);
-        if (st_tokenizer_encode(t, text, n, 1, &ids))
-            return ST_EXIT_FAILURE;
+        for (size_t start = 0; start <= n;) {
+            const char *nl = lines ? memchr(text + start, '\n', n - start) : NULL;
+            size_t end = nl ? (size_t)(nl - text) : n;
+            if (st_tokenizer_encode(t, text + start, end - start, 1, &ids))
+                return ST_EXIT_FAILURE;
+            start = end + 1;
+        }
         clock_gettime(CLOCK_MONOTONIC, &b);
         double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
         if (s < best)
@@ -123,7 +130,8 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[1], "decode"))
         rc = decode_lines(t, text);
     else if (!strcmp(argv[1], "time"))
-        rc = time_encode(t, text, n, argc > 4 ? atoi(argv[4]) : 3);
+        rc = time_encode(t, text, n, argc > 4 ? atoi(argv[4]) : 3,
+                         argc > 5 && !strcmp(argv[5], "lines"));
     else
         st_die(ST_EXIT_USAGE, "unknown mode %s", argv[1]);
     free(text);

@@ -8,9 +8,12 @@ library (PyPI, in the build tree's virtual environment).
                                          writes OUTDIR/NAME.json
   tokenizer_ref.py encode TOK FILE       ids of each line (encode(line))
   tokenizer_ref.py decode TOK FILE       decode(ids) of each line of ids
-  tokenizer_ref.py time TOK FILE N       encode the whole file N times as one
-                                         text, one thread; prints tokens and
-                                         seconds of the fastest round
+  tokenizer_ref.py time TOK FILE N [lines]
+                                         encode the whole file N times as one
+                                         text (or, with "lines", its lines
+                                         with encode_batch), one thread;
+                                         prints tokens and seconds of the
+                                         fastest round
 
 Nothing here is copied from a published vocabulary: the tokenizers are
 trained from the texts given, with the library's own trainer, and shaped
@@ -146,11 +149,18 @@ def main():
                 ids = [int(x) for x in line.split()]
                 sys.stdout.buffer.write(tok.decode(ids).encode("utf-8") + b"\n")
     elif cmd == "time":
+        # One thread: the library's batch encoder runs on Rayon's pool.
+        os.environ["RAYON_NUM_THREADS"] = "1"
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
         tok = Tokenizer.from_file(sys.argv[2])
         text, best, n = read_text(sys.argv[3]), float("inf"), 0
+        lines = len(sys.argv) > 5 and sys.argv[5] == "lines"
         for _ in range(int(sys.argv[4])):
             t0 = time.perf_counter()
-            n = len(tok.encode(text).ids)
+            if lines:
+                n = sum(len(e.ids) for e in tok.encode_batch(text.split("\n")))
+            else:
+                n = len(tok.encode(text).ids)
             best = min(best, time.perf_counter() - t0)
         print(n, "%.6f" % best)
     else:
