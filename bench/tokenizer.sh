@@ -12,12 +12,12 @@
 #   sh bench/tokenizer.sh [TEXT]    # from a built tree (make check-TESTS
 #                                   # or make _venv/.stamp-tokenizers first)
 #
-# Environment: PY (default _venv/bin/python), ROUNDS (default 5), OUT
-# (default bench/out).
+# Environment: PY (default _venv/bin/python), UNIT (default
+# tests/test_tokenizer), ROUNDS (default 5), OUT (default bench/out).
 set -eu
 cd "$(dirname "$0")/.."
 PY=${PY:-_venv/bin/python}
-UNIT=tests/test_tokenizer
+UNIT=${UNIT:-tests/test_tokenizer}
 for f in "$UNIT" "$PY"; do
     [ -x "$f" ] || { echo "tokenizer.sh: error: $f is missing; run make tests/test_tokenizer _venv/.stamp-tokenizers" >&2; exit 1; }
 done

@@ -169,6 +169,14 @@ printf '%s' "ROMEO: Grüße 👍" >"$TMP/prompt.txt"
 n=$(wc -w <"$TMP/prompt.ids")
 check "sample --tokenizer starts from the library's ids of the prompt ($n ids)" \
     test "$(cut -d' ' -f1-"$n" "$TMP/sample.ids")" = "$(cat "$TMP/prompt.ids")"
+# A Hugging Face directory as model.init: its tokenizer.json is the one.
+mkdir -p "$TMP/hf"
+cp "$TMP/ck/final/model.safetensors" "$TMP/hf/model.safetensors"
+cp "$TMP/gpt2.json" "$TMP/hf/tokenizer.json"
+ranks 1 120 "$SHARDTRAIN" sample "$TMP/run.ini" -s model.init="$TMP/hf" \
+    --prompt "ROMEO: Grüße 👍" --tokens 24 --temperature 0 >"$TMP/sample_hf.txt" 2>&1
+same_lines "sample decodes with the tokenizer.json of model.init's directory" \
+    "$TMP/lib.txt" "$TMP/sample_hf.txt"
 refused "sample: a tokenizer larger than the model's vocabulary is refused" \
     "prompt token 70200 is outside the model's vocabulary" \
     "$SHARDTRAIN" sample "$TMP/run.ini" --tokenizer "$TMP/big.json" --prompt "<|big|>"
@@ -202,3 +210,16 @@ refused "a cut tokenizer.json is refused with its file and line" "cut.json:[0-9]
     "$SHARDTRAIN" prepare --tokenizer "$TMP/cut.json" "$TMP/ml.txt" "$TMP/data/x"
 refused "a directory without tokenizer.json is refused" "cannot read the tokenizer" \
     "$SHARDTRAIN" prepare --tokenizer "$TMP/data" "$TMP/ml.txt" "$TMP/data/x"
+
+# ---- the benchmark script runs (its figures are docs/benchmarks.md's) -------
+
+if command -v shellcheck >/dev/null 2>&1; then
+    check "bench/tokenizer.sh passes shellcheck" shellcheck "$top_srcdir/bench/tokenizer.sh"
+else
+    not_ok "shellcheck is missing (install-deps.sh installs it)"
+fi
+PY=$PY UNIT=$UNIT ROUNDS=1 OUT=$TMP/bench sh "$top_srcdir/bench/tokenizer.sh" "$TMP/ml.txt" \
+    >"$TMP/bench.out" 2>&1
+rows=$(grep -c '^| [a-z0-9]* | [a-z]* | [0-9]' "$TMP/bench.out")
+check "bench/tokenizer.sh times 8 cases with equal token counts (got $rows rows)" \
+    sh -c "test $rows -eq 8 && ! grep -q MISMATCH '$TMP/bench.out'"
