@@ -10,7 +10,7 @@
 # CPU 0; the token counts must agree.  docs/benchmarks.md records a run.
 #
 #   sh bench/tokenizer.sh [TEXT]    # from a built tree (make check-TESTS
-#                                   # or make _venv/.stamp-tokenizers first)
+#                                   # or make _venv/.stamp-hf first)
 #
 # Environment: PY (default _venv/bin/python), UNIT (default
 # tests/test_tokenizer), ROUNDS (default 5), OUT (default bench/out).
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-_venv/bin/python}
 UNIT=${UNIT:-tests/test_tokenizer}
 for f in "$UNIT" "$PY"; do
-    [ -x "$f" ] || { echo "tokenizer.sh: error: $f is missing; run make tests/test_tokenizer _venv/.stamp-tokenizers" >&2; exit 1; }
+    [ -x "$f" ] || { echo "tokenizer.sh: error: $f is missing; run make tests/test_tokenizer _venv/.stamp-hf" >&2; exit 1; }
 done
 text=${1:-../shared/data/tinyshakespeare.txt}
 [ -f "$text" ] || text=etc/data/tinyshakespeare.txt

@@ -181,6 +181,42 @@ refused "sample: a tokenizer larger than the model's vocabulary is refused" \
     "prompt token 70200 is outside the model's vocabulary" \
     "$SHARDTRAIN" sample "$TMP/run.ini" --tokenizer "$TMP/big.json" --prompt "<|big|>"
 
+# ---- export: a model directory transformers loads, tokenizer included ------
+
+# The run above kept no step checkpoint: export takes its final weights.
+"$SHARDTRAIN" export --tokenizer "$TMP/dir_gpt2" "$TMP/ck" "$TMP/export" >"$TMP/export.out" 2>&1
+check "export works on the final weights of a run without a step checkpoint" \
+    grep -q "final weights" "$TMP/export.out"
+check "the final weights are exported unchanged" \
+    cmp -s "$TMP/ck/final/model.safetensors" "$TMP/export/model.safetensors"
+"$PY" - "$TMP/export" "$TMP/gpt2.json" "$TMP/ml.txt" >"$TMP/hf.out" 2>"$TMP/hf.err" <<'EOF'
+import sys
+from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+from tokenizers import Tokenizer
+d, ref = sys.argv[1], Tokenizer.from_file(sys.argv[2])
+tok, cfg, gen = (AutoTokenizer.from_pretrained(d), AutoConfig.from_pretrained(d),
+                 GenerationConfig.from_pretrained(d))
+eot = ref.token_to_id("<|endoftext|>")
+print("config", cfg.model_type, cfg.vocab_size, cfg.n_layer, cfg.bos_token_id, cfg.eos_token_id)
+print("generation", gen.bos_token_id == eot, gen.eos_token_id == eot)
+print("tokens", tok.bos_token, tok.eos_token)
+text = open(sys.argv[3], encoding="utf-8", errors="replace").read()
+same = all(tok(line)["input_ids"] == ref.encode(line).ids for line in text.split("\n"))
+back = all(tok.decode(ref.encode(line).ids, skip_special_tokens=True) ==
+           ref.decode(ref.encode(line).ids) for line in text.split("\n"))
+print("lines", same, back)
+EOF
+check "transformers' AutoConfig reads the export (gpt2, vocabulary 1200, 2 layers, BOS/EOS 0)" \
+    grep -qx "config gpt2 1200 2 0 0" "$TMP/hf.out"
+check "GenerationConfig reads the tokenizer's BOS and EOS" grep -qx "generation True True" "$TMP/hf.out"
+check "AutoTokenizer knows BOS and EOS" grep -qx "tokens <|endoftext|> <|endoftext|>" "$TMP/hf.out"
+check "AutoTokenizer on the export encodes and decodes every line as the library does" \
+    grep -qx "lines True True" "$TMP/hf.out"
+grep -q "^lines" "$TMP/hf.out" || diag "$(tail -n 5 "$TMP/hf.err")"
+refused "export: a tokenizer larger than the model's vocabulary is refused" \
+    "the tokenizer has 70201 ids but the model's vocabulary is 1200" \
+    "$SHARDTRAIN" export --tokenizer "$TMP/big.json" "$TMP/ck" "$TMP/export_big"
+
 # ---- what shardtrain refuses ---------------------------------------------------
 
 edit() { # OUT PYTHON-STATEMENTS: gpt2.json changed by the statements on j

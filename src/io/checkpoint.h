@@ -93,10 +93,14 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
 
 /* The work of `shardtrain export`: the checkpoint `ckpt` (a step directory,
  * or a directory whose `latest` names one) to out_dir as a Hugging Face
- * model directory (model.safetensors and config.json).  One process, no
- * MPI.  On success dir (n bytes) holds the step directory read and *step
- * its step.  Returns an exit status, the error printed. */
-int st_ckpt_export_hf(const char *ckpt, const char *out_dir, char *dir, size_t n,
-                      int64_t *step);
+ * model directory (model.safetensors, config.json, generation_config.json;
+ * with tokenizer, a tokenizer.json or its directory, also the tokenizer
+ * files: io/hf_export.h).  A checkpoint.dir without step checkpoints but
+ * with final weights (DIR/final), or that final directory itself, exports
+ * those, *step set to -1.  One process, no MPI.  On success dir (n bytes)
+ * holds the directory read and *step its step.  Returns an exit status,
+ * the error printed. */
+int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,
+                      char *dir, size_t n, int64_t *step);
 
 #endif

@@ -8,47 +8,78 @@
 #include "base/log.h"
 #include "model/model.h"
 #include "base/files.h"
+#include "io/hf_export.h"
 #include "io/safetensors_write.h"
 
 #include <jansson.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
-static json_t *hf_config(const st_model *m, const st_model_config *mc)
+/* The final weights of a run (DIR/final, or a directory holding
+ * model.safetensors beside the config.json training writes there), for a
+ * run that kept no step checkpoint: copied as they are.  Returns 0 and sets
+ * out (n bytes) when path is such a directory; -1 when it is not. */
+static int final_weights_dir(const char *path, char *out, size_t n)
 {
-    if (m->arch == ST_ARCH_GPT2)
-        return json_pack("{s:s, s:[s], s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:s, "
-                         "s:s, s:f, s:f, s:f, s:f}",
-                         "model_type", "gpt2", "architectures", "GPT2LMHeadModel",
-                         "n_embd", (json_int_t)m->C, "n_layer", (json_int_t)m->L,
-                         "n_head", (json_int_t)m->H, "n_inner", (json_int_t)m->F,
-                         "n_positions", (json_int_t)m->T, "n_ctx", (json_int_t)m->T,
-                         "vocab_size", (json_int_t)m->V, "layer_norm_epsilon", mc->norm_eps,
-                         "tie_word_embeddings", m->tied,
-                         /* the tanh approximation, as the CPU kernels compute */
-                         "activation_function", "gelu_new", "torch_dtype", "float32",
-                         "initializer_range", mc->init_std, "resid_pdrop", 0.0, "embd_pdrop", 0.0,
-                         "attn_pdrop", 0.0);
-    return json_pack("{s:s, s:[s], s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, "
-                     "s:s, s:s, s:b, s:b, s:f}",
-                     "model_type", "llama", "architectures", "LlamaForCausalLM",
-                     "hidden_size", (json_int_t)m->C, "intermediate_size", (json_int_t)m->F,
-                     "num_hidden_layers", (json_int_t)m->L,
-                     "num_attention_heads", (json_int_t)m->H,
-                     "num_key_value_heads", (json_int_t)m->KV, "head_dim", (json_int_t)m->hd,
-                     "max_position_embeddings", (json_int_t)m->T,
-                     "vocab_size", (json_int_t)m->V, "rms_norm_eps", mc->norm_eps,
-                     "rope_theta", mc->rope_theta, "tie_word_embeddings", m->tied,
-                     "hidden_act", "silu", "torch_dtype", "float32", "attention_bias", 0,
-                     "mlp_bias", 0, "initializer_range", mc->init_std);
+    struct stat st;
+    char f[8400];
+    const char *cand[2] = {"%s/final", "%s"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(out, n, cand[i], path);
+        snprintf(f, sizeof f, "%s/model.safetensors", out);
+        if (stat(f, &st) == 0 && S_ISREG(st.st_mode))
+            return 0;
+    }
+    return -1;
 }
 
-int st_ckpt_export_hf(const char *ckpt, const char *out_dir, char *dir, size_t n,
-                      int64_t *step)
+static int export_final(const char *final, const char *out_dir, const char *tokenizer)
+{
+    char src[8400], dst[8400];
+    snprintf(src, sizeof src, "%s/config.json", final);
+    struct stat st;
+    if (stat(src, &st) != 0) {
+        st_error(final, "final weights without config.json (written by a shardtrain before "
+                 "export could read them); hint: export a step checkpoint, or train again");
+        return ST_EXIT_USAGE;
+    }
+    int rc = st_mkdir_p(out_dir);
+    const char *files[] = {"model.safetensors", "config.json", "generation_config.json"};
+    for (int i = 0; i < 3 && !rc; i++) {
+        snprintf(src, sizeof src, "%s/%s", final, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", out_dir, files[i]);
+        if (i < 2 || stat(src, &st) == 0)
+            rc = st_hf_copy_file(src, dst);
+    }
+    if (rc || !tokenizer)
+        return rc;
+    /* The vocabulary and length the tokenizer is checked against. */
+    json_error_t err;
+    snprintf(src, sizeof src, "%s/config.json", out_dir);
+    json_t *cfg = json_load_file(src, 0, &err);
+    json_int_t V = json_integer_value(json_object_get(cfg, "vocab_size"));
+    json_t *t = json_object_get(cfg, "n_positions");
+    json_int_t T = json_integer_value(t ? t : json_object_get(cfg, "max_position_embeddings"));
+    json_decref(cfg);
+    if (V <= 0 || T <= 0) {
+        st_error(src, "no vocab_size or sequence length in config.json; hint: it is not "
+                 "shardtrain's; export a step checkpoint");
+        return ST_EXIT_USAGE;
+    }
+    return st_hf_add_tokenizer(out_dir, V, T, tokenizer);
+}
+
+int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,
+                      char *dir, size_t n, int64_t *step)
 {
     char err[1024], path[8400];
     int rc = st_ckpt_resolve(ckpt, dir, n, err, sizeof err);
+    if (rc && final_weights_dir(ckpt, dir, n) == 0) {
+        *step = -1;
+        return export_final(dir, out_dir, tokenizer);
+    }
     st_ckpt c;
     memset(&c, 0, sizeof c);
     rc = rc ? rc : st_ckpt_open(&c, dir, NULL, err, sizeof err);
@@ -79,16 +110,8 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, char *dir, size_t n
         snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
         rc = st_safetensors_save_model(path, &m, full);
     }
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/config.json", out_dir);
-        json_t *cfg = hf_config(&m, &c.model);
-        if (!cfg || json_dump_file(cfg, path, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15)) != 0) {
-            st_error(path, "cannot write config.json; hint: check that the directory is "
-                     "writable");
-            rc = ST_EXIT_FAILURE;
-        }
-        json_decref(cfg);
-    }
+    if (!rc)
+        rc = st_hf_write_model_files(out_dir, &m, &c.model, tokenizer);
     if (!rc)
         *step = c.step;
     for (int u = 0; u < m.n_units; u++)

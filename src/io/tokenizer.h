@@ -42,6 +42,18 @@ int64_t st_tokenizer_vocab_size(const st_tokenizer *t);
 
 /* The id of a token string (vocabulary or added token), or -1. */
 int64_t st_tokenizer_token_id(const st_tokenizer *t, const char *token);
+/* The token string of an id (NUL-terminated), or NULL. */
+const char *st_tokenizer_token(const st_tokenizer *t, int64_t id);
+
+/* The beginning- and end-of-text tokens, for a model directory's
+ * generation_config.json and tokenizer_config.json: BOS is the first
+ * special token the post-processor puts before the text; failing that,
+ * and for EOS, the first special added token among the names the GPT-2
+ * and Llama families use (EOS: "</s>", "<|endoftext|>", "<|end_of_text|>",
+ * "<|eot_id|>"; BOS: "<s>", "<|begin_of_text|>", "<|endoftext|>").  -1
+ * when none. */
+int64_t st_tokenizer_bos_id(const st_tokenizer *t);
+int64_t st_tokenizer_eos_id(const st_tokenizer *t);
 
 /* Encode len bytes of text and append the ids to out.  add_special: apply
  * the post-processor's template (a Llama BOS, say), as the library's

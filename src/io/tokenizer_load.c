@@ -463,3 +463,32 @@ int64_t st_tokenizer_token_id(const st_tokenizer *t, const char *token)
     uint32_t id;
     return st_tok_strmap_get(&t->strings, token, strlen(token), &id) ? (int64_t)id : -1;
 }
+
+const char *st_tokenizer_token(const st_tokenizer *t, int64_t id)
+{
+    return id >= 0 && id < (int64_t)t->n_ids ? t->id_token[id] : NULL;
+}
+
+/* The first of names that is a special added token, or -1. */
+static int64_t first_special(const st_tokenizer *t, const char *const *names)
+{
+    for (int k = 0; names[k]; k++) {
+        int64_t id = st_tokenizer_token_id(t, names[k]);
+        if (id >= 0 && t->id_special[id])
+            return id;
+    }
+    return -1;
+}
+
+int64_t st_tokenizer_bos_id(const st_tokenizer *t)
+{
+    static const char *const names[] = {"<s>", "<|begin_of_text|>", "<|endoftext|>", NULL};
+    return t->n_before ? (int64_t)t->template_before[0] : first_special(t, names);
+}
+
+int64_t st_tokenizer_eos_id(const st_tokenizer *t)
+{
+    static const char *const names[] = {"</s>", "<|endoftext|>", "<|end_of_text|>",
+                                        "<|eot_id|>", NULL};
+    return first_special(t, names);
+}

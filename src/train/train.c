@@ -14,6 +14,7 @@
 #include "base/test_faults.h"
 #include "io/checkpoint.h"
 #include "io/data.h"
+#include "io/hf_export.h"
 #include "comm/comm.h"
 #include "runtime/device.h"
 #include "engine/fsdp.h"
@@ -416,6 +417,9 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
         rc = st_mkdir_p(dir);
         st_final_weights_path(cfg, path, sizeof path);
         rc = rc ? rc : st_safetensors_save_model(path, m, full);
+        /* config.json beside them makes DIR/final a model directory that
+         * transformers and `shardtrain export` read without a checkpoint. */
+        rc = rc ? rc : st_hf_write_model_files(dir, m, &cfg->model, NULL);
         if (!rc)
             st_info("shardtrain: wrote %s", path);
     }

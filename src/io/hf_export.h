@@ -1,0 +1,33 @@
+/* The files of a Hugging Face model directory beside its weights
+ * (hf_export_files.c): config.json for transformers' GPT2LMHeadModel or
+ * LlamaForCausalLM, generation_config.json, and, given the model's
+ * tokenizer, tokenizer.json and tokenizer_config.json, so that
+ * from_pretrained, GenerationConfig and AutoTokenizer all load the
+ * directory.  Written by `shardtrain export` and, without a tokenizer,
+ * by training next to its final weights, which makes DIR/final a model
+ * directory of its own. */
+#ifndef ST_HF_EXPORT_H
+#define ST_HF_EXPORT_H
+
+#include "config/config.h"
+#include "model/model.h"
+
+/* tokenizer: a tokenizer.json or a directory holding one, or NULL.  The
+ * tokenizer is loaded first (a kind shardtrain cannot read is refused, exit
+ * 2) and must fit the model's vocabulary.  Returns an exit status, the
+ * error printed. */
+int st_hf_write_model_files(const char *dir, const st_model *m, const st_model_config *mc,
+                            const char *tokenizer);
+
+/* The tokenizer files (tokenizer.json, tokenizer_config.json) added to a
+ * model directory that has its config.json, whose bos/eos ids, and
+ * generation_config.json's, are then set from the tokenizer.  vocab_size,
+ * max_len: the model's vocabulary (the tokenizer may not exceed it) and
+ * sequence length. */
+int st_hf_add_tokenizer(const char *dir, int64_t vocab_size, int64_t max_len,
+                        const char *tokenizer);
+
+/* Copy src to dst, atomically.  Returns an exit status, the error printed. */
+int st_hf_copy_file(const char *src, const char *dst);
+
+#endif
