@@ -12,7 +12,11 @@
 #     same weights and tokens within 1e-5;
 #   - each rank reads only its own slices: the byte counts the ranks report
 #     (SHARDTRAIN_DEBUG_IO) are each a quarter of the tensor data, and add
-#     up to exactly all of it.
+#     up to exactly all of it;
+#   - model.init alone takes the shape from the directory's config.json
+#     (check names it as the origin, training matches the INI that states
+#     the shape, an explicit contradicting key is refused naming the field,
+#     an epsilon of 1e-6 is taken).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hf_lib.sh"
 require command -v mpirun
@@ -164,5 +168,38 @@ EOF2
     check "$arch round trip: import, export, import, export gives identical model.safetensors" \
         cmp "$rt/1/model.safetensors" "$rt/2/model.safetensors"
     check "$arch round trip: ... and identical config.json" cmp "$rt/1/config.json" "$rt/2/config.json"
+
+    # model.init alone: the shape comes from config.json (seq_len stays, as
+    # Llama's max_position_embeddings is no training length).
+    awk '/^\[/ { sec = $0 } sec != "[model]" || /^\[/ || $1 == "seq_len"' "$TMP/$arch.ini" \
+        >"$TMP/$arch-bare.ini"
+    "$SHARDTRAIN" check -s model.init="$W/f32-dir" "$TMP/$arch-bare.ini" >"$TMP/bare.out" 2>&1
+    n=$(grep -c "; from $W/f32-dir/config.json\$" "$TMP/bare.out")
+    want=10; [ "$arch" = gpt2 ] && want=8  # llama adds n_kv_head and rope_theta
+    check "$arch: check shows the shape from model.init's config.json ($n keys, $want expected)" \
+        test "$n" -eq "$want"
+    check "$arch: ... with config.json's values (n_layer $L, d_ff $F, n_head $H)" \
+        sh -c "grep -q '^n_layer = $L ' '$TMP/bare.out' && grep -q '^d_ff = $F ' '$TMP/bare.out' &&
+            grep -q '^n_head = $H ' '$TMP/bare.out'"
+    SHARDTRAIN_DEBUG_IO= timeout 300 "$SHARDTRAIN" train -s model.init="$W/f32-dir" \
+        -s log.dir="$TMP/$arch-bare2" -s checkpoint.dir="$TMP/$arch-bare2/ckpt" \
+        "$TMP/$arch-bare.ini" >"$TMP/bare2.out" 2>&1
+    same "$arch: the shape from config.json trains as the INI that states it" \
+        "$arch-bare2" "$arch-1-ref-f32"
+    refused "$arch: an INI key contradicting config.json names the field" \
+        "config.json: .* is 2, but model.n_layer is 3" \
+        "$SHARDTRAIN" train -s model.init="$W/f32-dir" -s model.n_layer=3 "$TMP/$arch-bare.ini"
+    # Hugging Face Llama's default rms_norm_eps, 1e-6, is taken, not refused.
+    mkdir -p "$TMP/$arch-eps"
+    cp "$W/f32-dir/model.safetensors" "$TMP/$arch-eps/"
+    python3 - "$W/f32-dir/config.json" "$TMP/$arch-eps/config.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["layer_norm_epsilon" if j["model_type"] == "gpt2" else "rms_norm_eps"] = 1e-6
+json.dump(j, open(sys.argv[2], "w"))
+EOF2
+    "$SHARDTRAIN" check -s model.init="$TMP/$arch-eps" "$TMP/$arch-bare.ini" >"$TMP/eps.out" 2>&1
+    check "$arch: an epsilon of 1e-6 in config.json becomes model.norm_eps" \
+        grep -q "^norm_eps = 1e-06 *; from $TMP/$arch-eps/config.json" "$TMP/eps.out"
 done
 exit 0

@@ -8,6 +8,7 @@
  * first and stops the parse at the first thing we refuse, and every error
  * is recorded with its line and printed once, as the first problem found. */
 #include "config/config.h"
+#include "config/hf_shape.h"
 #include "config/limits.h"
 #include "config/expand.h"
 
@@ -468,14 +469,52 @@ static void set_implicit_int(st_config *cfg, const char *key, int64_t v, int src
     cfg->origin[idx].line = 0;
 }
 
-static void set_implicit_double(st_config *cfg, const char *key, double v)
+static void set_implicit_double(st_config *cfg, const char *key, double v, int src)
 {
     int idx = st_schema_index("model", key);
     if (cfg->origin[idx].src >= ST_FROM_FILE)
         return;
     *(double *)field(cfg, &st_schema[idx]) = v;
-    cfg->origin[idx].src = ST_FROM_PRESET;
+    cfg->origin[idx].src = src;
     cfg->origin[idx].line = 0;
+}
+
+/* model.init's config.json, over the preset: it describes the weights.
+ * Only the fields it has; what it lacks keeps the preset's or the derived
+ * default. */
+static int apply_hf_shape(st_config *cfg)
+{
+    st_model_config *m = &cfg->model;
+    st_hf_shape h;
+    int got = st_hf_shape_read(m->init, &h, &cfg->hf_config);
+    if (got < 0) {
+        st_error(NULL, "out of memory");
+        return ST_EXIT_FAILURE;
+    }
+    if (got == 0)
+        return 0;
+    int ai = st_schema_index("model", "arch");
+    if (h.arch >= 0 && cfg->origin[ai].src < ST_FROM_FILE) {
+        m->arch = h.arch;
+        cfg->origin[ai].src = ST_FROM_HF;
+    }
+    const struct { const char *key; int64_t v; } ints[] = {
+        {"n_layer", h.n_layer}, {"n_head", h.n_head}, {"n_kv_head", h.n_kv_head},
+        {"d_model", h.d_model}, {"d_ff", h.d_ff}, {"vocab_size", h.vocab_size},
+        {"seq_len", h.seq_len}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (ints[i].v > 0)
+            set_implicit_int(cfg, ints[i].key, ints[i].v, ST_FROM_HF);
+    if (h.rope_theta > 0)
+        set_implicit_double(cfg, "rope_theta", h.rope_theta, ST_FROM_HF);
+    if (h.norm_eps > 0)
+        set_implicit_double(cfg, "norm_eps", h.norm_eps, ST_FROM_HF);
+    int ti = st_schema_index("model", "tie_embeddings");
+    if (h.tie_embeddings >= 0 && cfg->origin[ti].src < ST_FROM_FILE) {
+        m->tie_embeddings = h.tie_embeddings;
+        cfg->origin[ti].src = ST_FROM_HF;
+    }
+    return 0;
 }
 
 static int resolve(st_config *cfg)
@@ -512,9 +551,9 @@ static int resolve(st_config *cfg)
         set_implicit_int(cfg, "vocab_size", p->vocab_size, ST_FROM_PRESET);
         set_implicit_int(cfg, "seq_len", p->seq_len, ST_FROM_PRESET);
         if (p->rope_theta > 0)
-            set_implicit_double(cfg, "rope_theta", p->rope_theta);
+            set_implicit_double(cfg, "rope_theta", p->rope_theta, ST_FROM_PRESET);
         if (p->norm_eps > 0)
-            set_implicit_double(cfg, "norm_eps", p->norm_eps);
+            set_implicit_double(cfg, "norm_eps", p->norm_eps, ST_FROM_PRESET);
         int ti = st_schema_index("model", "tie_embeddings");
         if (p->tie_embeddings >= 0 && cfg->origin[ti].src < ST_FROM_FILE) {
             m->tie_embeddings = p->tie_embeddings;
@@ -522,7 +561,12 @@ static int resolve(st_config *cfg)
         }
     }
 
-    /* Derived defaults, for what neither the preset nor the user set. */
+    int rc = apply_hf_shape(cfg);
+    if (rc)
+        return rc;
+
+    /* Derived defaults, for what neither the preset, config.json nor the
+     * user set. */
     if (origin(cfg, "model", "n_kv_head")->src == ST_FROM_DEFAULT)
         m->n_kv_head = m->n_head;
     if (origin(cfg, "model", "d_ff")->src == ST_FROM_DEFAULT)
@@ -637,8 +681,10 @@ void st_config_free(st_config *cfg)
             *s = NULL;
         }
     free(cfg->path);
+    free(cfg->hf_config);
     free(cfg->origin);
     cfg->path = NULL;
+    cfg->hf_config = NULL;
     cfg->origin = NULL;
 }
 

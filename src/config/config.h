@@ -1,5 +1,6 @@
 /* The resolved run configuration.  Values come, in increasing priority,
- * from the schema's defaults, the model preset, the INI file and `-s
+ * from the schema's defaults, the model preset, the config.json of a
+ * Hugging Face directory named by model.init, the INI file and `-s
  * section.key=value` overrides.  The schema table in schema.c is the single
  * source of truth for the keys; this struct is its typed mirror. */
 #ifndef ST_CONFIG_H
@@ -88,6 +89,7 @@ typedef struct {
     st_checkpoint_config checkpoint;
     st_log_config log;
     char *path;              /* the INI file read, for messages */
+    char *hf_config;         /* model.init's config.json when it gave keys, else NULL */
     struct st_config_origin *origin; /* where each key's value came from (schema.c) */
 } st_config;
 

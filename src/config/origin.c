@@ -20,6 +20,9 @@ void st_config_origin_of(const st_config *cfg, const char *section, const char *
     if (o && o->src == ST_FROM_CMDLINE) {
         *file = "command line";
         *line = o->line;
+    } else if (o && o->src == ST_FROM_HF && cfg->hf_config) {
+        *file = cfg->hf_config;
+        *line = 0;
     } else {
         *file = cfg->path ? cfg->path : "configuration";
         *line = o && o->src == ST_FROM_FILE ? o->line : 0;
@@ -96,6 +99,7 @@ void st_config_print(const st_config *cfg, FILE *out)
             fprintf(out, "%-*s  ; from ", width, line);
             switch (o->src) {
             case ST_FROM_PRESET: fprintf(out, "preset %s\n", cfg->model.preset); break;
+            case ST_FROM_HF: fprintf(out, "%s\n", cfg->hf_config); break;
             case ST_FROM_FILE: fprintf(out, "%s:%d\n", cfg->path, o->line); break;
             case ST_FROM_CMDLINE: fprintf(out, "command line\n"); break;
             default: fprintf(out, "default\n"); break;

@@ -68,7 +68,7 @@ const st_key st_schema[] = {
     ROW("model", "tie_embeddings", ST_T_BOOL, NULL, "true for gpt2, false for llama", 0, 0, 0, NULL,
         "Share the token embedding with the output projection.", model.tie_embeddings),
     STR("model", "init", "random",
-        "random for a fresh initialisation, else the Hugging Face safetensors weights to start from: a .safetensors file, or a directory with model.safetensors or shards and model.safetensors.index.json, and optionally config.json, which must agree with the [model] keys (F32, F16 or BF16; see STARTING WEIGHTS).",
+        "random for a fresh initialisation, else the Hugging Face safetensors weights to start from: a .safetensors file, or a directory with model.safetensors or shards and model.safetensors.index.json, and optionally config.json, whose shape fills the [model] keys not given and must agree with those given (F32, F16 or BF16; see STARTING WEIGHTS).",
         model.init),
     FLT("model", "init_std", "0.02", 0, 0, GT0, "Standard deviation of the random initialisation.",
         model.init_std),

@@ -46,7 +46,9 @@ const char *st_schema_range_text(const st_key *k, char *buf, size_t n);
 int st_levenshtein(const char *a, const char *b);
 
 /* Where a key's value came from; one per schema row, in cfg->origin. */
-enum st_origin_src { ST_FROM_DEFAULT, ST_FROM_PRESET, ST_FROM_FILE, ST_FROM_CMDLINE };
+/* In increasing priority; ST_FROM_FILE and above are set explicitly.
+ * ST_FROM_HF: model.init's config.json (config/hf_shape.h). */
+enum st_origin_src { ST_FROM_DEFAULT, ST_FROM_PRESET, ST_FROM_HF, ST_FROM_FILE, ST_FROM_CMDLINE };
 struct st_config_origin {
     int src;                  /* enum st_origin_src */
     int line;                 /* file line or command-line argument number */
