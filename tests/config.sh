@@ -149,6 +149,18 @@ bad min-lr 3 "optim.min_lr = 0.1 is above optim.lr" <<EOF
 lr = 0.01
 min_lr = 0.1
 EOF
+bad rope-scaling-gpt2 3 "model.rope_scaling = llama3 needs arch llama" <<EOF
+[model]
+arch = gpt2
+rope_scaling = llama3
+EOF
+bad rope-freq-factors 5 "model.rope_high_freq_factor = 1 is not above model.rope_low_freq_factor = 2" <<EOF
+[model]
+arch = llama
+rope_scaling = llama3
+rope_low_freq_factor = 2
+rope_high_freq_factor = 1
+EOF
 bad unknown-preset 2 "unknown preset 'gpt5' for model.preset; allowed: tiny|gpt2-124m" <<EOF
 [model]
 preset = gpt5

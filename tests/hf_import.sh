@@ -16,7 +16,8 @@
 #   - model.init alone takes the shape from the directory's config.json
 #     (check names it as the origin, training matches the INI that states
 #     the shape, an explicit contradicting key is refused naming the field,
-#     an epsilon of 1e-6 is taken).
+#     an epsilon of 1e-6 is taken), Llama 3.1's rope_scaling too (trained
+#     with, kept by checkpoints, written back by export; yarn refused).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/hf_lib.sh"
 require command -v mpirun
@@ -202,4 +203,39 @@ EOF2
     check "$arch: an epsilon of 1e-6 in config.json becomes model.norm_eps" \
         grep -q "^norm_eps = 1e-06 *; from $TMP/$arch-eps/config.json" "$TMP/eps.out"
 done
+
+# Llama 3.1's rope_scaling in config.json: taken, trained with, kept through
+# a checkpoint and written back by export; other kinds refused.
+W="$TMP/w-llama"
+mkdir -p "$TMP/rs" "$TMP/yarn"
+cp "$W/f32-dir/model.safetensors" "$TMP/rs/"
+cp "$W/f32-dir/model.safetensors" "$TMP/yarn/"
+python3 - "$W/f32-dir/config.json" "$TMP/rs/config.json" "$TMP/yarn/config.json" <<'EOF2'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+json.dump(j, open(sys.argv[2], "w"))
+j["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+json.dump(j, open(sys.argv[3], "w"))
+EOF2
+"$SHARDTRAIN" check -s model.init="$TMP/rs" "$TMP/llama-bare.ini" >"$TMP/rs.out" 2>&1
+check "llama: rope_scaling llama3 in config.json sets model.rope_scaling and its factors" \
+    sh -c "grep -q '^rope_scaling = llama3 *; from $TMP/rs/config.json' '$TMP/rs.out' &&
+        grep -q '^rope_factor = 8 *; from' '$TMP/rs.out' &&
+        grep -q '^rope_original_seq_len = 16 *; from' '$TMP/rs.out'"
+timeout 300 "$SHARDTRAIN" train -s model.init="$TMP/rs" -s log.dir="$TMP/rs-run" \
+    -s checkpoint.dir="$TMP/rs-run/ckpt" -s checkpoint.every=1 "$TMP/llama-bare.ini" \
+    >"$TMP/rs-run.out" 2>&1
+a=$(losses rs-run) b=$(losses llama-bare2)
+check "llama: the scaled weights train, and the scaling changes the losses ($a vs $b)" \
+    test -n "$a" -a "$a" != "$b"
+"$SHARDTRAIN" export "$TMP/rs-run/ckpt" "$TMP/rs-export" >/dev/null 2>&1
+check "llama: the checkpoint keeps the scaling and export writes it back to config.json" \
+    python3 -c "import json, sys
+a = json.load(open(sys.argv[1]))['rope_scaling']; b = json.load(open(sys.argv[2]))['rope_scaling']
+sys.exit(not (a == b))" "$TMP/rs/config.json" "$TMP/rs-export/config.json"
+refused "llama: rope_scaling of another type (yarn) is refused, not run as plain RoPE" \
+    "rope_scaling of type 'yarn' is not implemented" \
+    "$SHARDTRAIN" train -s model.init="$TMP/yarn" "$TMP/llama-bare.ini"
 exit 0

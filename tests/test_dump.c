@@ -1,6 +1,9 @@
 /* Writes a tiny model's weights, a batch, and shardtrain's CPU logits, loss
  * and gradients for tests/torch_ref.py to recompute independently in
- * PyTorch.  Usage: test_dump gpt2|llama OUT_DIR [tied 0|1] */
+ * PyTorch.  Usage: test_dump gpt2|llama OUT_DIR [tied 0|1 [llama3]]; llama3
+ * turns on Llama 3.1's RoPE scaling with a pretraining length of 16, so
+ * that at T = 12 and head size 8 every band of the formula is in use (one
+ * frequency interpolated, three divided by the factor). */
 #include "model_fixture.h"
 
 #include <stdio.h>
@@ -22,15 +25,28 @@ static void record(const char *name, int dtype, int ndim, const int64_t *dims,
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 4 || (strcmp(argv[1], "gpt2") && strcmp(argv[1], "llama"))) {
-        fprintf(stderr, "usage: test_dump gpt2|llama OUT_DIR [tied 0|1]\n");
+    if (argc < 3 || argc > 5 || (strcmp(argv[1], "gpt2") && strcmp(argv[1], "llama")) ||
+        (argc == 5 && strcmp(argv[4], "llama3"))) {
+        fprintf(stderr, "usage: test_dump gpt2|llama OUT_DIR [tied 0|1 [llama3]]\n");
         return 2;
     }
     int arch = strcmp(argv[1], "gpt2") == 0 ? ST_ARCH_GPT2 : ST_ARCH_LLAMA;
-    int tied = argc == 4 ? atoi(argv[3]) : arch == ST_ARCH_GPT2;
+    int tied = argc >= 4 ? atoi(argv[3]) : arch == ST_ARCH_GPT2;
     const int64_t B = 2, T = 12;
     st_config cfg;
     fixture_config(&cfg, arch, tied, B, T);
+    char scaling[256] = "";
+    if (argc == 5) {
+        cfg.model.rope_scaling = ST_ROPE_LLAMA3;
+        cfg.model.rope_factor = 4.0;
+        cfg.model.rope_low_freq_factor = 1.0;
+        cfg.model.rope_high_freq_factor = 4.0;
+        cfg.model.rope_original_seq_len = 16;
+        snprintf(scaling, sizeof scaling,
+                 ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 4.0, "
+                 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                 "\"original_max_position_embeddings\": 16}");
+    }
     st_model m;
     st_fsdp e;
     if (st_model_init(&m, &cfg.model) || st_engine_open(&e, &m, &cfg, NULL, st_kernels_cpu()))
@@ -56,10 +72,10 @@ int main(int argc, char **argv)
             "{\"arch\": \"%s\", \"n_layer\": %lld, \"n_head\": %lld, \"n_kv_head\": %lld, "
             "\"d_model\": %lld, \"d_ff\": %lld, \"vocab_size\": %lld, \"seq_len\": %lld, "
             "\"rope_theta\": %.17g, \"norm_eps\": %.17g, \"tie_embeddings\": %s, "
-            "\"batch\": %lld}\n",
+            "\"batch\": %lld%s}\n",
             argv[1], (long long)m.L, (long long)m.H, (long long)m.KV, (long long)m.C,
             (long long)m.F, (long long)m.V, (long long)m.T, cfg.model.rope_theta,
-            cfg.model.norm_eps, tied ? "true" : "false", (long long)B);
+            cfg.model.norm_eps, tied ? "true" : "false", (long long)B, scaling);
     fclose(cj);
     snprintf(path, sizeof path, "%s/dump.bin", argv[2]);
     out = fopen(path, "wb");

@@ -2,7 +2,8 @@
 # Compares shardtrain's forward and backward pass with an independent PyTorch
 # reference (tests/torch_ref.py, float64): tests/test_dump writes the weights,
 # inputs, logits, loss and every gradient of a small model for each
-# architecture, and torch_ref.py recomputes them.  Its TAP lines are passed
+# architecture (and a Llama with Llama 3.1's RoPE scaling), and
+# torch_ref.py recomputes them.  Its TAP lines are passed
 # through, renumbered into this script's sequence.  A missing PyTorch is a
 # failure, never a skip.
 . "$top_srcdir/tests/lib.sh"
@@ -70,6 +71,21 @@ for variant in gpt2:1 gpt2:0 llama:0 llama:1; do
     run_tap "torch $name" "$TORCH_PYTHON" "$ref" "$TMP/$name"
     [ -n "$dumped" ] || dumped=$name
 done
+
+# Llama 3.1's RoPE scaling (model.rope_scaling = llama3), and the proof that
+# the comparison sees it: the reference without the scaling must disagree.
+if "$dumper" llama "$TMP/llama3" 0 llama3 >"$TMP/dump-llama3.log" 2>&1; then
+    ok "test_dump llama with llama3 RoPE scaling"
+    run_tap "torch llama-rope-llama3" "$TORCH_PYTHON" "$ref" "$TMP/llama3"
+    if ST_REF_IGNORE_ROPE_SCALING=1 "$TORCH_PYTHON" "$ref" "$TMP/llama3" >"$TMP/noscale.out" 2>&1; then
+        not_ok "the reference without RoPE scaling still agrees: the scaled case tests nothing"
+    else
+        ok "the reference without RoPE scaling disagrees ($(grep -c '^not ok' "$TMP/noscale.out") checks fail)"
+    fi
+else
+    not_ok "test_dump llama with llama3 RoPE scaling (exit status $?)"
+    diag "$(tail -n 20 "$TMP/dump-llama3.log")"
+fi
 
 # The comparison must be able to fail: perturbed gradients, logits and loss,
 # missing, extra and misshapen records must all be caught.

@@ -217,8 +217,32 @@ def gpt2_forward(cfg, P, idx):
     return x @ w_out.t()
 
 
-def rope_cos_sin(T, hd, theta):
+def llama3_inv_freq(inv_freq, rs):
+    """Llama 3.1's frequency scaling, written from its published definition
+    (Meta's apply_scaling; transformers' rope_type "llama3"): wavelengths
+    under original/high_freq_factor kept, over original/low_freq_factor
+    divided by factor, interpolated in original/wavelength between."""
+    orig, factor = float(rs["original_max_position_embeddings"]), float(rs["factor"])
+    lo, hi = float(rs["low_freq_factor"]), float(rs["high_freq_factor"])
+    out = []
+    for f in inv_freq.tolist():
+        wavelen = 2 * math.pi / f
+        if wavelen < orig / hi:
+            out.append(f)
+        elif wavelen > orig / lo:
+            out.append(f / factor)
+        else:
+            smooth = (orig / wavelen - lo) / (hi - lo)
+            out.append((1 - smooth) * f / factor + smooth * f)
+    return torch.tensor(out, dtype=F64)
+
+
+def rope_cos_sin(T, hd, theta, scaling=None):
     inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=F64) / hd))   # hd/2
+    # ST_REF_IGNORE_ROPE_SCALING: tests/torch.sh's proof that the
+    # comparison tells scaled from plain RoPE.
+    if scaling and not os.environ.get("ST_REF_IGNORE_ROPE_SCALING"):
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     freqs = torch.arange(T, dtype=F64)[:, None] * inv_freq[None, :]         # [T, hd/2]
     emb = torch.cat((freqs, freqs), dim=-1)                                  # [T, hd]
     return emb.cos(), emb.sin()
@@ -235,7 +259,7 @@ def llama_forward(cfg, P, idx):
     hd = C // H
     rep = H // KV
     eps = cfg["norm_eps"]
-    cos, sin = rope_cos_sin(T, hd, float(cfg["rope_theta"]))
+    cos, sin = rope_cos_sin(T, hd, float(cfg["rope_theta"]), cfg.get("rope_scaling"))
     # query head h reads kv head h // rep
     kv_of_head = torch.arange(H) // rep
     x = P["model.embed_tokens.weight"][idx]

@@ -514,6 +514,20 @@ static int apply_hf_shape(st_config *cfg)
         m->tie_embeddings = h.tie_embeddings;
         cfg->origin[ti].src = ST_FROM_HF;
     }
+    int ri = st_schema_index("model", "rope_scaling");
+    if (h.rope_llama3 && cfg->origin[ri].src < ST_FROM_FILE) {
+        m->rope_scaling = ST_ROPE_LLAMA3;
+        cfg->origin[ri].src = ST_FROM_HF;
+        if (h.rope_factor > 0)
+            set_implicit_double(cfg, "rope_factor", h.rope_factor, ST_FROM_HF);
+        if (h.rope_low_freq_factor > 0)
+            set_implicit_double(cfg, "rope_low_freq_factor", h.rope_low_freq_factor, ST_FROM_HF);
+        if (h.rope_high_freq_factor > 0)
+            set_implicit_double(cfg, "rope_high_freq_factor", h.rope_high_freq_factor,
+                                ST_FROM_HF);
+        if (h.rope_original_seq_len > 0)
+            set_implicit_int(cfg, "rope_original_seq_len", h.rope_original_seq_len, ST_FROM_HF);
+    }
     return 0;
 }
 
@@ -620,6 +634,16 @@ static int validate(const st_config *cfg)
                                "head dimension d_model/n_head = %lld is odd; "
                                "hint: RoPE (arch llama) needs an even head dimension",
                                (long long)(m->d_model / m->n_head));
+    if (m->rope_scaling == ST_ROPE_LLAMA3 && m->arch != ST_ARCH_LLAMA)
+        return cross_key_error(cfg, "model", "rope_scaling", "arch",
+                               "model.rope_scaling = llama3 needs arch llama (GPT-2 has no "
+                               "RoPE); hint: remove rope_scaling");
+    if (m->rope_scaling == ST_ROPE_LLAMA3 && m->rope_high_freq_factor <= m->rope_low_freq_factor)
+        return cross_key_error(cfg, "model", "rope_high_freq_factor", "rope_low_freq_factor",
+                               "model.rope_high_freq_factor = %g is not above "
+                               "model.rope_low_freq_factor = %g; hint: llama3 scaling "
+                               "interpolates between them (Llama 3.1: 4 and 1)",
+                               m->rope_high_freq_factor, m->rope_low_freq_factor);
     if (cfg->train.global_batch % cfg->train.micro_batch)
         return cross_key_error(cfg, "train", "global_batch", "micro_batch",
                                "train.global_batch = %lld is not a multiple of "

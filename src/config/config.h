@@ -14,6 +14,7 @@ extern "C" {
 #endif
 
 enum st_arch { ST_ARCH_GPT2, ST_ARCH_LLAMA };
+enum st_rope_scaling { ST_ROPE_NONE, ST_ROPE_LLAMA3 };
 enum st_device { ST_DEVICE_AUTO, ST_DEVICE_CPU, ST_DEVICE_CUDA };
 enum st_precision { ST_PREC_FP32, ST_PREC_BF16 };
 enum st_act_ckpt { ST_ACKPT_NONE, ST_ACKPT_FULL };
@@ -28,6 +29,9 @@ typedef struct {
     char *preset;            /* "" when none */
     int64_t n_layer, n_head, n_kv_head, d_model, d_ff, vocab_size, seq_len;
     double rope_theta, norm_eps;
+    int rope_scaling;        /* enum st_rope_scaling */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_original_seq_len;
     int tie_embeddings;      /* 0 or 1 */
     char *init;              /* "random" or a path to weights */
     double init_std;

@@ -68,6 +68,17 @@ int st_hf_shape_read(const char *init, st_hf_shape *s, char **path)
     s->tie_embeddings = bool_field(root, "tie_word_embeddings");
     if (s->tie_embeddings < 0 && s->arch >= 0)
         s->tie_embeddings = gpt2;
+    /* Llama 3.1's rope_scaling; another kind is refused by the check. */
+    json_t *rs = json_object_get(root, "rope_scaling");
+    json_t *rt = json_object_get(rs, "rope_type");
+    const char *rtype = json_string_value(rt ? rt : json_object_get(rs, "type"));
+    if (!gpt2 && rtype && strcmp(rtype, "llama3") == 0) {
+        s->rope_llama3 = 1;
+        s->rope_factor = real_field(rs, "factor");
+        s->rope_low_freq_factor = real_field(rs, "low_freq_factor");
+        s->rope_high_freq_factor = real_field(rs, "high_freq_factor");
+        s->rope_original_seq_len = int_field(rs, "original_max_position_embeddings");
+    }
     json_decref(root);
     *path = p;
     return 1;

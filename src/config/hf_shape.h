@@ -17,6 +17,9 @@ typedef struct {
     int64_t n_layer, n_head, n_kv_head, d_model, d_ff, vocab_size, seq_len;
     double rope_theta, norm_eps;
     int tie_embeddings;
+    int rope_llama3;          /* rope_scaling of rope_type llama3: the four below */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int64_t rope_original_seq_len;
 } st_hf_shape;
 
 /* init: model.init.  Returns 1 and fills *s and *path (malloc'd: the

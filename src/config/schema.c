@@ -12,6 +12,7 @@
 #include <string.h>
 
 static const char *const arch_v[] = {"gpt2", "llama", NULL};
+static const char *const rope_scaling_v[] = {"none", "llama3", NULL};
 static const char *const device_v[] = {"auto", "cpu", "cuda", NULL};
 static const char *const prec_v[] = {"fp32", "bf16", NULL};
 static const char *const ackpt_v[] = {"none", "full", NULL};
@@ -64,6 +65,20 @@ const st_key st_schema[] = {
     INT_IN("model", "vocab_size", "256", 1, P24, "Number of token ids.", model.vocab_size),
     INT_IN("model", "seq_len", "64", 1, P20, "Context length in tokens.", model.seq_len),
     FLT("model", "rope_theta", "10000", 0, 0, GT0, "RoPE base frequency (llama).", model.rope_theta),
+    ENUM("model", "rope_scaling", "none", rope_scaling_v,
+         "RoPE frequency scaling (llama): none, or llama3 as Llama 3.1 and 3.2 use it (the four keys below; transformers' rope_type llama3).",
+         model.rope_scaling),
+    FLT("model", "rope_factor", "8", 0, 0, GT0,
+        "llama3 scaling: the factor low frequencies are divided by.", model.rope_factor),
+    FLT("model", "rope_low_freq_factor", "1", 0, 0, GT0,
+        "llama3 scaling: wavelengths above rope_original_seq_len / this are scaled fully.",
+        model.rope_low_freq_factor),
+    FLT("model", "rope_high_freq_factor", "4", 0, 0, GT0,
+        "llama3 scaling: wavelengths below rope_original_seq_len / this are kept; between the two bounds the frequency is interpolated. Must exceed rope_low_freq_factor.",
+        model.rope_high_freq_factor),
+    INT_IN("model", "rope_original_seq_len", "8192", 1, P24,
+           "llama3 scaling: the context length the model was pretrained with (original_max_position_embeddings).",
+           model.rope_original_seq_len),
     FLT("model", "norm_eps", "1e-5", 0, 0, GT0, "Epsilon of LayerNorm / RMSNorm.", model.norm_eps),
     ROW("model", "tie_embeddings", ST_T_BOOL, NULL, "true for gpt2, false for llama", 0, 0, 0, NULL,
         "Share the token embedding with the output projection.", model.tie_embeddings),

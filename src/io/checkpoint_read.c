@@ -81,6 +81,18 @@ static int read_model(st_ckpt *c, json_t *mo)
         return -1;
     mc->arch = strcmp(arch, "gpt2") ? ST_ARCH_LLAMA : ST_ARCH_GPT2;
     mc->tie_embeddings = json_is_true(tie);
+    /* Absent (every checkpoint before it existed, and unscaled ones): none. */
+    json_t *rs = json_object_get(mo, "rope_scaling");
+    mc->rope_scaling = ST_ROPE_NONE;
+    if (rs) {
+        const char *type = json_string_value(json_object_get(rs, "rope_type"));
+        if (!type || strcmp(type, "llama3") || get_real(rs, "factor", &mc->rope_factor) ||
+            get_real(rs, "low_freq_factor", &mc->rope_low_freq_factor) ||
+            get_real(rs, "high_freq_factor", &mc->rope_high_freq_factor) ||
+            get_int(rs, "original_seq_len", 1, &mc->rope_original_seq_len))
+            return -1;
+        mc->rope_scaling = ST_ROPE_LLAMA3;
+    }
     mc->preset = (char *)"";
     mc->init = (char *)"random";
     return 0;

@@ -176,14 +176,25 @@ static json_t *config_json(const st_config *cfg)
 
 static json_t *model_json(const st_model_config *mc)
 {
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, s:f}",
-                     "arch", mc->arch == ST_ARCH_GPT2 ? "gpt2" : "llama",
-                     "n_layer", (json_int_t)mc->n_layer, "n_head", (json_int_t)mc->n_head,
-                     "n_kv_head", (json_int_t)mc->n_kv_head, "d_model", (json_int_t)mc->d_model,
-                     "d_ff", (json_int_t)mc->d_ff, "vocab_size", (json_int_t)mc->vocab_size,
-                     "seq_len", (json_int_t)mc->seq_len, "rope_theta", mc->rope_theta,
-                     "norm_eps", mc->norm_eps, "tie_embeddings", mc->tie_embeddings,
-                     "init_std", mc->init_std);
+    json_t *j = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, s:f}",
+                          "arch", mc->arch == ST_ARCH_GPT2 ? "gpt2" : "llama",
+                          "n_layer", (json_int_t)mc->n_layer, "n_head", (json_int_t)mc->n_head,
+                          "n_kv_head", (json_int_t)mc->n_kv_head,
+                          "d_model", (json_int_t)mc->d_model, "d_ff", (json_int_t)mc->d_ff,
+                          "vocab_size", (json_int_t)mc->vocab_size,
+                          "seq_len", (json_int_t)mc->seq_len, "rope_theta", mc->rope_theta,
+                          "norm_eps", mc->norm_eps, "tie_embeddings", mc->tie_embeddings,
+                          "init_std", mc->init_std);
+    /* Only when scaled, so unscaled manifests read as before. */
+    if (j && mc->rope_scaling == ST_ROPE_LLAMA3)
+        json_object_set_new(j, "rope_scaling",
+                            json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3",
+                                      "factor", mc->rope_factor,
+                                      "low_freq_factor", mc->rope_low_freq_factor,
+                                      "high_freq_factor", mc->rope_high_freq_factor,
+                                      "original_seq_len",
+                                      (json_int_t)mc->rope_original_seq_len));
+    return j;
 }
 
 static json_t *manifest_json(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,

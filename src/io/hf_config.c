@@ -2,8 +2,9 @@
  * hf_import.h).  The INI stays the single source of the model's shape: the
  * config is only compared, field by field, so weights of another shape stop
  * with a message naming the field instead of a tensor shape puzzle, and a
- * setting the kernels do not implement (Llama 3's rope_scaling, another
- * activation, biases in Llama) is refused instead of silently ignored.
+ * setting the kernels do not implement (a rope_scaling other than Llama
+ * 3.1's, another activation, biases in Llama) is refused instead of
+ * silently ignored.
  *
  * A field that is absent is not checked, except where transformers has a
  * well-known default that changes the model (tie_word_embeddings,
@@ -130,6 +131,44 @@ static int check_absent(const cfgfile *c, const char *field, const char *why)
     return ST_EXIT_USAGE;
 }
 
+/* rope_scaling: absent or null for plain RoPE, else Llama 3.1's "llama3"
+ * with the model's four numbers.  Any other kind (linear, dynamic, yarn,
+ * longrope) would run as plain RoPE, so it is refused. */
+static int check_rope_scaling(const cfgfile *c, const st_model_config *mc)
+{
+    json_t *rs = json_object_get(c->root, "rope_scaling");
+    if (!rs || json_is_null(rs)) {
+        if (mc->rope_scaling == ST_ROPE_NONE)
+            return 0;
+        st_error(c->path, "rope_scaling is absent, but model.rope_scaling is llama3; hint: "
+                 "set [model] rope_scaling = none to match the weights");
+        return ST_EXIT_USAGE;
+    }
+    json_t *t = json_object_get(rs, "rope_type");
+    const char *type = json_string_value(t ? t : json_object_get(rs, "type"));
+    if (!json_is_object(rs) || !type || strcmp(type, "llama3") != 0) {
+        char buf[64];
+        st_error(c->path, "rope_scaling of type '%s' is not implemented; hint: shardtrain "
+                 "implements Llama 3.1's llama3 scaling only, and these weights would run "
+                 "with plain RoPE, so they are refused",
+                 st_printable(type ? type : "(none)", buf, sizeof buf));
+        return ST_EXIT_USAGE;
+    }
+    if (mc->rope_scaling != ST_ROPE_LLAMA3) {
+        st_error(c->path, "rope_scaling is llama3, but model.rope_scaling is none; hint: set "
+                 "[model] rope_scaling = llama3, or leave it out to take config.json's");
+        return ST_EXIT_USAGE;
+    }
+    cfgfile sub = {c->path, rs};
+    int rc = check_float(&sub, "factor", -1, "rope_factor", mc->rope_factor);
+    rc = rc ? rc : check_float(&sub, "low_freq_factor", -1, "rope_low_freq_factor",
+                               mc->rope_low_freq_factor);
+    rc = rc ? rc : check_float(&sub, "high_freq_factor", -1, "rope_high_freq_factor",
+                               mc->rope_high_freq_factor);
+    return rc ? rc : check_int(&sub, "original_max_position_embeddings", -1,
+                               "rope_original_seq_len", mc->rope_original_seq_len);
+}
+
 static int check_gpt2(const cfgfile *c, const st_model_config *mc)
 {
     static const char *const type[] = {"gpt2", NULL};
@@ -182,9 +221,7 @@ static int check_llama(const cfgfile *c, const st_model_config *mc)
     }
     rc = rc ? rc : check_string(c, "hidden_act", act, "shardtrain's Llama computes SwiGLU "
                                 "with SiLU");
-    rc = rc ? rc : check_absent(c, "rope_scaling", "RoPE frequency scaling (Llama 3.1+) "
-                                "is not implemented; these weights would run with plain "
-                                "RoPE, so they are refused");
+    rc = rc ? rc : check_rope_scaling(c, mc);
     rc = rc ? rc : check_absent(c, "attention_bias", "shardtrain's Llama has no biases");
     rc = rc ? rc : check_absent(c, "mlp_bias", "shardtrain's Llama has no biases");
     return rc;

@@ -186,6 +186,14 @@ int st_hf_write_model_files(const char *dir, const st_model *m, const st_model_c
                             const char *tokenizer)
 {
     json_t *cfg = model_config(m, mc), *gen = json_object();
+    if (cfg && m->arch == ST_ARCH_LLAMA && mc->rope_scaling == ST_ROPE_LLAMA3)
+        json_object_set_new(cfg, "rope_scaling",
+                            json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3",
+                                      "factor", mc->rope_factor,
+                                      "low_freq_factor", mc->rope_low_freq_factor,
+                                      "high_freq_factor", mc->rope_high_freq_factor,
+                                      "original_max_position_embeddings",
+                                      (json_int_t)mc->rope_original_seq_len));
     int rc = write_json(dir, "config.json", cfg);
     rc = rc ? rc : write_json(dir, "generation_config.json", gen);
     json_decref(cfg);

@@ -140,7 +140,7 @@ int st_model_init(st_model *m, const st_model_config *cfg)
         size_t n = (size_t)(m->T * (m->hd / 2));
         m->rope_cos = st_alloc(sizeof(float) * n, ST_MEM_OTHER);
         m->rope_sin = st_alloc(sizeof(float) * n, ST_MEM_OTHER);
-        st_rope_tables(m->rope_cos, m->rope_sin, m->T, m->hd, cfg->rope_theta);
+        st_rope_tables_for(m->rope_cos, m->rope_sin, m->T, m->hd, cfg);
     }
     return 0;
 }
@@ -220,14 +220,47 @@ double st_model_flops_per_token(const st_model *m)
     return 6.0 * matmul + 12.0 * (double)(m->L * m->C * m->T);
 }
 
-void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta)
+/* Llama 3.1's scaling of one inverse frequency (Meta's reference, and
+ * transformers' rope_type "llama3"): wavelengths shorter than
+ * original / high_freq_factor are kept, longer than original /
+ * low_freq_factor divided by factor, and in between interpolated linearly
+ * in original / wavelength. */
+static double llama3_scaled(double inv_freq, const st_model_config *c)
+{
+    const double two_pi = 6.283185307179586476925286766559;
+    const double orig = (double)c->rope_original_seq_len, wavelen = two_pi / inv_freq;
+    if (wavelen < orig / c->rope_high_freq_factor)
+        return inv_freq;
+    if (wavelen > orig / c->rope_low_freq_factor)
+        return inv_freq / c->rope_factor;
+    double smooth = (orig / wavelen - c->rope_low_freq_factor) /
+                    (c->rope_high_freq_factor - c->rope_low_freq_factor);
+    return (1.0 - smooth) * inv_freq / c->rope_factor + smooth * inv_freq;
+}
+
+static void rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta,
+                        const st_model_config *scaling)
 {
     int64_t half = hd / 2;
     for (int64_t t = 0; t < T; t++)
         for (int64_t i = 0; i < half; i++) {
             double inv_freq = pow(theta, -(double)(2 * i) / (double)hd);
+            if (scaling)
+                inv_freq = llama3_scaled(inv_freq, scaling);
             double a = (double)t * inv_freq;
             cos_t[t * half + i] = (float)cos(a);
             sin_t[t * half + i] = (float)sin(a);
         }
+}
+
+void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta)
+{
+    rope_tables(cos_t, sin_t, T, hd, theta, NULL);
+}
+
+void st_rope_tables_for(float *cos_t, float *sin_t, int64_t T, int64_t hd,
+                        const st_model_config *cfg)
+{
+    rope_tables(cos_t, sin_t, T, hd, cfg->rope_theta,
+                cfg->rope_scaling == ST_ROPE_LLAMA3 ? cfg : NULL);
 }

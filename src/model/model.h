@@ -78,6 +78,11 @@ void st_model_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
 /* RoPE's cos/sin tables [T, hd/2] for base theta, in double precision
  * rounded once to float (the CUDA kernels build the same tables). */
 void st_rope_tables(float *cos_t, float *sin_t, int64_t T, int64_t hd, double theta);
+/* The same for a model configuration: its rope_theta and, with
+ * rope_scaling = llama3, Llama 3.1's frequency scaling (every model unit,
+ * CPU or CUDA, reads these tables). */
+void st_rope_tables_for(float *cos_t, float *sin_t, int64_t T, int64_t hd,
+                        const st_model_config *cfg);
 
 /* Training FLOPs per token: 6 x (matrix-multiply parameters, the output
  * head counted once even when tied) + 12 x n_layer x d_model x seq_len for
