@@ -1,17 +1,37 @@
-/* Fused AdamW over a flat fp32 shard for the CUDA backend: the moment
- * updates, bias correction, decoupled weight decay and parameter update of
- * st_adamw (src/kernels/cpu_adamw.c) in one pass over p, g, m, v, plus an optional bf16
- * copy of the new parameters for the forward pass.  The shard is whatever
- * contiguous slice a rank owns, so the kernel is a plain elementwise loop.
+/* AdamW for the CUDA backend, two kernels.
  *
- * Every operation is written with explicit round-to-nearest intrinsics in
- * the CPU's order and precision (fp32 moments, fp64 update), because nvcc
- * otherwise fuses a*b + c into one FMA with a single rounding while the
- * CPU build (ISO C, no -ffp-contract) rounds twice: with the intrinsics the
- * update should match st_adamw bit for bit. */
+ * adamw_unit_kernel (adamw.h, what the engine's step runs): one launch per
+ * FSDP unit over all the segments of its shard, in fp32, writing the bf16
+ * copy of the new parameters that the next all-gather sends.  Why fp32 is
+ * enough: the master parameters and both moments are stored in fp32, and
+ * the moment updates are fp32 on the CPU too (the same operations in the
+ * same order here, so with grad_scale 1 the moments are the CPU's bits);
+ * what fp64 buys st_adamw is only the rounding of the last few operations
+ * of the update, about 2^-24 relative each.  Here the step
+ * u = mhat / (sqrt(vhat) + eps) + wd p is within a few fp32 roundings
+ * (~2^-21 relative) of the CPU's, and the new parameter p - lr u within
+ * one ulp of p plus 2^-20 lr |u|: rounding p to fp32 storage costs the CPU
+ * half an ulp already, and lr |u| is at most a few lr, far below a
+ * gradient's noise.  PyTorch's fused AdamW computes in fp32 too.
+ * Deterministic: each element is a fixed sequence of operations on its own
+ * p, g, m, v (no reduction, no atomics, no dependence on the launch
+ * geometry), written with explicit round-to-nearest intrinsics so nvcc
+ * neither contracts them into FMAs nor reorders them: the same bits run to
+ * run, on any GPU, and under the host emulation of tests/gpu/emu/.
+ * Memory traffic: 16 bytes read and 14 written per element (p, g, m, v in;
+ * p, m, v and the bf16 word out); the segment table rides in the launch's
+ * parameter block, so there is no table to copy and no host wait.
+ *
+ * adamw_kernel (ops.h, st_cuda_adamw): the earlier per-slice update with
+ * every operation in the CPU's order and precision (fp32 moments, fp64
+ * update) through explicit intrinsics, which should match st_adamw bit for
+ * bit; the engine no longer calls it, tests/gpu/test_cuda_ops.cu still
+ * checks it on a GPU. */
 #include "common.cuh"
+#include "adamw.h"
 
 #include <math.h>
+#include <string.h>
 
 using namespace st_cuda;
 
@@ -25,6 +45,50 @@ __device__ __forceinline__ uint16_t bf16_bits(float f)
     if ((u & 0x7f800000u) != 0x7f800000u)
         u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+/* The segments of one launch, by value in the kernel's parameters (about
+ * 1 KiB of the 4 KiB a launch may carry).  Segment i covers the flat index
+ * range [begin[i], begin[i + 1]) and maps it onto the shard from
+ * offset[i]; bit i of decay says whether it decays. */
+struct seg_table {
+    int n;
+    unsigned long long decay;
+    int64_t begin[ST_CUDA_ADAMW_MAX_SEGMENTS + 1];
+    int64_t offset[ST_CUDA_ADAMW_MAX_SEGMENTS];
+};
+
+/* A grid-stride loop over the segments laid end to end.  A thread's flat
+ * index only grows, so its segment is found by walking forward from the
+ * last one: no search per element.  c1, c2: the bias corrections
+ * 1 - beta^t, from the host's pow() in double, rounded once to fp32. */
+__global__ void adamw_unit_kernel(seg_table t, float *p, const float *g, float *m, float *v,
+                                  uint16_t *p_bf16, float lr, float b1, float b2, float c1,
+                                  float c2, float eps, float weight_decay, float grad_scale)
+{
+    const int64_t total = t.begin[t.n];
+    const float one_b1 = 1.0f - b1, one_b2 = 1.0f - b2;
+    int sg = 0;
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < total;
+         j += (int64_t)gridDim.x * blockDim.x) {
+        while (j >= t.begin[sg + 1])
+            sg++;
+        const int64_t i = t.offset[sg] + (j - t.begin[sg]);
+        const float wd = (t.decay >> sg) & 1ull ? weight_decay : 0.0f;
+        const float gi = __fmul_rn(g[i], grad_scale);
+        const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_b1, gi));
+        const float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(one_b2, gi), gi));
+        m[i] = mi;
+        v[i] = vi;
+        const float mhat = __fdiv_rn(mi, c1), vhat = __fdiv_rn(vi, c2);
+        const float pi = p[i];
+        const float u = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), eps)),
+                                  __fmul_rn(wd, pi));
+        const float pn = __fadd_rn(pi, -__fmul_rn(lr, u));
+        p[i] = pn;
+        if (p_bf16)
+            p_bf16[i] = bf16_bits(pn);
+    }
 }
 
 /* c1, c2: the bias corrections 1 - beta^t, computed once on the host with
@@ -65,5 +129,34 @@ extern "C" cudaError_t st_cuda_adamw(float *p, const float *g, float *m, float *
         adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(
             p, g, m, v, n, lr, (float)beta1, (float)beta2, c1, c2, eps, weight_decay,
             grad_scale, p_bf16);
+    return launch_status();
+}
+
+extern "C" cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int n_segs,
+                                          float *p, const float *g, float *m, float *v,
+                                          uint16_t *p_bf16, double lr, double beta1,
+                                          double beta2, double eps, double weight_decay,
+                                          double grad_scale, int64_t t, cudaStream_t s)
+{
+    const float c1 = (float)(1.0 - pow(beta1, (double)t));
+    const float c2 = (float)(1.0 - pow(beta2, (double)t));
+    for (int first = 0; first < n_segs; first += ST_CUDA_ADAMW_MAX_SEGMENTS) {
+        seg_table tab;
+        memset(&tab, 0, sizeof tab);
+        tab.n = n_segs - first < ST_CUDA_ADAMW_MAX_SEGMENTS ? n_segs - first
+                                                            : ST_CUDA_ADAMW_MAX_SEGMENTS;
+        for (int i = 0; i < tab.n; i++) {
+            const st_cuda_adamw_segment *sg = &segs[first + i];
+            tab.begin[i + 1] = tab.begin[i] + sg->length;
+            tab.offset[i] = sg->offset;
+            if (sg->decay)
+                tab.decay |= 1ull << i;
+        }
+        const int64_t total = tab.begin[tab.n];
+        if (total > 0)
+            adamw_unit_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(
+                tab, p, g, m, v, p_bf16, (float)lr, (float)beta1, (float)beta2, c1, c2,
+                (float)eps, (float)weight_decay, (float)grad_scale);
+    }
     return launch_status();
 }

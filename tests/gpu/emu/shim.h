@@ -84,6 +84,10 @@ inline float emu_fadd_rn(float a, float b) { return a + b; }
 inline float emu_fmul_rn(float a, float b) { return a * b; }
 inline double emu_dadd_rn(double a, double b) { return a + b; }
 inline double emu_dmul_rn(double a, double b) { return a * b; }
+inline float emu_fdiv_rn(float a, float b) { return a / b; }
+inline float emu_fsqrt_rn(float a) { return std::sqrt(a); }  // IEEE-exact, as on the GPU
+#define __fdiv_rn emu_fdiv_rn
+#define __fsqrt_rn emu_fsqrt_rn
 #define __fadd_rn emu_fadd_rn
 #define __fmul_rn emu_fmul_rn
 #define __dadd_rn emu_dadd_rn

@@ -1,0 +1,222 @@
+/* The one-launch-per-unit AdamW of cuda/adamw.cu (st_cuda_adamw_unit)
+ * against the CPU reference, st_adamw, applied segment by segment as the
+ * CPU backend does.  On a GPU (make check-gpu) and on the CPU under the
+ * host emulation of tests/gpu/emu/ (tests/cuda_adamw_emu.sh, which also
+ * counts the launches).  TAP.
+ *
+ * The segments mix decay and no decay, lengths from 0 to a few thousand,
+ * and leave gaps (the padding of a shard), which must stay untouched, bf16
+ * copy included.  Checked per case:
+ *   - the moments: with grad_scale 1 the kernel does the CPU's fp32
+ *     operations in the CPU's order, so m and v must be the same bits;
+ *     otherwise the scaled gradient may differ by an ulp (fp32 product
+ *     against the CPU's rounded fp64 one), and each moment must lie within
+ *     2^-21 of the magnitude of its two terms;
+ *   - the parameters: the CPU computes the update u = mhat / (sqrt(vhat) +
+ *     eps) + wd p and p - lr u in fp64 and rounds once; the kernel rounds
+ *     each of its ~8 fp32 operations (2^-24 relative each, and the fp32
+ *     bias corrections another 2^-24).  Every new parameter must lie within
+ *     ulp(p) + 2^-20 lr U of the CPU's, where U bounds |u| term by term
+ *     (|b1 m| + |(1 - b1) g|) / c1 / (sqrt(vhat) + eps) + wd |p|): 16 times
+ *     the expected rounding, so a miss is a wrong formula, not noise.  A
+ *     wrong decay flag is off by lr wd |p|, thousands of times the bound;
+ *   - the bf16 copy: exactly st_pack_bf16 of the kernel's own new
+ *     parameters, bit for bit;
+ *   - twice from the same inputs: the same bits (elementwise, no atomics);
+ *   - under the emulation: one launch for up to ST_CUDA_ADAMW_MAX_SEGMENTS
+ *     segments, one more per further batch. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <vector>
+
+#include "adamw.h"
+#include "base/dtype.h"
+#include "gpu_check.h"
+#include "kernels/cpu_adamw.h"
+#include "tap.h"
+
+namespace {
+
+struct Case {
+    const char *name;
+    double lr, b1, b2, eps, wd, gs;
+    int64_t t;
+};
+
+/* The shard's layout: segments in order with gaps between some. */
+std::vector<st_cuda_adamw_segment> layout(int n, int64_t *shard)
+{
+    static const int64_t lens[] = {1, 7, 1000, 0, 4097, 33, 300, 65, 2, 513};
+    std::vector<st_cuda_adamw_segment> s;
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t len = lens[i % 10] + (i / 10) * 3;
+        if (i % 4 == 3)
+            at += 5; /* a gap */
+        s.push_back({at, len, (i % 3) != 1});
+        at += len;
+    }
+    *shard = at + 11; /* trailing padding */
+    return s;
+}
+
+struct Result {
+    std::vector<float> p, m, v;
+    std::vector<uint16_t> w;
+};
+
+template <class T> T *dev(const std::vector<T> &h)
+{
+    T *d;
+    CK(cudaMalloc((void **)&d, sizeof(T) * h.size()));
+    CK(cudaMemcpy(d, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice));
+    return d;
+}
+
+template <class T> std::vector<T> host(const T *d, size_t n)
+{
+    std::vector<T> h(n);
+    CK(cudaMemcpy(h.data(), d, sizeof(T) * n, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+Result run_gpu(const std::vector<st_cuda_adamw_segment> &segs, const Case &c,
+               const std::vector<float> &p, const std::vector<float> &g,
+               const std::vector<float> &m, const std::vector<float> &v,
+               const std::vector<uint16_t> &w)
+{
+    float *dp = dev(p), *dg = dev(g), *dm = dev(m), *dv = dev(v);
+    uint16_t *dw = dev(w);
+    CK(st_cuda_adamw_unit(segs.data(), (int)segs.size(), dp, dg, dm, dv, dw, c.lr, c.b1, c.b2,
+                          c.eps, c.wd, c.gs, c.t, 0));
+    CK(cudaDeviceSynchronize());
+    Result r{host(dp, p.size()), host(dm, p.size()), host(dv, p.size()), host(dw, p.size())};
+    cudaFree(dp);
+    cudaFree(dg);
+    cudaFree(dm);
+    cudaFree(dv);
+    cudaFree(dw);
+    return r;
+}
+
+double ulp(float x)
+{
+    x = fabsf(x);
+    return (double)nextafterf(x, INFINITY) - (double)x;
+}
+
+bool same_bits(const void *a, const void *b, size_t bytes) { return !memcmp(a, b, bytes); }
+
+void run_case(const Case &c, int n_segs)
+{
+    int64_t n;
+    std::vector<st_cuda_adamw_segment> segs = layout(n_segs, &n);
+    std::vector<float> p(n), g(n), m(n), v(n);
+    std::vector<uint16_t> w(n, 0xabcd); /* the copy before: stale words */
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = uniform_pm1();
+        g[i] = uniform_pm1() * (i % 17 == 0 ? 1e-3f : 1.0f);
+        m[i] = 0.1f * uniform_pm1();
+        v[i] = 0.01f * fabsf(uniform_pm1());
+    }
+    /* The reference: st_adamw on each segment, as the CPU backend. */
+    std::vector<float> rp = p, rm = m, rv = v;
+    std::vector<char> inside(n, 0); /* 0: a gap, 1: no decay, 2: decay */
+    for (const auto &s : segs) {
+        st_adamw(&rp[s.offset], &g[s.offset], &rm[s.offset], &rv[s.offset], s.length, c.lr,
+                 c.b1, c.b2, c.eps, s.decay ? c.wd : 0.0, c.gs, c.t);
+        memset(&inside[s.offset], s.decay ? 2 : 1, (size_t)s.length);
+    }
+#ifndef __CUDACC__
+    const long launches_before = emu_launch_count("adamw_unit_kernel");
+#endif
+    Result r = run_gpu(segs, c, p, g, m, v, w);
+#ifndef __CUDACC__
+    const long launches = emu_launch_count("adamw_unit_kernel") - launches_before;
+    const long want = (n_segs + ST_CUDA_ADAMW_MAX_SEGMENTS - 1) / ST_CUDA_ADAMW_MAX_SEGMENTS;
+    tap_ok(launches == want, "%s, %d segments: %ld launch(es) (want %ld)", c.name, n_segs,
+           launches, want);
+#endif
+
+    const double c1 = 1.0 - pow(c.b1, (double)c.t), c2 = 1.0 - pow(c.b2, (double)c.t);
+    double worst_m = 0, worst_v = 0, worst_p = 0;
+    int64_t exact_p = 0, exact_mv = 0, in = 0, bad_gap = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!inside[i]) {
+            bad_gap += !same_bits(&r.p[i], &p[i], 4) || !same_bits(&r.m[i], &m[i], 4) ||
+                       !same_bits(&r.v[i], &v[i], 4) || r.w[i] != 0xabcd;
+            continue;
+        }
+        in++;
+        const double gi = fabs((double)g[i] * c.gs);
+        const double mt = fabs(c.b1 * m[i]) + (1 - c.b1) * gi;
+        const double vt = c.b2 * v[i] + (1 - c.b2) * gi * gi;
+        worst_m = fmax(worst_m, fabs((double)r.m[i] - rm[i]) / (ldexp(mt, -21) + 1e-38));
+        worst_v = fmax(worst_v, fabs((double)r.v[i] - rv[i]) / (ldexp(vt, -21) + 1e-38));
+        exact_mv += same_bits(&r.m[i], &rm[i], 4) && same_bits(&r.v[i], &rv[i], 4);
+        const double U = mt / c1 / (sqrt((double)rv[i] / c2) + c.eps) +
+                         (inside[i] == 2 ? c.wd * fabs(p[i]) : 0.0);
+        const double bound = fmax(ulp(rp[i]), ulp(r.p[i])) + ldexp(c.lr * U, -20);
+        const double err = fabs((double)r.p[i] - rp[i]);
+        if (!(err <= bound * 1e9)) /* NaN, or wildly off */
+            worst_p = INFINITY;
+        else
+            worst_p = fmax(worst_p, err / bound);
+        exact_p += same_bits(&r.p[i], &rp[i], 4);
+    }
+    if (c.gs == 1.0)
+        tap_ok(exact_mv == in, "%s, %d segments: m and v are the CPU's bits (%lld of %lld)",
+               c.name, n_segs, (long long)exact_mv, (long long)in);
+    else
+        tap_ok(worst_m <= 1.0 && worst_v <= 1.0,
+               "%s, %d segments: m, v within 2^-21 of their terms (worst %.3g, %.3g of it)",
+               c.name, n_segs, worst_m, worst_v);
+    tap_ok(worst_p <= 1.0,
+           "%s, %d segments: p within ulp + 2^-20 lr |u| of the CPU (worst %.3g of the bound)",
+           c.name, n_segs, worst_p);
+    tap_diag("%s: %lld of %lld parameters bit-identical to the fp64 CPU update", c.name,
+             (long long)exact_p, (long long)in);
+    tap_ok(bad_gap == 0, "%s, %d segments: elements outside the segments untouched (%lld moved)",
+           c.name, n_segs, (long long)bad_gap);
+
+    std::vector<uint16_t> want16(n);
+    st_pack_bf16(want16.data(), r.p.data(), n);
+    int64_t bad16 = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad16 += inside[i] && r.w[i] != want16[i];
+    tap_ok(bad16 == 0, "%s, %d segments: the bf16 copy is st_pack_bf16 of the new p (%lld differ)",
+           c.name, n_segs, (long long)bad16);
+
+    Result again = run_gpu(segs, c, p, g, m, v, w);
+    tap_ok(same_bits(again.p.data(), r.p.data(), 4 * n) &&
+               same_bits(again.m.data(), r.m.data(), 4 * n) &&
+               same_bits(again.v.data(), r.v.data(), 4 * n) &&
+               same_bits(again.w.data(), r.w.data(), 2 * n),
+           "%s, %d segments: a second run gives the same bits", c.name, n_segs);
+}
+
+} /* namespace */
+
+int main(void)
+{
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev < 1) {
+        printf("Bail out! no usable CUDA GPU (%s): test_cuda_adamw needs one\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        return 1;
+    }
+    const Case cases[] = {
+        {"first step, wd 0.1", 1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 1},
+        {"step 10, clipped 0.73", 3e-3, 0.9, 0.95, 1e-8, 0.1, 0.73, 10},
+        {"step 1000, beta2 0.999", 6e-4, 0.9, 0.999, 1e-8, 0.01, 1.0, 1000},
+    };
+    for (const Case &c : cases)
+        run_case(c, 10);
+    /* More segments than one launch carries: the batching path. */
+    run_case(cases[1], ST_CUDA_ADAMW_MAX_SEGMENTS + 6);
+    return tap_done();
+}
