@@ -3,7 +3,11 @@
  * g.v along a random unit direction v restricted to that tensor must match
  * the central difference (L(p + h v) - L(p - h v)) / 2h of the forward-only
  * loss, v being a random direction blended with the gradient's own.  Also: activation recomputation reproduces the gradients bit for
- * bit, and the check itself flags a corrupted gradient. */
+ * bit, and the check itself flags a corrupted gradient.  And the engine's
+ * bf16 shard copy (what a bf16 gather sends): after an optimizer step and
+ * after parameters are written from outside (st_fsdp_shard_from_host, as
+ * a checkpoint load does), a forward pass gives the loss of a fresh engine
+ * holding the same fp32 parameters, bit for bit. */
 #include "model_fixture.h"
 #include "tap.h"
 
@@ -135,11 +139,69 @@ static void check_arch(int arch, int tied)
     st_config_free(&cfg);
 }
 
+/* Every parameter of src into dst, through the host, as checkpoints do. */
+static void copy_params(st_fsdp *dst, const st_fsdp *src)
+{
+    for (int u = 0; u < src->n_units; u++) {
+        int64_t n = src->units[u].shard;
+        float *h = malloc(sizeof(float) * (size_t)n);
+        st_fsdp_shard_to_host(src, u, ST_FSDP_PARAMS, 0, n, h);
+        st_fsdp_shard_from_host(dst, u, ST_FSDP_PARAMS, 0, n, h);
+        free(h);
+    }
+}
+
+/* The forward loss of a fresh engine holding e's parameters. */
+static double fresh_loss(const st_fsdp *e, const st_config *cfg, st_kernels *k,
+                         const int32_t *in, const int32_t *tg)
+{
+    st_fsdp f;
+    st_engine_open(&f, e->model, cfg, NULL, k);
+    copy_params(&f, e);
+    double l = fx_forward(&f, in, tg, NULL);
+    st_fsdp_destroy(&f);
+    return l;
+}
+
+static void check_bf16_copy(st_kernels *k)
+{
+    st_config cfg;
+    fixture_config(&cfg, ST_ARCH_GPT2, 1, B, T);
+    cfg.train.precision = ST_PREC_BF16;
+    st_model m;
+    st_fsdp e, other;
+    if (!tap_ok(st_model_init(&m, &cfg.model) == 0 &&
+                    st_engine_open(&e, &m, &cfg, NULL, k) == 0 &&
+                    st_engine_open(&other, &m, &cfg, NULL, k) == 0,
+                "bf16 copy, %s: engines build", k->name))
+        return;
+    tap_ok(e.units[0].params16 != NULL, "bf16 copy, %s: the engine keeps one", k->name);
+    fixture_randomise(&e, 3);
+    fixture_randomise(&other, 4);
+    int32_t in[B * T], tg[B * T];
+    fixture_tokens(in, tg, B * T, m.V, 5);
+    fx_forward(&e, in, tg, NULL); /* packs the copy */
+    st_fsdp_zero_grads(&e);
+    fx_forward_backward(&e, in, tg, 1.0f / (B * T));
+    st_fsdp_optimizer_step(&e, 1e-2, 1.0);
+    tap_ok(fx_forward(&e, in, tg, NULL) == fresh_loss(&e, &cfg, k, in, tg),
+           "bf16 copy, %s: after an optimizer step, the loss of the new parameters", k->name);
+    copy_params(&e, &other);
+    tap_ok(fx_forward(&e, in, tg, NULL) == fresh_loss(&other, &cfg, k, in, tg),
+           "bf16 copy, %s: after parameters loaded from the host, their loss", k->name);
+    st_fsdp_destroy(&other);
+    st_fsdp_destroy(&e);
+    st_model_free(&m);
+    st_config_free(&cfg);
+}
+
 int main(void)
 {
     check_arch(ST_ARCH_GPT2, 1);
     check_arch(ST_ARCH_GPT2, 0);
     check_arch(ST_ARCH_LLAMA, 0);
     check_arch(ST_ARCH_LLAMA, 1);
+    check_bf16_copy(st_kernels_cpu());
+    check_bf16_copy(st_kernels_cpu_bf16params());
     return tap_done();
 }

@@ -91,7 +91,8 @@ check "activation_checkpointing lowers peak_bytes ($pk_full -> $pk_ck)" test "$p
 run_train bf -s train.precision=bf16
 bf_first=$(metrics "$TMP/bf/logs/metrics.jsonl" loss | head -n 1)
 check "bf16 first loss within 2e-2 of fp32 ($bf_first vs $first)" python3 -c "import sys; sys.exit(not (abs($bf_first - $first) / $first < 2e-2))"
-check "bf16 keeps the same state_bytes (fp32 master)" test "$(metrics "$TMP/bf/logs/metrics.jsonl" state_bytes | tail -n 1)" -eq "$sb"
+# bf16 keeps the fp32 master and adds the shard's bf16 copy the gathers send.
+check "bf16 state_bytes = 18 x parameters (fp32 master + its bf16 copy)" test "$(metrics "$TMP/bf/logs/metrics.jsonl" state_bytes | tail -n 1)" -eq $((18 * nparams))
 
 # Llama, with evaluation.
 if run_train ll -s model.arch=llama -s train.eval_every=6 -s train.eval_batches=2; then ok "tiny llama trains"; else not_ok "tiny llama trains"; diag "$(cat "$TMP/ll.err")"; fi

@@ -3,7 +3,10 @@
  * gathered, released and reduced; here each event becomes buffers and
  * collectives: a gather allocates the full unit and all-gathers into it, a
  * release frees it, a reduction reduce-scatters (and, hybrid or DDP,
- * all-reduces) the full gradient into the shard.
+ * all-reduces) the full gradient into the shard.  Training in bf16, each
+ * shard keeps a bf16 copy of its parameters that the optimizer writes with
+ * the update (one adamw_unit call per unit, on segments made at set-up), so
+ * a gather sends the words as they are instead of packing the shard.
  *
  * Unit memory is the kernels backend's (kernels.h): every op, copy and
  * reduction on it goes through f->k, and values the host needs (initial
@@ -30,6 +33,19 @@ static int head_unit(const st_fsdp *f) { return f->n_units - 1; }
  * the words as they arrive, never widened to fp32. */
 static int keeps_words(const st_fsdp *f) { return f->pdt == ST_DT_BF16; }
 
+/* The shard's bf16 copy (bf16 training), packed here only when something
+ * other than the optimizer wrote the fp32 shard since (set-up, a
+ * checkpoint, an import): every other gather finds the optimizer's words
+ * and sends them without a pass over the shard. */
+static uint16_t *shard_words(st_fsdp *f, st_fsdp_unit *x)
+{
+    if (!x->params16_fresh) {
+        f->k->ops->pack_bf16(f->k, x->params16, x->params, x->shard);
+        x->params16_fresh = 1;
+    }
+    return x->params16;
+}
+
 static int gather_start(st_fsdp *f, int u)
 {
     st_kernels *k = f->k;
@@ -38,14 +54,14 @@ static int gather_start(st_fsdp *f, int u)
         return 0;
     if (f->S == 1) {
         /* Nothing to gather: the shard is the unit.  bf16 compute still
-         * needs the rounded copy an all-gather would have delivered. */
+         * needs the rounded values an all-gather would have delivered: the
+         * shard's own bf16 copy, as words or widened (unpacking packed
+         * words gives round_bf16's bits). */
         if (keeps_words(f)) {
-            uint16_t *w = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-            k->ops->pack_bf16(k, w, x->params, x->padded);
-            x->full = w;
+            x->full = shard_words(f, x);
         } else if (f->bf16) {
             x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
-            k->ops->round_bf16(k, x->full, x->params, x->padded);
+            k->ops->unpack_bf16(k, x->full, shard_words(f, x), x->padded);
         } else {
             x->full = x->params;
         }
@@ -56,10 +72,8 @@ static int gather_start(st_fsdp *f, int u)
         x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
     int rc;
     if (f->bf16) {
-        x->gather_send = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
         x->gather_recv = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-        k->ops->pack_bf16(k, x->gather_send, x->params, x->shard);
-        rc = st_comm_allgather(f->groups->shard, x->gather_send, x->gather_recv, x->shard,
+        rc = st_comm_allgather(f->groups->shard, shard_words(f, x), x->gather_recv, x->shard,
                                ST_DT_BF16, &x->gather_req, st_desc("unit", u));
     } else {
         rc = st_comm_allgather(f->groups->shard, x->params, x->full, x->shard, ST_DT_F32,
@@ -82,8 +96,7 @@ static int gather_wait(st_fsdp *f, int u)
             f->k->ops->unpack_bf16(f->k, x->full, x->gather_recv, x->padded);
             f->k->ops->free(f->k, x->gather_recv);
         }
-        f->k->ops->free(f->k, x->gather_send);
-        x->gather_send = x->gather_recv = NULL;
+        x->gather_recv = NULL;
     }
     x->state = UNIT_GATHERED;
     return rc;
@@ -93,7 +106,8 @@ static int release(st_fsdp *f, int u)
 {
     st_fsdp_unit *x = &f->units[u];
     int rc = gather_wait(f, u);
-    if (x->state == UNIT_GATHERED && x->full != x->params)
+    /* The shard itself or its bf16 copy (one rank) is not the gather's. */
+    if (x->state == UNIT_GATHERED && x->full != x->params && x->full != x->params16)
         f->k->ops->free(f->k, x->full);
     x->full = NULL;
     x->state = UNIT_SHARDED;
@@ -395,8 +409,44 @@ void st_fsdp_shard_to_host(const st_fsdp *f, int u, st_fsdp_array a, int64_t off
 void st_fsdp_shard_from_host(st_fsdp *f, int u, st_fsdp_array a, int64_t off, int64_t n,
                              const float *src)
 {
+    /* New parameters from outside: the bf16 copy no longer says them. */
+    if (a == ST_FSDP_PARAMS)
+        f->units[u].params16_fresh = 0;
     f->k->ops->from_host(f->k, array_of(&f->units[u], a) + off, src,
                          sizeof(float) * (size_t)n);
+}
+
+/* Each unit's AdamW segments: the part of every tensor inside this rank's
+ * slice, with the tensor's decay, adjacent parts of the same decay merged
+ * (AdamW is elementwise, so the bits do not depend on the split).  Made
+ * once: the step then costs one adamw_unit call per unit. */
+static void build_segments(st_fsdp *f)
+{
+    const st_model *m = f->model;
+    for (int u = 0; u < f->n_units; u++)
+        f->units[u].n_segs = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        f->units[m->tensors[i].unit].n_segs++;
+    for (int u = 0; u < f->n_units; u++) {
+        st_fsdp_unit *x = &f->units[u];
+        x->segs = st_alloc(sizeof(st_adamw_segment) * (size_t)(x->n_segs ? x->n_segs : 1),
+                           ST_MEM_OTHER);
+        x->n_segs = 0;
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        const st_tensor *t = &m->tensors[i];
+        st_fsdp_unit *x = &f->units[t->unit];
+        int64_t a = t->offset > x->lo ? t->offset : x->lo;
+        int64_t b = t->offset + t->numel < x->lo + x->shard ? t->offset + t->numel
+                                                             : x->lo + x->shard;
+        if (a >= b)
+            continue;
+        st_adamw_segment *last = x->n_segs ? &x->segs[x->n_segs - 1] : NULL;
+        if (last && last->offset + last->length == a - x->lo && last->decay == !!t->decay)
+            last->length += b - a;
+        else
+            x->segs[x->n_segs++] = (st_adamw_segment){a - x->lo, b - a, !!t->decay};
+    }
 }
 
 int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
@@ -429,8 +479,13 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
         x->grads = k->ops->alloc(k, bytes, ST_MEM_GRADS);
         x->adam_m = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
         x->adam_v = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
+        /* Stale until the first gather packs it (params are about to be
+         * loaded anyway). */
+        if (f->bf16)
+            x->params16 = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_PARAMS);
         x->state = UNIT_SHARDED;
     }
+    build_segments(f);
     int64_t N = f->B * m->T;
     f->res = k->ops->alloc(k, sizeof(float) * (size_t)((m->L + 1) * N * m->C), ST_MEM_ACTS);
     size_t sets = recompute(f) ? 1 : (size_t)m->L;
@@ -457,7 +512,9 @@ void st_fsdp_destroy(st_fsdp *f)
         k->ops->free(k, x->grads);
         k->ops->free(k, x->adam_m);
         k->ops->free(k, x->adam_v);
+        k->ops->free(k, x->params16);
         k->ops->free(k, x->full_grad);
+        st_free(x->segs);
     }
     st_free(f->units);
     k->ops->free(k, f->res);
@@ -498,22 +555,16 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
 
 void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale)
 {
-    const st_model *m = f->model;
-    const double b1 = f->opt.adamw.beta1, b2 = f->opt.adamw.beta2, eps = f->opt.adamw.eps;
     f->opt_steps++;
-    /* Each tensor's part inside this rank's slice, with its own decay. */
-    for (int i = 0; i < m->n_tensors; i++) {
-        const st_tensor *t = &m->tensors[i];
-        st_fsdp_unit *x = &f->units[t->unit];
-        int64_t a = t->offset > x->lo ? t->offset : x->lo;
-        int64_t b = t->offset + t->numel < x->lo + x->shard ? t->offset + t->numel
-                                                             : x->lo + x->shard;
-        if (a >= b)
-            continue;
-        int64_t off = a - x->lo;
-        f->k->ops->adamw(f->k, x->params + off, x->grads + off, x->adam_m + off,
-                         x->adam_v + off, b - a, lr, b1, b2, eps,
-                         t->decay ? f->opt.adamw.weight_decay : 0.0, grad_scale, f->opt_steps);
+    const st_adamw_args a = {lr, f->opt.adamw.beta1, f->opt.adamw.beta2, f->opt.adamw.eps,
+                             f->opt.adamw.weight_decay, grad_scale, f->opt_steps};
+    /* One call per unit (one launch on a device).  A stale bf16 copy is
+     * left stale, not updated in part: the next gather packs all of it. */
+    for (int u = 0; u < f->n_units; u++) {
+        st_fsdp_unit *x = &f->units[u];
+        if (x->n_segs)
+            f->k->ops->adamw_unit(f->k, x->segs, x->n_segs, x->params, x->grads, x->adam_m,
+                                  x->adam_v, x->params16_fresh ? x->params16 : NULL, &a);
     }
 }
 

@@ -5,7 +5,9 @@
  * Each unit's parameters (model.h) form one flat buffer, padded to a
  * multiple of the shard group size S.  A rank stores only its contiguous
  * slice of the fp32 master parameters, the gradients and AdamW's two
- * moments.  Before a unit computes, its slices are all-gathered over the
+ * moments (and, training in bf16, a bf16 copy of its parameters that the
+ * optimizer writes with each update, so that a gather sends it as it is).
+ * Before a unit computes, its slices are all-gathered over the
  * shard group (in the compute dtype); after its backward, the full gradient
  * is reduce-scattered back to the slices and, for hybrid sharding,
  * all-reduced across the replicate group.  The strategies are points of
@@ -55,7 +57,19 @@ typedef struct {
     void *full;
     st_unit_state state;
     st_comm_req gather_req;
-    uint16_t *gather_send, *gather_recv;       /* bf16 staging (backend) */
+    uint16_t *gather_recv;   /* bf16 all-gather destination (backend) */
+    /* AdamW's description of this shard (host memory), made once at
+     * set-up: the parts of the unit's tensors inside [lo, lo + shard). */
+    st_adamw_segment *segs;
+    int n_segs;
+    /* bf16 training: the shard's parameters packed to bf16 (backend,
+     * [shard]), what the next gather sends (or, one rank with a backend
+     * that keeps bf16 words, the gathered unit itself).  The optimizer
+     * writes it with each update; anything else that writes params
+     * (st_fsdp_shard_from_host) marks it stale, and the next gather packs
+     * it afresh.  NULL in fp32. */
+    uint16_t *params16;
+    int params16_fresh;      /* params16 == st_pack_bf16(params), every element */
     /* Full-size gradient being accumulated (no_sync, tied embeddings). */
     float *full_grad;
 } st_fsdp_unit;

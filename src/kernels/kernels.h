@@ -49,6 +49,23 @@
 
 typedef struct st_kernels st_kernels;
 
+/* AdamW over one FSDP unit's shard in one call (adamw_unit).  The engine
+ * describes the shard once, at set-up, as segments: each is the part of one
+ * tensor (or of adjacent tensors with the same decay) inside the shard, with
+ * whether it decays.  Elements of no segment (the padding of the last
+ * shard) are left alone. */
+typedef struct {
+    int64_t offset;          /* first element, from the start of the shard */
+    int64_t length;
+    int decay;               /* apply weight_decay (else 0) */
+} st_adamw_segment;
+
+/* One step's hyperparameters, st_adamw's meanings (cpu_adamw.h). */
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay, grad_scale;
+    int64_t t;               /* 1-based step of the bias correction */
+} st_adamw_args;
+
 /* Backend operations; each backend fills one table (kernels_cpu.c,
  * kernels_cuda.c).  Every op receives the backend instance it runs on, as
  * comm ops receive their communicator. */
@@ -94,9 +111,14 @@ typedef struct {
     void (*add_inplace)(st_kernels *k, float *y, const float *x, int64_t n);
     /* *acc += sum of x[i]^2, in double, acc in backend memory. */
     void (*sumsq)(st_kernels *k, const float *x, int64_t n, double *acc);
-    void (*adamw)(st_kernels *k, float *p, const float *g, float *m, float *v, int64_t n,
-                  double lr, double beta1, double beta2, double eps, double weight_decay,
-                  double grad_scale, int64_t t);
+    /* AdamW on the segments of one unit's shard (p, g, m, v: [shard]), as
+     * st_adamw on each.  When p_bf16 is not NULL it also writes st_pack_bf16
+     * of each updated parameter there (the engine's bf16 copy of the shard,
+     * which the next gather sends), and leaves the words of elements outside
+     * the segments alone.  A device backend makes it one launch. */
+    void (*adamw_unit)(st_kernels *k, const st_adamw_segment *segs, int n_segs, float *p,
+                       const float *g, float *m, float *v, uint16_t *p_bf16,
+                       const st_adamw_args *a);
 
     /* Releases what the instance holds; NULL for a backend that holds
      * nothing (its instances are static). */

@@ -158,12 +158,23 @@ static void cpu_sumsq(st_kernels *k, const float *x, int64_t n, double *acc)
     *acc = s;
 }
 
-static void cpu_adamw(st_kernels *k, float *p, const float *g, float *m, float *v, int64_t n,
-                      double lr, double beta1, double beta2, double eps, double weight_decay,
-                      double grad_scale, int64_t t)
+/* st_adamw on each segment, the reference's bits unchanged (it is
+ * elementwise, so splitting the shard differently changes nothing), and the
+ * bf16 copy packed right after each segment's update, while it is still in
+ * cache.  st_pack_bf16 of the fp32 result is by definition what the gather
+ * would have packed, so bf16 runs keep their bits too. */
+static void cpu_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_segs, float *p,
+                           const float *g, float *m, float *v, uint16_t *p_bf16,
+                           const st_adamw_args *a)
 {
     (void)k;
-    st_adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+    for (int i = 0; i < n_segs; i++) {
+        const int64_t o = segs[i].offset, n = segs[i].length;
+        st_adamw(p + o, g + o, m + o, v + o, n, a->lr, a->beta1, a->beta2, a->eps,
+                 segs[i].decay ? a->weight_decay : 0.0, a->grad_scale, a->t);
+        if (p_bf16)
+            st_pack_bf16(p_bf16 + o, p + o, n);
+    }
 }
 
 #define CPU_COMMON                                                               \
@@ -172,7 +183,7 @@ static void cpu_adamw(st_kernels *k, float *p, const float *g, float *m, float *
     .block_acts_bytes = cpu_block_acts_bytes, .scratch_bytes = cpu_scratch_bytes, \
     .embed_backward = cpu_embed_backward, .pack_bf16 = cpu_pack_bf16,            \
     .unpack_bf16 = cpu_unpack_bf16, .round_bf16 = cpu_round_bf16,                \
-    .add_inplace = cpu_add_inplace, .sumsq = cpu_sumsq, .adamw = cpu_adamw,      \
+    .add_inplace = cpu_add_inplace, .sumsq = cpu_sumsq, .adamw_unit = cpu_adamw_unit, \
     .destroy = NULL
 
 static const st_kernels_ops cpu_ops = {

@@ -56,6 +56,7 @@ int st_kernels_cuda_check(const st_config *cfg)
 
 #include <cuda_runtime_api.h>
 
+#include "adamw.h"
 #include "model_cuda.h"
 
 /* One instance's state (st_kernels.impl). */
@@ -358,13 +359,23 @@ static void cuda_sumsq(st_kernels *k, const float *x, int64_t n, double *acc)
     check(st_cuda_sumsq(x, n, acc, cu->partials, cu->stream), "st_cuda_sumsq");
 }
 
-static void cuda_adamw(st_kernels *k, float *p, const float *g, float *m, float *v,
-                       int64_t n, double lr, double beta1, double beta2, double eps,
-                       double weight_decay, double grad_scale, int64_t t)
+/* One launch per unit (cuda/adamw.cu): the segments cross as the
+ * launch's parameters, so nothing is copied or waited for. */
+static void cuda_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_segs, float *p,
+                            const float *g, float *m, float *v, uint16_t *p_bf16,
+                            const st_adamw_args *a)
 {
-    check(st_cuda_adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t,
-                        NULL, state(k)->stream),
-          "st_cuda_adamw");
+    st_cuda_adamw_segment cs[ST_CUDA_ADAMW_MAX_SEGMENTS];
+    for (int first = 0; first < n_segs; first += ST_CUDA_ADAMW_MAX_SEGMENTS) {
+        int n = n_segs - first < ST_CUDA_ADAMW_MAX_SEGMENTS ? n_segs - first
+                                                           : ST_CUDA_ADAMW_MAX_SEGMENTS;
+        for (int i = 0; i < n; i++)
+            cs[i] = (st_cuda_adamw_segment){segs[first + i].offset, segs[first + i].length,
+                                            segs[first + i].decay};
+        check(st_cuda_adamw_unit(cs, n, p, g, m, v, p_bf16, a->lr, a->beta1, a->beta2, a->eps,
+                                 a->weight_decay, a->grad_scale, a->t, state(k)->stream),
+              "st_cuda_adamw_unit");
+    }
 }
 
 /* ---- the instance ------------------------------------------------------ */
@@ -407,7 +418,7 @@ static const st_kernels_ops cuda_ops = {
     .round_bf16 = cuda_round_bf16,
     .add_inplace = cuda_add_inplace,
     .sumsq = cuda_sumsq,
-    .adamw = cuda_adamw,
+    .adamw_unit = cuda_adamw_unit,
     .destroy = cuda_destroy,
 };
 

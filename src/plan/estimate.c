@@ -3,7 +3,8 @@
  * engine's own schedule (engine/schedule.h) for a step (up to two
  * micro-steps, which covers no_sync's buffers carried over) and adding up
  * the bytes each event allocates or frees as fsdp.c does: the gathered
- * units and their bf16 staging, the full-size gradient buffers, and the
+ * units and their bf16 receive buffers (a bf16 gather sends the shard's
+ * persistent bf16 copy, counted with the parameters), the full-size gradient buffers, and the
  * buffers of the reductions held.  The peak is taken at the moments the
  * engine's own peaks occur: when a gather starts, during a step's compute,
  * and right after a reduction starts while the previous one is still
@@ -47,14 +48,14 @@ static void gather_start(sim *s, int u)
     }
     s->comm += 4.0 * (double)s->padded[u];
     if (s->bf16)
-        s->comm += 2.0 * (double)(s->shard[u] + s->padded[u]);
+        s->comm += 2.0 * (double)s->padded[u];
     note_peak(s);
 }
 
 static void gather_wait(sim *s, int u)
 {
     if (s->bf16)
-        s->comm -= 2.0 * (double)(s->shard[u] + s->padded[u]);
+        s->comm -= 2.0 * (double)s->padded[u];
 }
 
 static void release(sim *s, int u)
@@ -173,7 +174,8 @@ void st_estimate_memory_traced(const st_model *m, const st_config *cfg, int stra
         shard_total += (double)shard[u];
         h[u] = 0;
     }
-    out->params = 4.0 * shard_total;
+    /* bf16 training keeps the shard's bf16 copy beside the fp32 master. */
+    out->params = (s.bf16 ? 6.0 : 4.0) * shard_total;
     out->grads = 4.0 * shard_total;
     out->optim = 8.0 * shard_total;
 
@@ -185,7 +187,9 @@ void st_estimate_memory_traced(const st_model *m, const st_config *cfg, int stra
                        2.0 * 2.0 * 4.0 * (double)N; /* input and target tokens, on the
                                                       * host and the engine's copy */
     /* Tables: the tensor table, units, rope tables, the engine's unit
-     * records, the window, the step list and the engine's two sums. */
+     * records, the window, the step list and the engine's two sums (the
+     * engine's AdamW segments, at most a tensor's 24 bytes each, are left
+     * out: well under a kilobyte a layer). */
     out->other = (double)((m->L * 12 + 8) * sizeof(st_tensor)) + (double)nu * 64.0 * 2 +
                  (m->arch == ST_ARCH_LLAMA ? 8.0 * (double)(m->T * (m->hd / 2)) : 0.0) +
                  4.0 * (double)(m->T + 1) + 8.0 * (double)(2 * m->L + 4) + 16.0;
