@@ -11,7 +11,11 @@
 # (norm-wise); bf16 within 2e-2; 2 ranks (full_shard) give the 1-rank
 # emulated result within fsdp.sh's tolerances (1e-5 fp32, 1e-3 bf16).
 # A block's CUDA threads resumed in reverse order give the same bits (no
-# kernel depends on thread order).  Tiny models the attention kernels
+# kernel depends on thread order), and so does a second run.  The
+# optimizer is one AdamW launch per unit per step (the launch log), and a
+# bf16 run on 2 ranks resumed from its step-2 checkpoint continues with the
+# uninterrupted run's losses and weights bit for bit (the shard's bf16
+# copy, which the gathers send, is packed afresh after the load).  Tiny models the attention kernels
 # accept (head dim 64): gpt2 and llama with grouped-query attention
 # (n_kv_head < n_head); bf16 attention on the tensor-core kernels, as the
 # emulation's launch log shows.  A few minutes on two cores.  Not covered:
@@ -114,6 +118,10 @@ check "cpu reference reports device cpu" on_device cpu_gpt2 1 cpu
 # race-free kernel gives the same bits in both orders (no atomics anywhere).
 for arch in gpt2 llama; do
     run emu_$arch "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda &
+    if [ $arch = gpt2 ]; then
+        run emu_gpt2_bf16_again "$EMU" 1 "$TMP/gpt2.ini" -s train.device=cuda \
+            -s train.precision=bf16 &
+    fi
     if [ $arch = llama ]; then
         (export ST_EMU_REVERSE=1; run emu_llama_bf16_rev "$EMU" 1 "$TMP/llama.ini" \
             -s train.device=cuda -s train.precision=bf16) &
@@ -152,14 +160,39 @@ else
     not_ok "llama bf16: threads resumed in reverse order give the same weights bit for bit"
 fi
 
+check "gpt2 bf16: a second emulated run gives the same losses and weights bit for bit" \
+    compare_runs --exact "$TMP/emu_gpt2_bf16_again" "$TMP/emu_gpt2_bf16" "$STEPS"
+
+# launches NAME KERNEL: how many times the run NAME (all its ranks) launched
+# exactly KERNEL
+launches() {
+    awk -v k="$2" '$2 == k { n += $1 } END { print n + 0 }' "$TMP/$1.launches" 2>/dev/null
+}
+# n_layer 2: units embedding, 2 blocks, head
+units=4
+for name in emu_gpt2 emu_llama_bf16; do
+    n=$(launches $name adamw_unit_kernel)
+    check "$name: one AdamW launch per unit per step ($n = $STEPS steps x $units units)" \
+        test "$n" -eq $((STEPS * units))
+    check "$name: no per-tensor AdamW launch" test "$(launches $name adamw_kernel)" -eq 0
+done
+
 # Two ranks sharing the one device, host-staged mpi collectives.
 fs="-s parallel.strategy=full_shard -s train.device=cuda"
 run emu_gpt2_np2 "$EMU" 2 "$TMP/gpt2.ini" $fs
 check "2 ranks: both report device cuda:0" on_device emu_gpt2_np2 2 cuda:0
 same emu_gpt2_np2 emu_gpt2 1e-5 "fp32 full_shard on 2 ranks (staged mpi) matches 1 rank within 1e-5"
-run emu_gpt2_bf16_np2 "$EMU" 2 "$TMP/gpt2.ini" $fs -s train.precision=bf16
+run emu_gpt2_bf16_np2 "$EMU" 2 "$TMP/gpt2.ini" $fs -s train.precision=bf16 \
+    -s checkpoint.every=1
 same emu_gpt2_bf16_np2 emu_gpt2_bf16 1e-3 \
     "bf16 full_shard on 2 ranks (staged mpi) matches 1 rank within 1e-3"
+n=$(launches emu_gpt2_bf16_np2 adamw_unit_kernel)
+check "bf16 on 2 ranks: one AdamW launch per unit per step on each rank ($n)" \
+    test "$n" -eq $((2 * STEPS * units))
+run emu_gpt2_bf16_np2_res "$EMU" 2 "$TMP/gpt2.ini" $fs -s train.precision=bf16 \
+    -s checkpoint.resume="$TMP/emu_gpt2_bf16_np2/ckpt/step_00000002"
+check "bf16 on 2 ranks, resumed at step 2: losses and final weights bit-identical" \
+    compare_runs --exact --resumed-at 2 "$TMP/emu_gpt2_bf16_np2_res" "$TMP/emu_gpt2_bf16_np2"
 
 # Self-check: a different run (another seed) is told apart.
 if compare cpu_gpt2_seed emu_gpt2 1e-4 >/dev/null 2>&1; then
