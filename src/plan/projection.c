@@ -67,7 +67,9 @@
  * micro-steps run one after the other; with no_sync only the last one
  * reduces.  The optimizer update is memory-bound: AdamW reads parameters,
  * gradients and both moments and writes three of them back, 28 bytes per
- * fp32 element of the rank's shards, at hbm_bw.  Neglected: the loss and
+ * fp32 element of the rank's shards, at hbm_bw (in bf16 it also writes
+ * the shard's bf16 copy, 2 bytes more, which spares the gathers a packing
+ * pass; neither is counted).  Neglected: the loss and
  * gradient-norm all-reduces of a few bytes, the bf16 packing and the
  * host-side gradient accumulation, kernel launch gaps, and any slowdown of
  * compute by communication kernels sharing the SMs.
