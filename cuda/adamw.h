@@ -28,7 +28,7 @@ typedef struct {
 } st_cuda_adamw_segment;
 
 /* Segments one launch carries in its parameter block; a unit with more
- * (no model here comes close: a block has at most 16 tensors) takes one
+ * (no model here comes close: a block has at most 12 tensors) takes one
  * launch per this many. */
 #define ST_CUDA_ADAMW_MAX_SEGMENTS 64
 
