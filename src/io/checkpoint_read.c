@@ -89,7 +89,7 @@ static int read_model(st_ckpt *c, json_t *mo)
         if (!type || strcmp(type, "llama3") || get_real(rs, "factor", &mc->rope_factor) ||
             get_real(rs, "low_freq_factor", &mc->rope_low_freq_factor) ||
             get_real(rs, "high_freq_factor", &mc->rope_high_freq_factor) ||
-            get_int(rs, "original_seq_len", 1, &mc->rope_original_seq_len))
+            get_int(rs, "original_max_position_embeddings", 1, &mc->rope_original_seq_len))
             return -1;
         mc->rope_scaling = ST_ROPE_LLAMA3;
     }

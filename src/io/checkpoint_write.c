@@ -7,6 +7,7 @@
  * therefore never sees a step directory without all of its files, and
  * `latest` never names a directory that is not complete. */
 #include "io/checkpoint.h"
+#include "io/hf_export.h"
 #include "io/manifest_seal.h"
 #include "base/alloc.h"
 #include "base/log.h"
@@ -186,14 +187,10 @@ static json_t *model_json(const st_model_config *mc)
                           "norm_eps", mc->norm_eps, "tie_embeddings", mc->tie_embeddings,
                           "init_std", mc->init_std);
     /* Only when scaled, so unscaled manifests read as before. */
-    if (j && mc->rope_scaling == ST_ROPE_LLAMA3)
-        json_object_set_new(j, "rope_scaling",
-                            json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3",
-                                      "factor", mc->rope_factor,
-                                      "low_freq_factor", mc->rope_low_freq_factor,
-                                      "high_freq_factor", mc->rope_high_freq_factor,
-                                      "original_seq_len",
-                                      (json_int_t)mc->rope_original_seq_len));
+    json_t *rs = st_hf_rope_scaling_json(mc);
+    if (j && rs)
+        json_object_set(j, "rope_scaling", rs);
+    json_decref(rs);
     return j;
 }
 

@@ -12,6 +12,8 @@
 #include "config/config.h"
 #include "model/model.h"
 
+#include <jansson.h>
+
 /* tokenizer: a tokenizer.json or a directory holding one, or NULL.  The
  * tokenizer is loaded first (a kind shardtrain cannot read is refused, exit
  * 2) and must fit the model's vocabulary.  Returns an exit status, the
@@ -26,6 +28,11 @@ int st_hf_write_model_files(const char *dir, const st_model *m, const st_model_c
  * sequence length. */
 int st_hf_add_tokenizer(const char *dir, int64_t vocab_size, int64_t max_len,
                         const char *tokenizer);
+
+/* transformers' rope_scaling object for Llama 3.1's scaling (rope_type
+ * llama3), or NULL when the model has none: config.json and the
+ * checkpoint manifest both hold it in this form. */
+json_t *st_hf_rope_scaling_json(const st_model_config *mc);
 
 /* Copy src to dst, atomically.  Returns an exit status, the error printed. */
 int st_hf_copy_file(const char *src, const char *dst);

@@ -50,6 +50,16 @@ static json_t *model_config(const st_model *m, const st_model_config *mc)
                      "mlp_bias", 0, "initializer_range", mc->init_std);
 }
 
+json_t *st_hf_rope_scaling_json(const st_model_config *mc)
+{
+    if (mc->rope_scaling != ST_ROPE_LLAMA3)
+        return NULL;
+    return json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3",
+                     "factor", mc->rope_factor, "low_freq_factor", mc->rope_low_freq_factor,
+                     "high_freq_factor", mc->rope_high_freq_factor,
+                     "original_max_position_embeddings", (json_int_t)mc->rope_original_seq_len);
+}
+
 /* dir/name holds the JSON, written atomically. */
 static int write_json(const char *dir, const char *name, json_t *j)
 {
@@ -185,15 +195,10 @@ int st_hf_add_tokenizer(const char *dir, int64_t vocab_size, int64_t max_len,
 int st_hf_write_model_files(const char *dir, const st_model *m, const st_model_config *mc,
                             const char *tokenizer)
 {
-    json_t *cfg = model_config(m, mc), *gen = json_object();
-    if (cfg && m->arch == ST_ARCH_LLAMA && mc->rope_scaling == ST_ROPE_LLAMA3)
-        json_object_set_new(cfg, "rope_scaling",
-                            json_pack("{s:s, s:f, s:f, s:f, s:I}", "rope_type", "llama3",
-                                      "factor", mc->rope_factor,
-                                      "low_freq_factor", mc->rope_low_freq_factor,
-                                      "high_freq_factor", mc->rope_high_freq_factor,
-                                      "original_max_position_embeddings",
-                                      (json_int_t)mc->rope_original_seq_len));
+    json_t *cfg = model_config(m, mc), *gen = json_object(), *rs = st_hf_rope_scaling_json(mc);
+    if (cfg && rs && m->arch == ST_ARCH_LLAMA)
+        json_object_set(cfg, "rope_scaling", rs);
+    json_decref(rs);
     int rc = write_json(dir, "config.json", cfg);
     rc = rc ? rc : write_json(dir, "generation_config.json", gen);
     json_decref(cfg);

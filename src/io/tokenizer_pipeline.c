@@ -73,22 +73,31 @@ static int replacement(st_tok_loader *L, json_t *o, char repl[8], size_t *len)
     return 0;
 }
 
+/* A Sequence part: each member added in order by add (which recurses for
+ * nested Sequences).  Returns the first failure. */
+static int add_each(st_tok_loader *L, json_t *o, const char *members,
+                    int (*add)(st_tok_loader *L, json_t *o))
+{
+    json_t *list = json_object_get(o, members), *x;
+    size_t i;
+    if (!json_is_array(list))
+        return st_tok_bad(L, "a Sequence without its list");
+    json_array_foreach(list, i, x) {
+        int rc = add(L, x);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* ---- normalizer ------------------------------------------------------------ */
 
 int st_tok_add_normalizer(st_tok_loader *L, json_t *o)
 {
     st_tokenizer *t = L->t;
     const char *type = st_tok_type_of(o);
-    if (type && !strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(o, "normalizers"), *x;
-        size_t i;
-        json_array_foreach(list, i, x) {
-            int rc = st_tok_add_normalizer(L, x);
-            if (rc)
-                return rc;
-        }
-        return 0;
-    }
+    if (type && !strcmp(type, "Sequence"))
+        return add_each(L, o, "normalizers", st_tok_add_normalizer);
     st_tok_norm z = {0};
     if (type && !strcmp(type, "Prepend")) {
         json_t *v = json_object_get(o, "prepend");
@@ -138,16 +147,8 @@ int st_tok_add_pre(st_tok_loader *L, json_t *o)
 {
     st_tokenizer *t = L->t;
     const char *type = st_tok_type_of(o);
-    if (type && !strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(o, "pretokenizers"), *x;
-        size_t i;
-        json_array_foreach(list, i, x) {
-            int rc = st_tok_add_pre(L, x);
-            if (rc)
-                return rc;
-        }
-        return 0;
-    }
+    if (type && !strcmp(type, "Sequence"))
+        return add_each(L, o, "pretokenizers", st_tok_add_pre);
     /* The BPE runs on raw bytes once a ByteLevel step ran (tokenizer_impl.h);
      * a step after it would see raw bytes instead of the mapped characters. */
     if (t->byte_level)
@@ -207,16 +208,8 @@ int st_tok_add_decoder(st_tok_loader *L, json_t *o)
 {
     st_tokenizer *t = L->t;
     const char *type = st_tok_type_of(o);
-    if (type && !strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(o, "decoders"), *x;
-        size_t i;
-        json_array_foreach(list, i, x) {
-            int rc = st_tok_add_decoder(L, x);
-            if (rc)
-                return rc;
-        }
-        return 0;
-    }
+    if (type && !strcmp(type, "Sequence"))
+        return add_each(L, o, "decoders", st_tok_add_decoder);
     st_tok_dec d = {0};
     int rc = 0;
     const char *a = NULL, *b = NULL;
@@ -302,16 +295,8 @@ static int add_template_ids(st_tok_loader *L, json_t *special, const char *name,
 int st_tok_add_post(st_tok_loader *L, json_t *o)
 {
     const char *type = st_tok_type_of(o);
-    if (type && !strcmp(type, "Sequence")) {
-        json_t *list = json_object_get(o, "processors"), *x;
-        size_t i;
-        json_array_foreach(list, i, x) {
-            int rc = st_tok_add_post(L, x);
-            if (rc)
-                return rc;
-        }
-        return 0;
-    }
+    if (type && !strcmp(type, "Sequence"))
+        return add_each(L, o, "processors", st_tok_add_post);
     if (type && !strcmp(type, "ByteLevel"))
         return 0; /* it only adjusts offsets, never ids */
     if (!type || strcmp(type, "TemplateProcessing"))
