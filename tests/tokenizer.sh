@@ -125,6 +125,60 @@ for tok in gpt2 llama3 llama2; do
         test "$v" = 1
 done
 
+# JSONL documents: each encoded on its own, followed by the tokenizer's EOS
+# (the library's ids per document, then EOS), blank lines skipped.
+"$PY" - "$TMP/ml.txt" "$TMP/docs.jsonl" <<'EOF'
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8", errors="replace").read().split("\n")
+with open(sys.argv[2], "w") as f:
+    for i, line in enumerate(lines):
+        f.write(json.dumps({"text": line, "id": i}) + "\n")
+        if i == 3:
+            f.write("\n   \n")
+EOF
+for tok in gpt2 llama3; do
+    "$SHARDTRAIN" prepare --format jsonl --tokenizer "$TMP/$tok.json" --val-fraction 0 \
+        "$TMP/docs.jsonl" "$TMP/data/docs_$tok" >"$TMP/prep.out" 2>&1
+    shard_ids "$TMP/data/docs_$tok" "$TMP/st.ids" >/dev/null
+    "$PY" - "$TMP/$tok.json" "$TMP/docs.jsonl" "$TMP/lib.ids" <<'EOF'
+import json, sys
+from tokenizers import Tokenizer
+t = Tokenizer.from_file(sys.argv[1])
+eos = t.token_to_id("<|endoftext|>")
+eos = eos if eos is not None else t.token_to_id("<|end_of_text|>")
+out = []
+for line in open(sys.argv[2], encoding="utf-8"):
+    if line.strip():
+        out += t.encode(json.loads(line)["text"]).ids + [eos]
+open(sys.argv[3], "w").write("".join("%d\n" % x for x in out))
+EOF
+    same_lines "prepare --format jsonl ($tok): each document's library ids, then EOS" \
+        "$TMP/lib.ids" "$TMP/st.ids"
+done
+"$SHARDTRAIN" prepare --format jsonl --val-fraction 0 "$TMP/docs.jsonl" "$TMP/data/docs_bytes" \
+    >"$TMP/prep.out" 2>&1
+shard_ids "$TMP/data/docs_bytes" "$TMP/st.ids" >/dev/null
+"$PY" - "$TMP/docs.jsonl" "$TMP/lib.ids" <<'EOF'
+import json, sys
+out = b"".join(json.loads(l)["text"].encode("utf-8") + b"\n"
+               for l in open(sys.argv[1], encoding="utf-8") if l.strip())
+open(sys.argv[2], "w").write("".join("%d\n" % x for x in out))
+EOF
+same_lines "prepare --format jsonl, byte level: each document's bytes, then a newline" \
+    "$TMP/lib.ids" "$TMP/st.ids"
+printf '{"text": "fine"}\n{"text": "cut\n' >"$TMP/cut.jsonl"
+refused "JSONL: a line that is not JSON is refused with its line" "cut.jsonl:2: not valid JSON" \
+    "$SHARDTRAIN" prepare --format jsonl "$TMP/cut.jsonl" "$TMP/data/x"
+printf '{"text": "fine"}\n\n{"prompt": "q", "completion": "a"}\n' >"$TMP/inst.jsonl"
+refused "JSONL: a line without \"text\" is refused with its line" 'inst.jsonl:3: no field "text"' \
+    "$SHARDTRAIN" prepare --format jsonl "$TMP/inst.jsonl" "$TMP/data/x"
+printf '{"text": "fine"}\n[1, 2]\n' >"$TMP/arr.jsonl"
+refused "JSONL: a line that is not an object is refused with its line" \
+    "arr.jsonl:2: not a JSON object" \
+    "$SHARDTRAIN" prepare --format jsonl "$TMP/arr.jsonl" "$TMP/data/x"
+refused "an unknown --format is refused" "--format 'csv' is not text or jsonl" \
+    "$SHARDTRAIN" prepare --format csv "$TMP/arr.jsonl" "$TMP/data/x"
+
 # A vocabulary past 65,535 ids, as Llama 3's 128,256: 69,000 more tokens,
 # and an added token after them (the library numbers it 70,200) that
 # appears in the text, so a uint16 shard would corrupt it.

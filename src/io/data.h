@@ -55,9 +55,26 @@ void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out);
  * tokenizer NULL: byte level (token = byte, vocab 256, version 1 uint16);
  * else a tokenizer.json or a directory holding one (io/tokenizer.h), the
  * shards version 1 when the vocabulary is at most 65,536 ids, else
- * version 7 (uint32).  Prints what it wrote; returns an exit status. */
-int st_prepare_text(const char *input, const char *out_prefix,
-                    double val_fraction, int64_t shard_tokens, const char *tokenizer);
+ * version 7 (uint32).  jsonl: the input is JSON lines with a "text" field,
+ * each a document encoded on its own (the tokenizer's template, a BOS, at
+ * its start) and followed by the tokenizer's EOS when it has one (byte
+ * level: by a newline); otherwise the whole file is one text.  Prints what
+ * it wrote; returns an exit status. */
+typedef struct {
+    double val_fraction;
+    int64_t shard_tokens;
+    const char *tokenizer;
+    int jsonl;
+} st_prepare_options;
+int st_prepare_text(const char *input, const char *out_prefix, const st_prepare_options *o);
+
+/* Calls fn for the text of every document of a JSONL file's bytes, in
+ * order (prepare_jsonl.c); a line that is not {"text": "..."} stops it
+ * with a FILE:LINE error and ST_EXIT_USAGE.  Returns 0, fn's first
+ * non-zero result, or that error. */
+typedef int (*st_document_fn)(void *ctx, const char *text, size_t len);
+int st_jsonl_documents(const char *path, const unsigned char *bytes, int64_t n,
+                       st_document_fn fn, void *ctx);
 
 /* Write one shard file (used by prepare and by tests to make bad files). */
 int st_write_token_file(const char *path, const uint32_t *tokens, int64_t n,

@@ -3,7 +3,8 @@
  * byte-level tokeniser (token = byte value, vocabulary 256), so a demo or
  * a test needs no external tokeniser, or with a model's Hugging Face
  * tokenizer.json (io/tokenizer.h), the whole file encoded as one text as
- * the library's encode(text) does.  Shards are uint16 (version 1) when
+ * the library's encode(text) does, or, for JSONL, each document on its own
+ * (prepare_jsonl.c).  Shards are uint16 (version 1) when
  * every id fits, uint32 (version 7) for larger vocabularies such as
  * Llama 3's 128,256.  The val split is the tail of the tokens rather than
  * random windows, so no val window has ever been seen in training.  Each
@@ -208,29 +209,85 @@ static int write_split(const char *out_prefix, const char *split, const token_so
     }
 }
 
-/* Encode the text with the tokenizer at path into *ids. */
-static int encode_text(const char *tokenizer, const char *input, const unsigned char *bytes,
-                       int64_t n, st_token_list *ids, int *version)
+/* Where documents go: a tokenizer's ids (each document followed by its
+ * EOS), or bytes (each followed by a newline). */
+typedef struct {
+    st_tokenizer *tok;
+    int64_t eos;
+    st_token_list *ids;
+    unsigned char *bytes;
+    size_t n, cap;
+} doc_sink;
+
+static int add_document(void *ctx, const char *text, size_t len)
 {
-    st_tokenizer *t;
-    int rc = st_tokenizer_load(tokenizer, &t);
-    if (rc)
-        return rc;
-    *version = st_tokenizer_vocab_size(t) <= 65536 ? 1 : 7;
-    rc = st_tokenizer_encode(t, (const char *)bytes, (size_t)n, 1, ids);
-    if (rc)
+    doc_sink *d = ctx;
+    if (d->tok) {
+        if (st_tokenizer_encode(d->tok, text, len, 1, d->ids) ||
+            (d->eos >= 0 && st_token_list_push(d->ids, (uint32_t)d->eos))) {
+            st_error(NULL, "out of memory encoding the text");
+            return ST_EXIT_FAILURE;
+        }
+        return 0;
+    }
+    if (d->n + len + 1 > d->cap) {
+        size_t cap = d->cap ? d->cap : 65536;
+        while (cap < d->n + len + 1)
+            cap *= 2;
+        unsigned char *b = realloc(d->bytes, cap);
+        if (!b) {
+            st_error(NULL, "out of memory reading the documents");
+            return ST_EXIT_FAILURE;
+        }
+        d->bytes = b;
+        d->cap = cap;
+    }
+    memcpy(d->bytes + d->n, text, len);
+    d->bytes[d->n + len] = '\n';
+    d->n += len + 1;
+    return 0;
+}
+
+/* The input's tokens: into *ids with a tokenizer, else as bytes (which may
+ * replace *bytes and *n, for JSONL).  *version: the shards' width. */
+static int tokenise(const st_prepare_options *o, const char *input, unsigned char **bytes,
+                    int64_t *n, st_token_list *ids, int *version)
+{
+    doc_sink d = {.eos = -1, .ids = ids};
+    int rc = 0;
+    *version = 1;
+    if (o->tokenizer) {
+        if ((rc = st_tokenizer_load(o->tokenizer, &d.tok)))
+            return rc;
+        *version = st_tokenizer_vocab_size(d.tok) <= 65536 ? 1 : 7;
+        d.eos = st_tokenizer_eos_id(d.tok);
+    }
+    if (o->jsonl)
+        rc = st_jsonl_documents(input, *bytes, *n, add_document, &d);
+    else if (d.tok && st_tokenizer_encode(d.tok, (const char *)*bytes, (size_t)*n, 1, ids)) {
         st_error(input, "out of memory encoding the text");
-    else
-        st_info("encoded %lld bytes into %zu tokens with %s (vocabulary %lld, %s shards)",
-                (long long)n, ids->n, tokenizer, (long long)st_tokenizer_vocab_size(t),
+        rc = ST_EXIT_FAILURE;
+    }
+    if (!rc && !d.tok && o->jsonl) {
+        free(*bytes);
+        *bytes = d.bytes;
+        *n = (int64_t)d.n;
+        d.bytes = NULL;
+    }
+    if (!rc && d.tok)
+        st_info("encoded %s into %zu tokens with %s (vocabulary %lld, %s shards)", input,
+                ids->n, o->tokenizer, (long long)st_tokenizer_vocab_size(d.tok),
                 *version == 1 ? "uint16" : "uint32");
-    st_tokenizer_free(t);
+    free(d.bytes);
+    st_tokenizer_free(d.tok);
     return rc;
 }
 
-int st_prepare_text(const char *input, const char *out_prefix,
-                    double val_fraction, int64_t shard_tokens, const char *tokenizer)
+int st_prepare_text(const char *input, const char *out_prefix, const st_prepare_options *o)
 {
+    const double val_fraction = o->val_fraction;
+    const char *tokenizer = o->tokenizer;
+    int64_t shard_tokens = o->shard_tokens;
     if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
         st_error(NULL, "val fraction %g is outside [0, 1)", val_fraction);
         return ST_EXIT_USAGE;
@@ -249,16 +306,19 @@ int st_prepare_text(const char *input, const char *out_prefix,
     int rc = read_input(input, &bytes, &n);
     if (rc != 0)
         return rc;
-    token_source src = {.bytes = bytes, .version = 1};
+    token_source src = {.version = 1};
     st_token_list ids = {0};
+    rc = tokenise(o, input, &bytes, &n, &ids, &src.version);
+    if (rc != 0) {
+        free(bytes);
+        st_token_list_free(&ids);
+        return rc;
+    }
+    src.bytes = bytes;
     if (tokenizer) {
-        rc = encode_text(tokenizer, input, bytes, n, &ids, &src.version);
         free(bytes);
         bytes = NULL;
-        if (rc != 0) {
-            st_token_list_free(&ids);
-            return rc;
-        }
+        src.bytes = NULL;
         src.ids = ids.ids;
         n = (int64_t)ids.n;
     }
