@@ -77,6 +77,50 @@ __device__ __forceinline__ float block_sum(float v, float *scratch)
     return warp_sum(v);
 }
 
+/* ---- deterministic column sums (bias and norm parameter gradients) -------
+ * Two stages, no atomics.  Stage 1 (elementwise.cu's bias kernel, norms.cu's
+ * fused backward) cuts the N rows into chunks of a fixed row count and
+ * writes one fp32 partial row per chunk, [ceil(N / rows_per_chunk), C], each
+ * summed in an order fixed by the chunk's rows and the thread that owns the
+ * column.  Stage 2 below adds the partials of each column in a fixed tree
+ * and accumulates into the output.  The tree depends on N and C only, never
+ * on scheduling, so the result is bit-identical from run to run. */
+const int kBiasChunkRows = 64; /* bias: few flops per byte, long chunks */
+const int kNormChunkRows = 16; /* norms: a block per chunk, so short ones */
+const int kFinishRows = 8;     /* stage 2: thread rows per column */
+
+__host__ __device__ inline int64_t colsum_chunks(int64_t N, int rows_per_chunk)
+{
+    return (N + rows_per_chunk - 1) / rows_per_chunk;
+}
+
+/* out[c] += sum_r partial[r * C + c] for r < R.  A block of 32 x kFinishRows
+ * threads owns 32 columns; thread row y sums chunks y, y + kFinishRows, ...
+ * in order, then thread row 0 adds the kFinishRows results in order.  A
+ * template only so that translation units that do not launch it do not
+ * instantiate it. */
+template <int kDummy = 0>
+__global__ void colsum_finish_kernel(float *out, const float *partial, int64_t R,
+                                     int64_t C)
+{
+    __shared__ float part[kFinishRows][33];
+    const int64_t c = blockIdx.x * (int64_t)32 + threadIdx.x;
+    float s = 0.0f;
+    if (c < C)
+        for (int64_t r = threadIdx.y; r < R; r += kFinishRows)
+            s += partial[r * C + c];
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float t = part[0][threadIdx.x];
+        for (int y = 1; y < kFinishRows; y++)
+            t += part[y][threadIdx.x];
+        out[c] += t;
+    }
+}
+
+static inline unsigned colsum_finish_blocks(int64_t C) { return (unsigned)((C + 31) / 32); }
+
 } /* namespace st_cuda */
 
 #endif

@@ -4,14 +4,18 @@
  * is the CPU kernel of src/kernels/cpu_ops.c (or src/kernels/cpu_model.c for the embedding)
  * with its loops turned into a grid: one thread per output element, a
  * grid-stride loop so any size works with a bounded grid, fp32 arithmetic
- * whatever the storage type.  The column sums (bias and embedding
- * backward) walk rows in the CPU's order in one thread per output element,
- * so in fp32 mode they reproduce the CPU's float sums bit for bit (the CPU
- * bias sum is in double, so there they agree to rounding).
+ * whatever the storage type.  The two reductions over rows are the
+ * exceptions.  The bias gradient is common.cuh's two-stage column sum
+ * (row chunks x column tiles into fp32 partials, then a fixed tree), which
+ * fills a GPU whatever C is; the CPU sums in double, so the two agree to
+ * rounding.  The token-embedding gradient sorts the rows by token on the
+ * device and gives each distinct token to a block row that adds its rows
+ * in ascending order, the CPU's order, so in fp32 it reproduces the CPU
+ * bit for bit.  Neither uses atomics: results do not depend on scheduling.
  *
  * Speed notes: these kernels are memory-bound and written for obvious
- * correctness; the cheap next steps are 16-byte vector loads for bf16 and a
- * two-stage column sum when C / 32 blocks do not fill the GPU. */
+ * correctness; only the bias sum uses 16-byte loads so far, the other
+ * elementwise kernels would gain from them in bf16. */
 #include "common.cuh"
 
 using namespace st_cuda;
@@ -30,29 +34,68 @@ __global__ void add_bias_kernel(T *out, const T *bias, int64_t N, int64_t C)
         store_f(&out[i], load_f(&out[i]) + load_f(&bias[i % C]));
 }
 
-/* Column sums: a block of 32 x kColRows threads owns 32 adjacent columns
- * (coalesced reads of each row's 32 entries); thread row y sums rows
- * y, y + kColRows, ... and the kColRows partials are then added in a fixed
- * order.  Deterministic; agrees with the CPU's double sum to fp32
- * rounding. */
-const int kColRows = 16;
+/* Stage 1 of the bias gradient's column sum (common.cuh has the scheme):
+ * block (chunk, tile) sums rows [chunk * kBiasChunkRows, +kBiasChunkRows)
+ * of a tile of 32 * V columns into partial[chunk, :].  Thread (x, y) owns V
+ * adjacent columns and walks rows y, y + kBiasRowThreads, ... of the chunk;
+ * the kBiasRowThreads results of a column are then added in y order.  V
+ * elements are 16 bytes, loaded as one 128-bit word when the caller's
+ * layout allows (kVec) and one by one otherwise: the per-column order of
+ * additions is the same either way, so the two paths agree bit for bit. */
+const int kBiasRowThreads = 8;
 
-template <typename T>
-__global__ void bias_backward_kernel(float *dbias, const T *dout, int64_t N, int64_t C)
+__device__ __forceinline__ void load16(const float *p, float (&v)[4])
 {
-    __shared__ float part[kColRows][33];
-    const int64_t c = blockIdx.x * 32 + threadIdx.x;
-    float s = 0.0f;
-    if (c < C)
-        for (int64_t n = threadIdx.y; n < N; n += kColRows)
-            s += load_f(&dout[n * C + c]);
-    part[threadIdx.y][threadIdx.x] = s;
+    const float4 q = *reinterpret_cast<const float4 *>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+/* bf16 -> fp32 is exact: the word is the top half of the float. */
+__device__ __forceinline__ void load16(const bf16 *p, float (&v)[8])
+{
+    const uint4 q = *reinterpret_cast<const uint4 *>(p);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+template <typename T, bool kVec>
+__global__ void bias_partials_kernel(float *partial, const T *dout, int64_t N, int64_t C)
+{
+    constexpr int V = 16 / sizeof(T), W = 32 * V;
+    __shared__ float part[kBiasRowThreads][W + 1];
+    const int64_t tile0 = (int64_t)blockIdx.y * W, c0 = tile0 + threadIdx.x * V;
+    const int64_t r0 = (int64_t)blockIdx.x * kBiasChunkRows;
+    const int64_t r1 = r0 + kBiasChunkRows < N ? r0 + kBiasChunkRows : N;
+    float s[V];
+    for (int v = 0; v < V; v++)
+        s[v] = 0.0f;
+    if (c0 < C)
+        for (int64_t n = r0 + threadIdx.y; n < r1; n += kBiasRowThreads) {
+            const T *row = dout + n * C + c0;
+            if (kVec) {
+                float q[V];
+                load16(row, q);
+                for (int v = 0; v < V; v++)
+                    s[v] += q[v];
+            } else {
+                for (int v = 0; v < V; v++)
+                    if (c0 + v < C)
+                        s[v] += load_f(&row[v]);
+            }
+        }
+    for (int v = 0; v < V; v++)
+        part[threadIdx.y][threadIdx.x * V + v] = s[v];
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float t = 0.0f;
-        for (int y = 0; y < kColRows; y++)
-            t += part[y][threadIdx.x];
-        dbias[c] += t;
+    /* Every thread of the block finishes some of the tile's W columns. */
+    for (int j = threadIdx.y * 32 + threadIdx.x; j < W; j += 32 * kBiasRowThreads) {
+        if (tile0 + j >= C)
+            continue;
+        float t = part[0][j];
+        for (int y = 1; y < kBiasRowThreads; y++)
+            t += part[y][j];
+        partial[(int64_t)blockIdx.x * C + tile0 + j] = t;
     }
 }
 
@@ -172,23 +215,89 @@ __global__ void embed_forward_kernel(T *out, const T *wte, const T *wpe,
     }
 }
 
-/* Token-embedding scatter-add, deterministic by ownership rather than by
- * atomics: thread c owns column c of the whole dwte table and walks the
- * rows in order, exactly the CPU's loop, so a token seen twice adds in the
- * same order every run and fp32 results equal the CPU's bit for bit.  No
- * two threads ever write the same element, so no atomics are needed; the
- * price is only C-way parallelism with B*T sequential steps each (a
- * sort-by-token + segmented sum is the faster deterministic design, left
- * for when profiles say it matters). */
-template <typename T>
-__global__ void embed_backward_wte_kernel(float *dwte, const int32_t *tokens,
-                                          const T *dout, int64_t rows, int64_t C)
+/* Token-embedding scatter-add without atomics, in two kernels.
+ *
+ * embed_sort_kernel (one block) sorts the keys (token << 32 | row) of the
+ * N rows, a bitonic network in the workspace: the keys are distinct, so
+ * the order is total and the result does not depend on which thread
+ * swaps what; rows of one token end up adjacent and ascending.  It then
+ * lists where each distinct token's run starts (a per-thread count, one
+ * fixed scan, per-thread writes), so empty tokens cost nothing.
+ *
+ * embed_backward_wte_kernel gives each run (token) to one block row of the
+ * grid and each column to one thread; the thread adds the run's rows in
+ * ascending row order onto dwte[token, c], which is exactly the CPU's
+ * sequence of float additions (st_embed_backward walks rows in order), so
+ * fp32 results equal the CPU's bit for bit.  The parallelism is now
+ * distinct tokens x C instead of C, and the sequential depth the longest
+ * run instead of N. */
+const int kSortThreads = 1024;
+
+__global__ void embed_sort_kernel(uint64_t *keys, int32_t *seg, int32_t *nseg,
+                                  const int32_t *tokens, int64_t N, int64_t P)
 {
-    const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    __shared__ int32_t count[kSortThreads];
+    const int t = threadIdx.x;
+    for (int64_t i = t; i < P; i += kSortThreads)
+        keys[i] = i < N ? (uint64_t)(uint32_t)tokens[i] << 32 | (uint64_t)i : ~(uint64_t)0;
+    __syncthreads();
+    for (int64_t k = 2; k <= P; k <<= 1)
+        for (int64_t j = k >> 1; j > 0; j >>= 1) {
+            for (int64_t i = t; i < P; i += kSortThreads) {
+                const int64_t l = i ^ j;
+                if (l > i) {
+                    const uint64_t a = keys[i], b = keys[l];
+                    if (((i & k) == 0) == (a > b)) {
+                        keys[i] = b;
+                        keys[l] = a;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    /* Run starts: thread t scans positions [lo, hi), a contiguous range, so
+     * the list comes out ascending after the exclusive scan of the counts. */
+    const int64_t per = (N + kSortThreads - 1) / kSortThreads;
+    const int64_t lo = t * per, hi = lo + per < N ? lo + per : N;
+    int32_t n_here = 0;
+    for (int64_t i = lo; i < hi; i++)
+        n_here += i == 0 || keys[i] >> 32 != keys[i - 1] >> 32;
+    count[t] = n_here;
+    __syncthreads();
+    if (t == 0) {
+        int32_t run = 0;
+        for (int i = 0; i < kSortThreads; i++) {
+            const int32_t c = count[i];
+            count[i] = run;
+            run += c;
+        }
+        *nseg = run;
+        seg[run] = (int32_t)N;
+    }
+    __syncthreads();
+    int32_t o = count[t];
+    for (int64_t i = lo; i < hi; i++)
+        if (i == 0 || keys[i] >> 32 != keys[i - 1] >> 32)
+            seg[o++] = (int32_t)i;
+}
+
+template <typename T>
+__global__ void embed_backward_wte_kernel(float *dwte, const uint64_t *keys,
+                                          const int32_t *seg, const int32_t *nseg,
+                                          const T *dout, int64_t C)
+{
+    const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
-    for (int64_t r = 0; r < rows; r++)
-        dwte[(int64_t)tokens[r] * C + c] += load_f(&dout[r * C + c]);
+    const int32_t runs = *nseg;
+    for (int32_t s = blockIdx.x; s < runs; s += gridDim.x) {
+        const int32_t i0 = seg[s], i1 = seg[s + 1];
+        float *e = dwte + (int64_t)(keys[i0] >> 32) * C + c;
+        float acc = *e;
+        for (int32_t i = i0; i < i1; i++)
+            acc += load_f(&dout[(int64_t)(uint32_t)keys[i] * C + c]);
+        *e = acc;
+    }
 }
 
 /* Position table: element (t, c) receives rows b*T + t for b = 0..B-1, in
@@ -258,11 +367,27 @@ cudaError_t add_bias(T *out, const T *bias, int64_t N, int64_t C, cudaStream_t s
 }
 
 template <typename T>
-cudaError_t bias_backward(float *dbias, const T *dout, int64_t N, int64_t C, cudaStream_t s)
+cudaError_t bias_backward(float *dbias, const T *dout, int64_t N, int64_t C, void *ws,
+                          cudaStream_t s)
 {
-    if (C > 0)
-        bias_backward_kernel<T><<<(unsigned)((C + 31) / 32), dim3(32, kColRows), 0, s>>>(
-            dbias, dout, N, C);
+    if (N <= 0 || C <= 0)
+        return launch_status();
+    if (!ws)
+        return cudaErrorInvalidValue;
+    constexpr int V = 16 / sizeof(T);
+    float *partial = static_cast<float *>(ws);
+    const int64_t R = colsum_chunks(N, kBiasChunkRows);
+    const dim3 grid((unsigned)R, (unsigned)((C + 32 * V - 1) / (32 * V)));
+    /* 16-byte loads need every row start, hence dout and C * sizeof(T),
+     * on a 16-byte boundary. */
+    if (C % V == 0 && reinterpret_cast<uintptr_t>(dout) % 16 == 0)
+        bias_partials_kernel<T, true><<<grid, dim3(32, kBiasRowThreads), 0, s>>>(
+            partial, dout, N, C);
+    else
+        bias_partials_kernel<T, false><<<grid, dim3(32, kBiasRowThreads), 0, s>>>(
+            partial, dout, N, C);
+    colsum_finish_kernel<0><<<colsum_finish_blocks(C), dim3(32, kFinishRows), 0, s>>>(
+        dbias, partial, R, C);
     return launch_status();
 }
 
@@ -323,16 +448,39 @@ cudaError_t embed_forward(T *out, const T *wte, const T *wpe, const int32_t *tok
     return launch_status();
 }
 
+/* Workspace of the token-embedding backward for N rows: the sort keys
+ * (N rounded up to a power of two), the run starts (N + 1) and the run
+ * count, each 256-byte aligned. */
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+static int64_t pow2_at_least(int64_t n)
+{
+    int64_t p = 1;
+    while (p < n)
+        p <<= 1;
+    return p;
+}
+
 template <typename T>
 cudaError_t embed_backward(float *dwte, float *dwpe, const int32_t *tokens, const T *dout,
-                           int64_t B, int64_t Tlen, int64_t C, cudaStream_t s)
+                           int64_t B, int64_t Tlen, int64_t C, void *ws, cudaStream_t s)
 {
-    if (B * Tlen * C <= 0)
+    const int64_t N = B * Tlen;
+    if (N * C <= 0)
         return launch_status();
-    /* 64-thread blocks: C is only 768..8192, so small blocks spread the
-     * columns over more multiprocessors. */
-    embed_backward_wte_kernel<T><<<(unsigned)((C + 63) / 64), 64, 0, s>>>(
-        dwte, tokens, dout, B * Tlen, C);
+    if (!ws || N > INT32_MAX - 1)
+        return cudaErrorInvalidValue;
+    const int64_t P = pow2_at_least(N);
+    char *w = static_cast<char *>(ws);
+    uint64_t *keys = reinterpret_cast<uint64_t *>(w);
+    int32_t *seg = reinterpret_cast<int32_t *>(w + align256(P * 8));
+    int32_t *nseg = reinterpret_cast<int32_t *>(w + align256(P * 8) + align256((N + 1) * 4));
+    embed_sort_kernel<<<1, kSortThreads, 0, s>>>(keys, seg, nseg, tokens, N, P);
+    /* A block row per run up to 4096 runs (then each loops), 256 columns
+     * per block: enough blocks for any GPU once a batch has a few hundred
+     * distinct tokens; a fixed function of N, so the work split is too. */
+    const unsigned gx = (unsigned)(N < 4096 ? N : 4096);
+    embed_backward_wte_kernel<T><<<dim3(gx, (unsigned)((C + 255) / 256)), 256, 0, s>>>(
+        dwte, keys, seg, nseg, dout, C);
     if (dwpe)
         embed_backward_wpe_kernel<T><<<grid_for(Tlen * C, kThreads), kThreads, 0, s>>>(
             dwpe, dout, B, Tlen, C);
@@ -363,15 +511,19 @@ cudaError_t st_cuda_add_bias_bf16(uint16_t *out, const uint16_t *bias, int64_t N
 {
     return add_bias(as_bf16(out), as_bf16(bias), N, C, s);
 }
-cudaError_t st_cuda_bias_backward_f32(float *dbias, const float *dout, int64_t N,
-                                      int64_t C, cudaStream_t s)
+size_t st_cuda_bias_backward_workspace_bytes(int64_t N, int64_t C)
 {
-    return bias_backward(dbias, dout, N, C, s);
+    return N > 0 && C > 0 ? (size_t)colsum_chunks(N, kBiasChunkRows) * C * sizeof(float) : 0;
+}
+cudaError_t st_cuda_bias_backward_f32(float *dbias, const float *dout, int64_t N,
+                                      int64_t C, void *ws, cudaStream_t s)
+{
+    return bias_backward(dbias, dout, N, C, ws, s);
 }
 cudaError_t st_cuda_bias_backward_bf16(float *dbias, const uint16_t *dout, int64_t N,
-                                       int64_t C, cudaStream_t s)
+                                       int64_t C, void *ws, cudaStream_t s)
 {
-    return bias_backward(dbias, as_bf16(dout), N, C, s);
+    return bias_backward(dbias, as_bf16(dout), N, C, ws, s);
 }
 
 cudaError_t st_cuda_gelu_forward_f32(float *out, const float *x, int64_t n, cudaStream_t s)
@@ -451,17 +603,23 @@ cudaError_t st_cuda_embed_forward_bf16(uint16_t *out, const uint16_t *wte,
 {
     return embed_forward(as_bf16(out), as_bf16(wte), as_bf16(wpe), tokens, B, T, C, s);
 }
+size_t st_cuda_embed_backward_workspace_bytes(int64_t N)
+{
+    if (N <= 0)
+        return 0;
+    return align256(pow2_at_least(N) * 8) + align256((N + 1) * 4) + align256(4);
+}
 cudaError_t st_cuda_embed_backward_f32(float *dwte, float *dwpe, const int32_t *tokens,
                                        const float *dout, int64_t B, int64_t T,
-                                       int64_t C, cudaStream_t s)
+                                       int64_t C, void *ws, cudaStream_t s)
 {
-    return embed_backward(dwte, dwpe, tokens, dout, B, T, C, s);
+    return embed_backward(dwte, dwpe, tokens, dout, B, T, C, ws, s);
 }
 cudaError_t st_cuda_embed_backward_bf16(float *dwte, float *dwpe, const int32_t *tokens,
                                         const uint16_t *dout, int64_t B, int64_t T,
-                                        int64_t C, cudaStream_t s)
+                                        int64_t C, void *ws, cudaStream_t s)
 {
-    return embed_backward(dwte, dwpe, tokens, as_bf16(dout), B, T, C, s);
+    return embed_backward(dwte, dwpe, tokens, as_bf16(dout), B, T, C, ws, s);
 }
 
 cudaError_t st_cuda_add_inplace_f32(float *y, const float *x, int64_t n, cudaStream_t s)

@@ -91,10 +91,11 @@ size_t layout_acts(st_cuda_block_acts *a, const st_model *m, int64_t B, int dtyp
 }
 
 /* Block backward scratch, as the CPU's (d_ln holds d_ln2, later d_ln1),
- * plus the attention backward's workspace. */
+ * plus the attention backward's workspace and the partial column sums of
+ * the bias and norm gradients (reused by each of those calls in turn). */
 template <class S> struct BlockScratch {
     S *d_act, *d_fc, *d_ln, *d_res_mid, *d_att, *d_qkv;
-    void *attn_ws;
+    void *attn_ws, *red_ws;
 };
 template <class S>
 size_t layout_block_scratch(BlockScratch<S> *s, const st_model *m, int64_t B, void *mem)
@@ -109,18 +110,23 @@ size_t layout_block_scratch(BlockScratch<S> *s, const st_model *m, int64_t B, vo
     s->d_att = c.take<S>(N * m->H * m->hd);
     s->d_qkv = c.take<S>(N * qkv_width(m));
     s->attn_ws = c.take_bytes(st_cuda_attention_backward_workspace_bytes(B, m->H, m->T));
+    const int64_t widest_bias = fcw > qkv_width(m) ? fcw : qkv_width(m);
+    const size_t bias_ws = st_cuda_bias_backward_workspace_bytes(N, widest_bias);
+    const size_t norm_ws = st_cuda_norm_backward_workspace_bytes(N, C);
+    s->red_ws = c.take_bytes(bias_ws > norm_ws ? bias_ws : norm_ws);
     return c.off;
 }
 
 /* Head scratch: the normed input and its statistics and gradient for all
  * rows, then one chunk of fp32 logits (overwritten by their gradient), in
  * bf16 mode that gradient rounded to bf16, the chunk's row losses and its
- * loss sum. */
+ * loss sum, and the norm backward's partial column sums. */
 template <class S> struct HeadScratch {
     S *xn, *dxn;
     float *mean, *rstd, *logits, *row_loss;
     uint16_t *dlogits_bf16;
     double *chunk_loss;
+    void *red_ws;
 };
 template <class S>
 size_t layout_head_scratch(HeadScratch<S> *s, const st_model *m, int64_t B, void *mem)
@@ -136,6 +142,7 @@ size_t layout_head_scratch(HeadScratch<S> *s, const st_model *m, int64_t B, void
     s->dlogits_bf16 = dtype_of<S>::v == ST_CUDA_BF16 ? c.take<uint16_t>(chunk * V) : nullptr;
     s->row_loss = c.take<float>(chunk);
     s->chunk_loss = c.take<double>(1);
+    s->red_ws = c.take_bytes(st_cuda_norm_backward_workspace_bytes(N, C));
     return c.off;
 }
 
@@ -157,10 +164,12 @@ OVERLOAD_PAIR(
     add_bias(uint16_t *o, const uint16_t *b, int64_t N, int64_t C, cudaStream_t s),
     st_cuda_add_bias_bf16(o, b, N, C, s))
 OVERLOAD_PAIR(
-    bias_backward(float *db, const float *d, int64_t N, int64_t C, cudaStream_t s),
-    st_cuda_bias_backward_f32(db, d, N, C, s),
-    bias_backward(float *db, const uint16_t *d, int64_t N, int64_t C, cudaStream_t s),
-    st_cuda_bias_backward_bf16(db, d, N, C, s))
+    bias_backward(float *db, const float *d, int64_t N, int64_t C, void *ws,
+                  cudaStream_t s),
+    st_cuda_bias_backward_f32(db, d, N, C, ws, s),
+    bias_backward(float *db, const uint16_t *d, int64_t N, int64_t C, void *ws,
+                  cudaStream_t s),
+    st_cuda_bias_backward_bf16(db, d, N, C, ws, s))
 OVERLOAD_PAIR(
     gelu_forward(float *o, const float *x, int64_t n, cudaStream_t s),
     st_cuda_gelu_forward_f32(o, x, n, s),
@@ -200,11 +209,11 @@ OVERLOAD_PAIR(
     st_cuda_embed_forward_bf16(o, wte, wpe, tok, B, T, C, s))
 OVERLOAD_PAIR(
     embed_backward(float *dwte, float *dwpe, const int32_t *tok, const float *d,
-                   int64_t B, int64_t T, int64_t C, cudaStream_t s),
-    st_cuda_embed_backward_f32(dwte, dwpe, tok, d, B, T, C, s),
+                   int64_t B, int64_t T, int64_t C, void *ws, cudaStream_t s),
+    st_cuda_embed_backward_f32(dwte, dwpe, tok, d, B, T, C, ws, s),
     embed_backward(float *dwte, float *dwpe, const int32_t *tok, const uint16_t *d,
-                   int64_t B, int64_t T, int64_t C, cudaStream_t s),
-    st_cuda_embed_backward_bf16(dwte, dwpe, tok, d, B, T, C, s))
+                   int64_t B, int64_t T, int64_t C, void *ws, cudaStream_t s),
+    st_cuda_embed_backward_bf16(dwte, dwpe, tok, d, B, T, C, ws, s))
 OVERLOAD_PAIR(
     layernorm_forward(float *o, float *mu, float *rs, const float *x, const float *w,
                       const float *b, int64_t N, int64_t C, float eps, cudaStream_t s),
@@ -216,12 +225,13 @@ OVERLOAD_PAIR(
 OVERLOAD_PAIR(
     layernorm_backward(float *dx, float *dw, float *db, const float *d, const float *x,
                        const float *w, const float *mu, const float *rs, int64_t N,
-                       int64_t C, cudaStream_t s),
-    st_cuda_layernorm_backward_f32(dx, dw, db, d, x, w, mu, rs, N, C, s),
+                       int64_t C, void *ws, cudaStream_t s),
+    st_cuda_layernorm_backward_f32(dx, dw, db, d, x, w, mu, rs, N, C, ws, s),
     layernorm_backward(uint16_t *dx, float *dw, float *db, const uint16_t *d,
                        const uint16_t *x, const uint16_t *w, const float *mu,
-                       const float *rs, int64_t N, int64_t C, cudaStream_t s),
-    st_cuda_layernorm_backward_bf16(dx, dw, db, d, x, w, mu, rs, N, C, s))
+                       const float *rs, int64_t N, int64_t C, void *ws,
+                       cudaStream_t s),
+    st_cuda_layernorm_backward_bf16(dx, dw, db, d, x, w, mu, rs, N, C, ws, s))
 OVERLOAD_PAIR(
     rmsnorm_forward(float *o, float *rs, const float *x, const float *w, int64_t N,
                     int64_t C, float eps, cudaStream_t s),
@@ -231,12 +241,12 @@ OVERLOAD_PAIR(
     st_cuda_rmsnorm_forward_bf16(o, rs, x, w, N, C, eps, s))
 OVERLOAD_PAIR(
     rmsnorm_backward(float *dx, float *dw, const float *d, const float *x, const float *w,
-                     const float *rs, int64_t N, int64_t C, cudaStream_t s),
-    st_cuda_rmsnorm_backward_f32(dx, dw, d, x, w, rs, N, C, s),
+                     const float *rs, int64_t N, int64_t C, void *ws, cudaStream_t s),
+    st_cuda_rmsnorm_backward_f32(dx, dw, d, x, w, rs, N, C, ws, s),
     rmsnorm_backward(uint16_t *dx, float *dw, const uint16_t *d, const uint16_t *x,
                      const uint16_t *w, const float *rs, int64_t N, int64_t C,
-                     cudaStream_t s),
-    st_cuda_rmsnorm_backward_bf16(dx, dw, d, x, w, rs, N, C, s))
+                     void *ws, cudaStream_t s),
+    st_cuda_rmsnorm_backward_bf16(dx, dw, d, x, w, rs, N, C, ws, s))
 OVERLOAD_PAIR(
     attention_forward(float *o, int64_t ldo, float *lse, const float *q, int64_t ldq,
                       const float *k, int64_t ldk, const float *v, int64_t ldv, int64_t B,
@@ -341,7 +351,18 @@ cudaError_t embed_backward_t(const st_model *m, float *g, const int32_t *tokens,
                              int64_t B, const S *dout, st_cuda_model_ctx *x)
 {
     float *dwpe = m->arch == ST_ARCH_GPT2 ? g + m->V * m->C : nullptr;
-    return embed_backward(g, dwpe, tokens, dout, B, m->T, m->C, x->stream);
+    /* The sort's workspace lives in the context, grown on first use (or for
+     * a larger batch): the engine's scratch is not passed to this unit.
+     * cudaFree waits for the device, so a block still in use is safe. */
+    const size_t need = st_cuda_embed_backward_workspace_bytes(B * m->T);
+    if (need > x->embed_ws_bytes) {
+        cudaFree(x->embed_ws);
+        x->embed_ws = nullptr;
+        x->embed_ws_bytes = 0;
+        TRY(cudaMalloc(&x->embed_ws, need));
+        x->embed_ws_bytes = need;
+    }
+    return embed_backward(g, dwpe, tokens, dout, B, m->T, m->C, x->embed_ws, x->stream);
 }
 
 template <class S>
@@ -419,15 +440,15 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, int64_t B,
     if (gpt2) {
         TRY(linear_backward(x, 1, sc.d_act, 0.0f, tg(m, uu, G_PRJW, g), dout, C, act, F,
                             tp(m, uu, G_PRJW, p), N, F, C));
-        TRY(bias_backward(tg(m, uu, G_PRJB, g), dout, N, C, s));
+        TRY(bias_backward(tg(m, uu, G_PRJB, g), dout, N, C, sc.red_ws, s));
         TRY(gelu_backward(sc.d_fc, fc, sc.d_act, N * F, s));
         TRY(linear_backward(x, 1, sc.d_ln, 0.0f, tg(m, uu, G_FCW, g), sc.d_fc, F, ln2, C,
                             tp(m, uu, G_FCW, p), N, C, F));
-        TRY(bias_backward(tg(m, uu, G_FCB, g), sc.d_fc, N, F, s));
+        TRY(bias_backward(tg(m, uu, G_FCB, g), sc.d_fc, N, F, sc.red_ws, s));
         TRY(copy(sc.d_res_mid, dout, N * C, s));
         TRY(layernorm_backward(sc.d_res_mid, tg(m, uu, G_LN2W, g), tg(m, uu, G_LN2B, g),
                                sc.d_ln, res_mid, tp(m, uu, G_LN2W, p), ap->ln2_mean,
-                               ap->ln2_rstd, N, C, s));
+                               ap->ln2_rstd, N, C, sc.red_ws, s));
     } else {
         TRY(linear_backward(x, 0, sc.d_act, 0.0f, tg(m, uu, L_DOWN, g), dout, C, act, F,
                             tp(m, uu, L_DOWN, p), N, F, C));
@@ -438,14 +459,14 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, int64_t B,
                             C, tp(m, uu, L_UP, p), N, C, F));
         TRY(copy(sc.d_res_mid, dout, N * C, s));
         TRY(rmsnorm_backward(sc.d_res_mid, tg(m, uu, L_NORM2, g), sc.d_ln, res_mid,
-                             tp(m, uu, L_NORM2, p), ap->ln2_rstd, N, C, s));
+                             tp(m, uu, L_NORM2, p), ap->ln2_rstd, N, C, sc.red_ws, s));
     }
 
     /* Attention: res_mid = in + proj(attention(qkv(norm1(in)))) */
     if (gpt2) {
         TRY(linear_backward(x, 1, sc.d_att, 0.0f, tg(m, uu, G_CPRW, g), sc.d_res_mid, C,
                             att, C, tp(m, uu, G_CPRW, p), N, C, C));
-        TRY(bias_backward(tg(m, uu, G_CPRB, g), sc.d_res_mid, N, C, s));
+        TRY(bias_backward(tg(m, uu, G_CPRB, g), sc.d_res_mid, N, C, sc.red_ws, s));
     } else {
         TRY(linear_backward(x, 0, sc.d_att, 0.0f, tg(m, uu, L_O, g), sc.d_res_mid, C, att,
                             qd, tp(m, uu, L_O, p), N, qd, C));
@@ -458,9 +479,10 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, int64_t B,
     if (gpt2) {
         TRY(linear_backward(x, 1, d_ln1, 0.0f, tg(m, uu, G_ATTW, g), sc.d_qkv, W, ln1, C,
                             tp(m, uu, G_ATTW, p), N, C, 3 * C));
-        TRY(bias_backward(tg(m, uu, G_ATTB, g), sc.d_qkv, N, 3 * C, s));
+        TRY(bias_backward(tg(m, uu, G_ATTB, g), sc.d_qkv, N, 3 * C, sc.red_ws, s));
         TRY(layernorm_backward(din, tg(m, uu, G_LN1W, g), tg(m, uu, G_LN1B, g), d_ln1, in,
-                               tp(m, uu, G_LN1W, p), ap->ln1_mean, ap->ln1_rstd, N, C, s));
+                               tp(m, uu, G_LN1W, p), ap->ln1_mean, ap->ln1_rstd, N, C,
+                               sc.red_ws, s));
     } else {
         /* RoPE is a rotation: its backward rotates by the opposite angle. */
         TRY(rope_apply(sc.d_qkv, W, B, m->T, m->H, m->hd, x->rope_cos, x->rope_sin, 1, s));
@@ -473,7 +495,7 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, int64_t B,
         TRY(linear_backward(x, 0, d_ln1, 1.0f, tg(m, uu, L_V, g), sc.d_qkv + qd + kvd, W,
                             ln1, C, tp(m, uu, L_V, p), N, C, kvd));
         TRY(rmsnorm_backward(din, tg(m, uu, L_NORM1, g), d_ln1, in, tp(m, uu, L_NORM1, p),
-                             ap->ln1_rstd, N, C, s));
+                             ap->ln1_rstd, N, C, sc.red_ws, s));
     }
     return cudaSuccess;
 }
@@ -541,10 +563,10 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
         TRY(cudaMemsetAsync(din, 0, sizeof(S) * (size_t)(N * C), s));
         if (gpt2)
             TRY(layernorm_backward(din, tg(m, hu, 0, head_g), tg(m, hu, 1, head_g), sc.dxn,
-                                   in, normw, sc.mean, sc.rstd, N, C, s));
+                                   in, normw, sc.mean, sc.rstd, N, C, sc.red_ws, s));
         else
             TRY(rmsnorm_backward(din, tg(m, hu, 0, head_g), sc.dxn, in, normw, sc.rstd, N, C,
-                                 s));
+                                 sc.red_ws, s));
     }
     return cudaSuccess;
 }
@@ -588,6 +610,7 @@ void st_cuda_model_ctx_destroy(st_cuda_model_ctx *ctx)
         st_cuda_gemm_destroy(ctx->gemm);
     cudaFree(ctx->rope_cos);
     cudaFree(ctx->rope_sin);
+    cudaFree(ctx->embed_ws);
     free(ctx);
 }
 

@@ -53,6 +53,8 @@ typedef struct {
     cudaStream_t stream;       /* where every call of this context queues work */
     st_cuda_gemm_ctx *gemm;    /* owned; cuBLASLt is stream-ordered, one per stream */
     float *rope_cos, *rope_sin; /* device copies of m->rope_cos/sin [T, hd/2]; llama */
+    void *embed_ws;            /* owned: the embedding backward's sort workspace, */
+    size_t embed_ws_bytes;     /* allocated on first use, grown for a larger B */
 } st_cuda_model_ctx;
 
 /* Creates the context for model m on stream (0 = the legacy default

@@ -3,11 +3,17 @@
  * template with a `centered` flag, as the CPU code shares
  * norm_backward_rows / norm_backward_params.
  *
- * Layout of the work: one block per row for everything that reduces along
- * a row (the statistics, and dx, which needs two row sums), and one thread
- * per column for the parameter gradients (dw, db are sums over rows), with
- * the rows split over kColRows thread rows and the partials added in a
- * fixed order.  No atomics anywhere, so results are deterministic.
+ * Layout of the work: the forward is one block per row (the statistics
+ * need two row sums).  The backward is one block per chunk of
+ * kNormChunkRows rows, which computes dx row by row and, in the same pass
+ * over x and dout, its chunk's share of dw and db (sums over rows) into a
+ * partial buffer the caller provides; a second kernel (common.cuh's
+ * colsum_finish_kernel) adds the chunks' partials in a fixed order.  That
+ * replaced a separate column-sum kernel of C / 32 blocks, which could not
+ * fill a large GPU and read x and dout a second time.  No atomics
+ * anywhere, so results are deterministic; the sums over rows are fp32 in a
+ * different order from the CPU's double sums, so dw and db agree with the
+ * CPU to rounding, not bit for bit.
  *
  * Precision: the CPU sums rows in double; here sums are fp32 block
  * reductions (a tree, so the rounding error grows like log2(C) rather than
@@ -21,7 +27,6 @@ using namespace st_cuda;
 namespace {
 
 const int kRowThreads = 256; /* a multiple of 32, at most 1024 */
-const int kColRows = 16;
 
 /* out = ((x - mean) * rstd) * w (+ b); mean is 0 when !centered. */
 template <typename T, bool centered>
@@ -59,63 +64,61 @@ __global__ void norm_forward_kernel(T *out, float *mean, float *rstd, const T *x
     }
 }
 
-/* dx[n,:] += (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)) * rstd,
- * dxhat = dout * w; the mean(dxhat) term only when centered. */
-template <typename T, bool centered>
-__global__ void norm_backward_rows_kernel(T *dx, const T *dout, const T *x, const T *w,
-                                          const float *mean, const float *rstd, int64_t C)
+/* The backward, fused: block b owns rows [b * kNormChunkRows, +kNormChunkRows)
+ * and thread t owns columns t, t + blockDim.x, ... (kCPT of them, held in
+ * registers).  For each row in order: dx[n,:] += (dxhat - mean(dxhat) -
+ * xhat * mean(dxhat * xhat)) * rstd, dxhat = dout * w (the mean(dxhat) term
+ * only when centered), and the thread adds the row's dw and db terms
+ * (dout * xhat, dout) to its columns' running sums.  The block writes those
+ * sums as its partial row of dw and db; colsum_finish_kernel adds the
+ * partials.  So x and dout are read once for everything, and each column's
+ * sum runs over rows in a fixed order whatever the schedule. */
+template <typename T, bool centered, int kCPT>
+__global__ void norm_backward_kernel(T *dx, float *part_w, float *part_b, const T *dout,
+                                     const T *x, const T *w, const float *mean,
+                                     const float *rstd, int64_t N, int64_t C)
 {
     __shared__ float scratch[32];
-    const int64_t n = blockIdx.x;
-    const T *xr = x + n * C, *dr = dout + n * C;
-    const float m = centered ? mean[n] : 0.0f, r = rstd[n];
-    float s_dxhat = 0.0f, s_dxhat_xhat = 0.0f;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-        float xhat = (load_f(&xr[c]) - m) * r;
-        float dxhat = load_f(&dr[c]) * load_f(&w[c]);
-        s_dxhat += dxhat;
-        s_dxhat_xhat += dxhat * xhat;
+    const int64_t r0 = (int64_t)blockIdx.x * kNormChunkRows;
+    const int64_t r1 = r0 + kNormChunkRows < N ? r0 + kNormChunkRows : N;
+    float wv[kCPT], aw[kCPT], ab[kCPT], xh[kCPT], dv[kCPT];
+    for (int k = 0; k < kCPT; k++) {
+        const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;
+        wv[k] = c < C ? load_f(&w[c]) : 0.0f;
+        aw[k] = ab[k] = 0.0f;
     }
-    const float a = centered ? block_sum(s_dxhat, scratch) / (float)C : 0.0f;
-    const float bb = block_sum(s_dxhat_xhat, scratch) / (float)C;
-    T *dxr = dx + n * C;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-        float xhat = (load_f(&xr[c]) - m) * r;
-        float dxhat = load_f(&dr[c]) * load_f(&w[c]);
-        float g = dxhat - a - xhat * bb;
-        store_f(&dxr[c], load_f(&dxr[c]) + g * r);
+    for (int64_t n = r0; n < r1; n++) {
+        const T *xr = x + n * C, *dr = dout + n * C;
+        const float m = centered ? mean[n] : 0.0f, r = rstd[n];
+        float s_dxhat = 0.0f, s_dxhat_xhat = 0.0f;
+        for (int k = 0; k < kCPT; k++) {
+            const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;
+            xh[k] = c < C ? (load_f(&xr[c]) - m) * r : 0.0f;
+            dv[k] = c < C ? load_f(&dr[c]) : 0.0f;
+            const float dxhat = dv[k] * wv[k];
+            s_dxhat += dxhat;
+            s_dxhat_xhat += dxhat * xh[k];
+        }
+        const float a = centered ? block_sum(s_dxhat, scratch) / (float)C : 0.0f;
+        const float bb = block_sum(s_dxhat_xhat, scratch) / (float)C;
+        T *dxr = dx + n * C;
+        for (int k = 0; k < kCPT; k++) {
+            const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;
+            if (c < C) {
+                const float g = dv[k] * wv[k] - a - xh[k] * bb;
+                store_f(&dxr[c], load_f(&dxr[c]) + g * r);
+                aw[k] += dv[k] * xh[k];
+                ab[k] += dv[k];
+            }
+        }
     }
-}
-
-/* dw[c] += sum_n dout[n,c] * xhat[n,c]; db[c] += sum_n dout[n,c] (centered).
- * A block of 32 x kColRows threads owns 32 adjacent columns. */
-template <typename T, bool centered>
-__global__ void norm_backward_params_kernel(float *dw, float *db, const T *dout,
-                                           const T *x, const float *mean,
-                                           const float *rstd, int64_t N, int64_t C)
-{
-    __shared__ float part_w[kColRows][33], part_b[kColRows][33];
-    const int64_t c = blockIdx.x * 32 + threadIdx.x;
-    float sw = 0.0f, sb = 0.0f;
-    if (c < C)
-        for (int64_t n = threadIdx.y; n < N; n += kColRows) {
-            float xhat = (load_f(&x[n * C + c]) - (centered ? mean[n] : 0.0f)) * rstd[n];
-            float d = load_f(&dout[n * C + c]);
-            sw += d * xhat;
-            sb += d;
+    for (int k = 0; k < kCPT; k++) {
+        const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;
+        if (c < C) {
+            part_w[(int64_t)blockIdx.x * C + c] = aw[k];
+            if (centered)
+                part_b[(int64_t)blockIdx.x * C + c] = ab[k];
         }
-    part_w[threadIdx.y][threadIdx.x] = sw;
-    part_b[threadIdx.y][threadIdx.x] = sb;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float tw = 0.0f, tb = 0.0f;
-        for (int y = 0; y < kColRows; y++) {
-            tw += part_w[y][threadIdx.x];
-            tb += part_b[y][threadIdx.x];
-        }
-        dw[c] += tw;
-        if (centered)
-            db[c] += tb;
     }
 }
 
@@ -138,24 +141,55 @@ cudaError_t norm_forward(T *out, float *mean, float *rstd, const T *x, const T *
     return launch_status();
 }
 
-template <typename T, bool centered>
-cudaError_t norm_backward(T *dx, float *dw, float *db, const T *dout, const T *x,
+/* Columns per thread of the backward: 8 covers C <= 8192 with at most
+ * 1024 threads; 32 (more registers) the rare wider rows. */
+const int kMaxThreads = 1024;
+
+template <typename T, bool centered, int kCPT>
+void launch_norm_backward(T *dx, float *pw, float *pb, const T *dout, const T *x,
                           const T *w, const float *mean, const float *rstd, int64_t N,
                           int64_t C, cudaStream_t s)
 {
+    const int64_t per = (C + kCPT - 1) / kCPT;
+    const int threads = (int)((per + 31) / 32 * 32);
+    norm_backward_kernel<T, centered, kCPT>
+        <<<(unsigned)colsum_chunks(N, kNormChunkRows), threads, 0, s>>>(
+            dx, pw, pb, dout, x, w, mean, rstd, N, C);
+}
+
+template <typename T, bool centered>
+cudaError_t norm_backward(T *dx, float *dw, float *db, const T *dout, const T *x,
+                          const T *w, const float *mean, const float *rstd, int64_t N,
+                          int64_t C, void *ws, cudaStream_t s)
+{
     if (N <= 0 || C <= 0)
         return launch_status();
-    norm_backward_rows_kernel<T, centered><<<(unsigned)N, row_threads(C), 0, s>>>(
-        dx, dout, x, w, mean, rstd, C);
-    norm_backward_params_kernel<T, centered>
-        <<<(unsigned)((C + 31) / 32), dim3(32, kColRows), 0, s>>>(dw, db, dout, x, mean,
-                                                                 rstd, N, C);
+    if (!ws || C > 32 * kMaxThreads)
+        return cudaErrorInvalidValue;
+    const int64_t R = colsum_chunks(N, kNormChunkRows);
+    float *pw = static_cast<float *>(ws), *pb = pw + R * C;
+    if (C <= 8 * kMaxThreads)
+        launch_norm_backward<T, centered, 8>(dx, pw, pb, dout, x, w, mean, rstd, N, C, s);
+    else
+        launch_norm_backward<T, centered, 32>(dx, pw, pb, dout, x, w, mean, rstd, N, C, s);
+    colsum_finish_kernel<0><<<colsum_finish_blocks(C), dim3(32, kFinishRows), 0, s>>>(
+        dw, pw, R, C);
+    if (centered)
+        colsum_finish_kernel<0><<<colsum_finish_blocks(C), dim3(32, kFinishRows), 0, s>>>(
+            db, pb, R, C);
     return launch_status();
 }
 
 } /* namespace */
 
 extern "C" {
+
+size_t st_cuda_norm_backward_workspace_bytes(int64_t N, int64_t C)
+{
+    return N > 0 && C > 0
+               ? 2 * (size_t)colsum_chunks(N, kNormChunkRows) * C * sizeof(float)
+               : 0;
+}
 
 cudaError_t st_cuda_layernorm_forward_f32(float *out, float *mean, float *rstd,
                                           const float *x, const float *w, const float *b,
@@ -175,18 +209,18 @@ cudaError_t st_cuda_layernorm_backward_f32(float *dx, float *dw, float *db,
                                            const float *dout, const float *x,
                                            const float *w, const float *mean,
                                            const float *rstd, int64_t N, int64_t C,
-                                           cudaStream_t s)
+                                           void *ws, cudaStream_t s)
 {
-    return norm_backward<float, true>(dx, dw, db, dout, x, w, mean, rstd, N, C, s);
+    return norm_backward<float, true>(dx, dw, db, dout, x, w, mean, rstd, N, C, ws, s);
 }
 cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, float *dw, float *db,
                                             const uint16_t *dout, const uint16_t *x,
                                             const uint16_t *w, const float *mean,
                                             const float *rstd, int64_t N, int64_t C,
-                                            cudaStream_t s)
+                                            void *ws, cudaStream_t s)
 {
     return norm_backward<bf16, true>(as_bf16(dx), dw, db, as_bf16(dout), as_bf16(x),
-                                     as_bf16(w), mean, rstd, N, C, s);
+                                     as_bf16(w), mean, rstd, N, C, ws, s);
 }
 cudaError_t st_cuda_rmsnorm_forward_f32(float *out, float *rstd, const float *x,
                                         const float *w, int64_t N, int64_t C, float eps,
@@ -204,17 +238,17 @@ cudaError_t st_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const uint1
 cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, float *dw, const float *dout,
                                          const float *x, const float *w,
                                          const float *rstd, int64_t N, int64_t C,
-                                         cudaStream_t s)
+                                         void *ws, cudaStream_t s)
 {
-    return norm_backward<float, false>(dx, dw, NULL, dout, x, w, NULL, rstd, N, C, s);
+    return norm_backward<float, false>(dx, dw, NULL, dout, x, w, NULL, rstd, N, C, ws, s);
 }
 cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, float *dw, const uint16_t *dout,
                                           const uint16_t *x, const uint16_t *w,
                                           const float *rstd, int64_t N, int64_t C,
-                                          cudaStream_t s)
+                                          void *ws, cudaStream_t s)
 {
     return norm_backward<bf16, false>(as_bf16(dx), dw, NULL, as_bf16(dout), as_bf16(x),
-                                      as_bf16(w), NULL, rstd, N, C, s);
+                                      as_bf16(w), NULL, rstd, N, C, ws, s);
 }
 
 } /* extern "C" */

@@ -40,11 +40,16 @@ cudaError_t st_cuda_add_bias_f32(float *out, const float *bias, int64_t N, int64
                                  cudaStream_t s);
 cudaError_t st_cuda_add_bias_bf16(uint16_t *out, const uint16_t *bias, int64_t N,
                                   int64_t C, cudaStream_t s);
-/* dbias[c] += sum_n dout[n,c]  (dbias is float in both modes) */
+/* dbias[c] += sum_n dout[n,c]  (dbias is float in both modes).  A two-stage
+ * column sum (fixed row chunks, then a fixed tree over the chunks), so ws
+ * must hold st_cuda_bias_backward_workspace_bytes(N, C) bytes of device
+ * memory, 16-byte aligned (NULL: cudaErrorInvalidValue); it may be reused
+ * once the stream has passed the call. */
+size_t st_cuda_bias_backward_workspace_bytes(int64_t N, int64_t C);
 cudaError_t st_cuda_bias_backward_f32(float *dbias, const float *dout, int64_t N,
-                                      int64_t C, cudaStream_t s);
+                                      int64_t C, void *ws, cudaStream_t s);
 cudaError_t st_cuda_bias_backward_bf16(float *dbias, const uint16_t *dout, int64_t N,
-                                       int64_t C, cudaStream_t s);
+                                       int64_t C, void *ws, cudaStream_t s);
 
 /* GELU (tanh approximation); backward overwrites dx = gelu'(x) * dout. */
 cudaError_t st_cuda_gelu_forward_f32(float *out, const float *x, int64_t n, cudaStream_t s);
@@ -89,13 +94,17 @@ cudaError_t st_cuda_embed_forward_bf16(uint16_t *out, const uint16_t *wte,
                                        const uint16_t *wpe, const int32_t *tokens,
                                        int64_t B, int64_t T, int64_t C, cudaStream_t s);
 /* dwte[tokens[r],:] += dout[r,:]; dwpe[r % T,:] += dout[r,:] when dwpe != NULL.
- * Deterministic scatter-add (no atomics), rows in order as on the CPU. */
+ * Deterministic scatter-add (no atomics): the rows are sorted by token on
+ * the device and each token's rows added in ascending row order, as on the
+ * CPU.  ws: st_cuda_embed_backward_workspace_bytes(B * T) bytes of device
+ * memory, 16-byte aligned (NULL: cudaErrorInvalidValue). */
+size_t st_cuda_embed_backward_workspace_bytes(int64_t N);
 cudaError_t st_cuda_embed_backward_f32(float *dwte, float *dwpe, const int32_t *tokens,
                                        const float *dout, int64_t B, int64_t T,
-                                       int64_t C, cudaStream_t s);
+                                       int64_t C, void *ws, cudaStream_t s);
 cudaError_t st_cuda_embed_backward_bf16(float *dwte, float *dwpe, const int32_t *tokens,
                                         const uint16_t *dout, int64_t B, int64_t T,
-                                        int64_t C, cudaStream_t s);
+                                        int64_t C, void *ws, cudaStream_t s);
 
 /* y[i] += x[i] */
 cudaError_t st_cuda_add_inplace_f32(float *y, const float *x, int64_t n, cudaStream_t s);
@@ -119,17 +128,23 @@ cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rs
                                            const uint16_t *x, const uint16_t *w,
                                            const uint16_t *b, int64_t N, int64_t C,
                                            float eps, cudaStream_t s);
-/* dx += ...; dw += ...; db += ... (dw, db float in both modes) */
+/* dx += ...; dw += ...; db += ... (dw, db float in both modes).  One
+ * kernel does dx and each chunk of rows' share of dw and db (partials in
+ * ws), a second adds the partials in a fixed order: ws must hold
+ * st_cuda_norm_backward_workspace_bytes(N, C) bytes of device memory
+ * (NULL: cudaErrorInvalidValue).  C at most 32768 (else
+ * cudaErrorInvalidValue: a row's columns live in registers). */
+size_t st_cuda_norm_backward_workspace_bytes(int64_t N, int64_t C);
 cudaError_t st_cuda_layernorm_backward_f32(float *dx, float *dw, float *db,
                                            const float *dout, const float *x,
                                            const float *w, const float *mean,
                                            const float *rstd, int64_t N, int64_t C,
-                                           cudaStream_t s);
+                                           void *ws, cudaStream_t s);
 cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, float *dw, float *db,
                                             const uint16_t *dout, const uint16_t *x,
                                             const uint16_t *w, const float *mean,
                                             const float *rstd, int64_t N, int64_t C,
-                                            cudaStream_t s);
+                                            void *ws, cudaStream_t s);
 cudaError_t st_cuda_rmsnorm_forward_f32(float *out, float *rstd, const float *x,
                                         const float *w, int64_t N, int64_t C, float eps,
                                         cudaStream_t s);
@@ -139,11 +154,11 @@ cudaError_t st_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const uint1
 cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, float *dw, const float *dout,
                                          const float *x, const float *w,
                                          const float *rstd, int64_t N, int64_t C,
-                                         cudaStream_t s);
+                                         void *ws, cudaStream_t s);
 cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, float *dw, const uint16_t *dout,
                                           const uint16_t *x, const uint16_t *w,
                                           const float *rstd, int64_t N, int64_t C,
-                                          cudaStream_t s);
+                                          void *ws, cudaStream_t s);
 
 /* ---- loss (cuda/xent.cu) -------------------------------------------------- */
 

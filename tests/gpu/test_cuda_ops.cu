@@ -44,6 +44,22 @@
 static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
 static cudaStream_t g_stream;
 
+/* Workspace of the two-stage reductions (bias, norm and embedding
+ * backward): one device block, grown on demand, freed at exit. */
+static void *g_ws;
+static size_t g_ws_bytes;
+static void *ws(size_t bytes)
+{
+    if (bytes > g_ws_bytes) {
+        CK(cudaDeviceSynchronize());
+        if (g_ws)
+            CK(cudaFree(g_ws));
+        CK(cudaMalloc(&g_ws, bytes));
+        g_ws_bytes = bytes;
+    }
+    return g_ws;
+}
+
 /* Launch, then wait, so a fault is reported at the op that caused it. */
 #define RUN(call)                                                                          \
     do {                                                                                   \
@@ -145,8 +161,9 @@ static void test_bias(bool bf, int64_t N, int64_t C)
     dbias.fill(1.0f);
     ref = dbias.h;
     st_bias_backward(ref.data(), dout.h.data(), N, C);
-    RUN(bf ? st_cuda_bias_backward_bf16(dbias.f(), dout.u(), N, C, g_stream)
-           : st_cuda_bias_backward_f32(dbias.f(), dout.f(), N, C, g_stream));
+    void *bws = ws(st_cuda_bias_backward_workspace_bytes(N, C));
+    RUN(bf ? st_cuda_bias_backward_bf16(dbias.f(), dout.u(), N, C, bws, g_stream)
+           : st_cuda_bias_backward_f32(dbias.f(), dout.f(), N, C, bws, g_stream));
     report("bias_backward", bf, shape, rel_err(dbias.down(), ref));
 }
 
@@ -261,10 +278,11 @@ static void test_embed(bool bf, bool gpt2, int64_t B, int64_t T, int64_t V, int6
     if (ref_embed_backward(rwte.data(), gpt2 ? rwpe.data() : NULL, tok.data(),
                            dout.h.data(), B, T, C, V))
         bail("ref_embed_backward", cudaErrorMemoryAllocation);
+    void *ews = ws(st_cuda_embed_backward_workspace_bytes(B * T));
     RUN(bf ? st_cuda_embed_backward_bf16(dwte.f(), gpt2 ? dwpe.f() : NULL, dtok, dout.u(),
-                                         B, T, C, g_stream)
+                                         B, T, C, ews, g_stream)
            : st_cuda_embed_backward_f32(dwte.f(), gpt2 ? dwpe.f() : NULL, dtok, dout.f(),
-                                        B, T, C, g_stream));
+                                        B, T, C, ews, g_stream));
     report("embed_backward dwte", bf, shape, rel_err(dwte.down(), rwte));
     /* Llama: dwpe must be left alone (it still equals its initial values). */
     report("embed_backward dwpe", bf, shape, rel_err(dwpe.down(), rwpe));
@@ -385,20 +403,23 @@ static void test_norm(bool bf, bool layer, int64_t N, int64_t C)
     dw.fill(1.0f);
     db.fill(1.0f);
     std::vector<float> rdx = dx.h, rdw = dw.h, rdb = db.h;
+    void *nws = ws(st_cuda_norm_backward_workspace_bytes(N, C));
     if (layer) {
         st_layernorm_backward(rdx.data(), rdw.data(), rdb.data(), dout.h.data(), x.h.data(),
                               w.h.data(), rmean.data(), rrstd.data(), N, C);
         RUN(bf ? st_cuda_layernorm_backward_bf16(dx.u(), dw.f(), db.f(), dout.u(), x.u(),
-                                                 w.u(), mean.f(), rstd.f(), N, C, g_stream)
+                                                 w.u(), mean.f(), rstd.f(), N, C, nws,
+                                                 g_stream)
                : st_cuda_layernorm_backward_f32(dx.f(), dw.f(), db.f(), dout.f(), x.f(),
-                                                w.f(), mean.f(), rstd.f(), N, C, g_stream));
+                                                w.f(), mean.f(), rstd.f(), N, C, nws,
+                                                g_stream));
     } else {
         st_rmsnorm_backward(rdx.data(), rdw.data(), dout.h.data(), x.h.data(), w.h.data(),
                             rrstd.data(), N, C);
         RUN(bf ? st_cuda_rmsnorm_backward_bf16(dx.u(), dw.f(), dout.u(), x.u(), w.u(),
-                                               rstd.f(), N, C, g_stream)
+                                               rstd.f(), N, C, nws, g_stream)
                : st_cuda_rmsnorm_backward_f32(dx.f(), dw.f(), dout.f(), x.f(), w.f(),
-                                              rstd.f(), N, C, g_stream));
+                                              rstd.f(), N, C, nws, g_stream));
     }
     snprintf(what, sizeof what, "%s_backward dx", name);
     report(what, bf, shape, rel_err(dx.down(), rdx));
@@ -524,12 +545,14 @@ static void test_determinism(bool bf)
         CK(cudaMemset(dwte.d, 0, dwte.bytes()));
         CK(cudaMemset(dwpe.d, 0, dwpe.bytes()));
         CK(cudaMemset(dbias.d, 0, dbias.bytes()));
+        void *ews = ws(st_cuda_embed_backward_workspace_bytes(B * T));
         RUN(bf ? st_cuda_embed_backward_bf16(dwte.f(), dwpe.f(), dtok, dout.u(), B, T, C,
-                                             g_stream)
+                                             ews, g_stream)
                : st_cuda_embed_backward_f32(dwte.f(), dwpe.f(), dtok, dout.f(), B, T, C,
-                                            g_stream));
-        RUN(bf ? st_cuda_bias_backward_bf16(dbias.f(), dout.u(), B * T, C, g_stream)
-               : st_cuda_bias_backward_f32(dbias.f(), dout.f(), B * T, C, g_stream));
+                                            ews, g_stream));
+        void *bws = ws(st_cuda_bias_backward_workspace_bytes(B * T, C));
+        RUN(bf ? st_cuda_bias_backward_bf16(dbias.f(), dout.u(), B * T, C, bws, g_stream)
+               : st_cuda_bias_backward_f32(dbias.f(), dout.f(), B * T, C, bws, g_stream));
         wte[run] = dwte.down();
         wpe[run] = dwpe.down();
         bias[run] = dbias.down();
@@ -759,6 +782,8 @@ int main(void)
         for (int epi = ST_CUDA_EPI_NONE; epi <= ST_CUDA_EPI_BGRADB; epi++)
             test_gemm_ex(ctx, bf, epi);
     st_cuda_gemm_destroy(ctx);
+    if (g_ws)
+        CK(cudaFree(g_ws));
     CK(cudaStreamDestroy(g_stream));
     return tap_done();
 }
