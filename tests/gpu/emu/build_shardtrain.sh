@@ -64,7 +64,7 @@ objs="$objs $tmp/gemm_host.o"
 
 # shellcheck disable=SC2086
 $CC $(mk OPENMP_CFLAGS) $san -o "$out" "$build/src/cli/main.o" $objs "$tmp/lib.a" \
-    $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PROTOBUF_C_LIBS) $(mk PMIX_LIBS) $(mk NCCL_LIBS) \
+    $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PCRE2_LIBS) $(mk PROTOBUF_C_LIBS) $(mk PMIX_LIBS) $(mk NCCL_LIBS) \
     $(mk CUDA_LIBS) $(mk BLAS_LIBS) -lstdc++ -lpthread -lm
 
 # No real runtime call may be left: the only cuda* import allowed is
