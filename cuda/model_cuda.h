@@ -61,7 +61,9 @@ typedef struct {
  * stream): a cuBLASLt context (gemm_workspace_bytes, 0 = ops.h's default)
  * and, for Llama, the CPU's RoPE tables copied to the device, so both
  * backends rotate by bit-identical angles.  This is set-up, not a training
- * step: the table copy may wait for the host.  On failure *ctx is NULL. */
+ * step: the table copy may wait for the host.  On failure *ctx is NULL.
+ * The embedding backward allocates its sort workspace here on first use
+ * (and again for a larger batch): that one call may wait for the device. */
 cudaError_t st_cuda_model_ctx_create(st_cuda_model_ctx **ctx, const st_model *m,
                                      cudaStream_t stream, size_t gemm_workspace_bytes);
 void st_cuda_model_ctx_destroy(st_cuda_model_ctx *ctx);

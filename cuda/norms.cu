@@ -8,7 +8,9 @@
  * kNormChunkRows rows, which computes dx row by row and, in the same pass
  * over x and dout, its chunk's share of dw and db (sums over rows) into a
  * partial buffer the caller provides; a second kernel (common.cuh's
- * colsum_finish_kernel) adds the chunks' partials in a fixed order.  That
+ * colsum_finish_kernel) adds the chunks' partials in a fixed order (rows
+ * wider than 8192, whose columns do not fit in registers, compute dx and
+ * the partials in two kernels instead).  That
  * replaced a separate column-sum kernel of C / 32 blocks, which could not
  * fill a large GPU and read x and dout a second time.  No atomics
  * anywhere, so results are deterministic; the sums over rows are fp32 in a
@@ -64,6 +66,14 @@ __global__ void norm_forward_kernel(T *out, float *mean, float *rstd, const T *x
     }
 }
 
+/* Threads per block of the fused backward, at most: each thread keeps 5 x
+ * kCPT floats of its columns live, so the register file (64 K per SM) caps
+ * the block; __launch_bounds__ holds ptxas to it (sm_90, nvcc 13: 8
+ * columns fit 512 threads without spilling, 32 columns 256 threads with a
+ * small spill).  Wider rows (C > 8192) take the unfused path below. */
+__host__ __device__ constexpr int kFusedThreads(int cpt) { return cpt <= 8 ? 512 : 256; }
+const int64_t kFusedMaxC = 32 * 256;
+
 /* The backward, fused: block b owns rows [b * kNormChunkRows, +kNormChunkRows)
  * and thread t owns columns t, t + blockDim.x, ... (kCPT of them, held in
  * registers).  For each row in order: dx[n,:] += (dxhat - mean(dxhat) -
@@ -74,7 +84,8 @@ __global__ void norm_forward_kernel(T *out, float *mean, float *rstd, const T *x
  * partials.  So x and dout are read once for everything, and each column's
  * sum runs over rows in a fixed order whatever the schedule. */
 template <typename T, bool centered, int kCPT>
-__global__ void norm_backward_kernel(T *dx, float *part_w, float *part_b, const T *dout,
+__global__ void __launch_bounds__(kFusedThreads(kCPT))
+norm_backward_kernel(T *dx, float *part_w, float *part_b, const T *dout,
                                      const T *x, const T *w, const float *mean,
                                      const float *rstd, int64_t N, int64_t C)
 {
@@ -141,9 +152,54 @@ cudaError_t norm_forward(T *out, float *mean, float *rstd, const T *x, const T *
     return launch_status();
 }
 
-/* Columns per thread of the backward: 8 covers C <= 8192 with at most
- * 1024 threads; 32 (more registers) the rare wider rows. */
-const int kMaxThreads = 1024;
+/* Rows wider than kFusedMaxC: dx by one block per row (two passes over
+ * the row), and the chunks' dw / db partials by a second kernel, one
+ * thread per column of a chunk, rows in order; the same partial layout
+ * and second stage as the fused path. */
+template <typename T, bool centered>
+__global__ void norm_backward_rows_kernel(T *dx, const T *dout, const T *x, const T *w,
+                                          const float *mean, const float *rstd, int64_t C)
+{
+    __shared__ float scratch[32];
+    const int64_t n = blockIdx.x;
+    const T *xr = x + n * C, *dr = dout + n * C;
+    const float m = centered ? mean[n] : 0.0f, r = rstd[n];
+    float s_dxhat = 0.0f, s_dxhat_xhat = 0.0f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        const float xhat = (load_f(&xr[c]) - m) * r, dxhat = load_f(&dr[c]) * load_f(&w[c]);
+        s_dxhat += dxhat;
+        s_dxhat_xhat += dxhat * xhat;
+    }
+    const float a = centered ? block_sum(s_dxhat, scratch) / (float)C : 0.0f;
+    const float bb = block_sum(s_dxhat_xhat, scratch) / (float)C;
+    T *dxr = dx + n * C;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+        const float xhat = (load_f(&xr[c]) - m) * r, dxhat = load_f(&dr[c]) * load_f(&w[c]);
+        store_f(&dxr[c], load_f(&dxr[c]) + (dxhat - a - xhat * bb) * r);
+    }
+}
+
+template <typename T, bool centered>
+__global__ void norm_params_partials_kernel(float *part_w, float *part_b, const T *dout,
+                                            const T *x, const float *mean,
+                                            const float *rstd, int64_t N, int64_t C)
+{
+    const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    const int64_t r0 = (int64_t)blockIdx.x * kNormChunkRows;
+    const int64_t r1 = r0 + kNormChunkRows < N ? r0 + kNormChunkRows : N;
+    if (c >= C)
+        return;
+    float aw = 0.0f, ab = 0.0f;
+    for (int64_t n = r0; n < r1; n++) {
+        const float xhat = (load_f(&x[n * C + c]) - (centered ? mean[n] : 0.0f)) * rstd[n];
+        const float d = load_f(&dout[n * C + c]);
+        aw += d * xhat;
+        ab += d;
+    }
+    part_w[(int64_t)blockIdx.x * C + c] = aw;
+    if (centered)
+        part_b[(int64_t)blockIdx.x * C + c] = ab;
+}
 
 template <typename T, bool centered, int kCPT>
 void launch_norm_backward(T *dx, float *pw, float *pb, const T *dout, const T *x,
@@ -151,7 +207,7 @@ void launch_norm_backward(T *dx, float *pw, float *pb, const T *dout, const T *x
                           int64_t C, cudaStream_t s)
 {
     const int64_t per = (C + kCPT - 1) / kCPT;
-    const int threads = (int)((per + 31) / 32 * 32);
+    const int threads = (int)((per + 31) / 32 * 32); /* <= kFusedThreads(kCPT) */
     norm_backward_kernel<T, centered, kCPT>
         <<<(unsigned)colsum_chunks(N, kNormChunkRows), threads, 0, s>>>(
             dx, pw, pb, dout, x, w, mean, rstd, N, C);
@@ -164,14 +220,21 @@ cudaError_t norm_backward(T *dx, float *dw, float *db, const T *dout, const T *x
 {
     if (N <= 0 || C <= 0)
         return launch_status();
-    if (!ws || C > 32 * kMaxThreads)
+    if (!ws)
         return cudaErrorInvalidValue;
     const int64_t R = colsum_chunks(N, kNormChunkRows);
     float *pw = static_cast<float *>(ws), *pb = pw + R * C;
-    if (C <= 8 * kMaxThreads)
+    if (C <= 8 * kFusedThreads(8)) {
         launch_norm_backward<T, centered, 8>(dx, pw, pb, dout, x, w, mean, rstd, N, C, s);
-    else
+    } else if (C <= kFusedMaxC) {
         launch_norm_backward<T, centered, 32>(dx, pw, pb, dout, x, w, mean, rstd, N, C, s);
+    } else {
+        norm_backward_rows_kernel<T, centered><<<(unsigned)N, kRowThreads, 0, s>>>(
+            dx, dout, x, w, mean, rstd, C);
+        norm_params_partials_kernel<T, centered>
+            <<<dim3((unsigned)R, (unsigned)((C + 255) / 256)), 256, 0, s>>>(
+                pw, pb, dout, x, mean, rstd, N, C);
+    }
     colsum_finish_kernel<0><<<colsum_finish_blocks(C), dim3(32, kFinishRows), 0, s>>>(
         dw, pw, R, C);
     if (centered)

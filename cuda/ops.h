@@ -132,8 +132,8 @@ cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rs
  * kernel does dx and each chunk of rows' share of dw and db (partials in
  * ws), a second adds the partials in a fixed order: ws must hold
  * st_cuda_norm_backward_workspace_bytes(N, C) bytes of device memory
- * (NULL: cudaErrorInvalidValue).  C at most 32768 (else
- * cudaErrorInvalidValue: a row's columns live in registers). */
+ * (NULL: cudaErrorInvalidValue).  Rows wider than 8192 take an unfused
+ * path (dx and the partials in two kernels), same partials, same stage 2. */
 size_t st_cuda_norm_backward_workspace_bytes(int64_t N, int64_t C);
 cudaError_t st_cuda_layernorm_backward_f32(float *dx, float *dw, float *db,
                                            const float *dout, const float *x,
