@@ -2,11 +2,14 @@
 # The CUDA model units (cuda/model_cuda.cu with the kernels of cuda/) run on
 # the CPU through the host emulation of tests/gpu/emu/, checked against the
 # CPU backend by tests/gpu/test_cuda_model.cu: fp32 within 1e-4, bf16 within
-# 2e-2.  This is the only execution of the CUDA code a machine without a GPU
-# can give; it covers every kernel's indexing, strides, buffer layouts and
-# chunking, but not cuBLASLt (st_gemm stands in), memory ordering or speed.
-# Registered in TESTS only where configure found the CUDA toolkit (its
-# headers and libcudart are needed); the TAP lines are the test program's.
+# 2e-2.  Before it, tests/gpu/test_cuda_reduce.cu checks the bias, norm and
+# embedding gradients' reductions against the CPU ops on shapes that break
+# their tiling, and their bits under reversed thread order.  This is the
+# only execution of the CUDA code a machine without a GPU can give; it
+# covers every kernel's indexing, strides, buffer layouts and chunking, but
+# not cuBLASLt (st_gemm stands in), memory ordering or speed.  Registered
+# in TESTS only where configure found the CUDA toolkit (its headers and
+# libcudart are needed); the TAP lines are the two programs', renumbered.
 set -u
 lib="$top_builddir/libshardtrain.a"
 if [ ! -f "$lib" ]; then
@@ -18,4 +21,21 @@ fi
 EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
 EMU_LIBS=$(sed -n "s/^BLAS_LIBS = //p" "$top_builddir/Makefile")
 export EMU_LIBS EMU_LINK_FLAGS
-exec sh "$top_srcdir/tests/gpu/emu/run_model.sh" "$top_srcdir" "$lib"
+# Two programs, one TAP stream: first the reductions of the parameter
+# gradients against the CPU ops, normal and reversed thread order
+# (run_reduce.sh, about a minute), then the model units (run_model.sh);
+# their checks are renumbered in sequence and the plan comes last.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+rc=0
+sh "$top_srcdir/tests/gpu/emu/run_reduce.sh" "$top_srcdir" "$lib" > "$tmp/reduce.out" 2>&1 ||
+    rc=1
+sh "$top_srcdir/tests/gpu/emu/run_model.sh" "$top_srcdir" "$lib" > "$tmp/model.out" 2>&1 ||
+    rc=1
+awk '/^1\.\./ { next }
+     /^Bail out!/ { print; bail = 1; next }
+     /^(not )?ok [0-9]+/ { n++; sub(/^ok [0-9]+/, "ok " n); sub(/^not ok [0-9]+/, "not ok " n) }
+     { print }
+     END { if (n == 0 && !bail) { n = 1; print "not ok 1 - no TAP output from the emulated programs" }
+           print "1.." n }' "$tmp/reduce.out" "$tmp/model.out"
+exit $rc
