@@ -20,6 +20,39 @@
 #include <string.h>
 #include <xxhash.h>
 
+/* ---- characters ------------------------------------------------------------ */
+
+size_t st_tok_utf8_len(const unsigned char *s, size_t n)
+{
+    size_t l = s[0] < 0x80 ? 1 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 1;
+    return l < n ? l : n;
+}
+
+/* GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
+ * the other 68 take code points 256, 257, ... in byte order. */
+unsigned st_tok_byte_code_point(unsigned b)
+{
+    if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))
+        return b;
+    unsigned n = 0;
+    for (unsigned c = 0; c < b; c++)
+        if (!((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || (c >= 0xae && c <= 0xff)))
+            n++;
+    return 256 + n;
+}
+
+size_t st_tok_byte_char(unsigned b, char out[2])
+{
+    unsigned cp = st_tok_byte_code_point(b);
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xc0 | cp >> 6);
+    out[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+}
+
 /* ---- maps ---------------------------------------------------------------- */
 
 static uint64_t key_hash(const char *k, size_t len)

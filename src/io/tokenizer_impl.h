@@ -109,9 +109,9 @@ struct st_tokenizer {
     pcre2_match_data *md;
 };
 
-/* tokenizer_load.c: the loader's state and the messages every part of the
- * file shares.  Each message function prints one line and returns the
- * exit status to pass up. */
+/* The loader's state (tokenizer_load.c) and, in tokenizer_json.c, the
+ * messages and JSON accessors every part of the file shares.  Each message
+ * function prints one line and returns the exit status to pass up. */
 typedef struct {
     st_tokenizer *t;
     const char *path;
@@ -130,7 +130,13 @@ int st_tok_add_pre(st_tok_loader *L, json_t *o);
 int st_tok_add_decoder(st_tok_loader *L, json_t *o);
 int st_tok_add_post(st_tok_loader *L, json_t *o);
 
-/* tokenizer_bpe.c */
+/* tokenizer_bpe.c: characters, maps and the merge */
+/* Length of the UTF-8 character at s (1 for a byte that starts none). */
+size_t st_tok_utf8_len(const unsigned char *s, size_t n);
+/* GPT-2's byte -> character map: the code point, and as UTF-8 (1 or 2
+ * bytes). */
+unsigned st_tok_byte_code_point(unsigned b);
+size_t st_tok_byte_char(unsigned b, char out[2]);
 int st_tok_strmap_put(st_tok_strmap *m, const char *k, size_t len, uint32_t val);
 int st_tok_strmap_get(const st_tok_strmap *m, const char *k, size_t len, uint32_t *val);
 void st_tok_strmap_free(st_tok_strmap *m);
@@ -140,10 +146,5 @@ void st_tok_pairmap_free(st_tok_pairmap *m);
 /* BPE on one pre-tokenised word (model-space bytes); appends to out. */
 int st_tok_bpe_word(st_tokenizer *t, const char *w, size_t len, st_token_list *out);
 
-/* tokenizer_text.c */
-/* Length of the UTF-8 character at s (1 for a byte that starts none). */
-size_t st_tok_utf8_len(const unsigned char *s, size_t n);
-/* GPT-2's byte -> character map, as UTF-8 (1 or 2 bytes). */
-size_t st_tok_byte_char(unsigned b, char out[2]);
 
 #endif

@@ -17,12 +17,6 @@
 
 /* ---- UTF-8 ---------------------------------------------------------------- */
 
-size_t st_tok_utf8_len(const unsigned char *s, size_t n)
-{
-    size_t l = s[0] < 0x80 ? 1 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 1;
-    return l < n ? l : n;
-}
-
 /* Bytes of the valid UTF-8 sequence starting at s[0], or 0 when s starts
  * an invalid one, with *bad set to the length of its maximal subpart. */
 static size_t utf8_valid(const unsigned char *s, size_t n, size_t *bad)
@@ -94,31 +88,6 @@ static char *utf8_lossy(const char *text, size_t *len, int *oom)
     }
     *len = o;
     return out;
-}
-
-/* GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
- * the other 68 take code points 256, 257, ... in byte order. */
-static unsigned byte_code_point(unsigned b)
-{
-    if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))
-        return b;
-    unsigned n = 0;
-    for (unsigned c = 0; c < b; c++)
-        if (!((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || (c >= 0xae && c <= 0xff)))
-            n++;
-    return 256 + n;
-}
-
-size_t st_tok_byte_char(unsigned b, char out[2])
-{
-    unsigned cp = byte_code_point(b);
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xc0 | cp >> 6);
-    out[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
 }
 
 /* ---- growable byte strings ------------------------------------------------ */
@@ -464,7 +433,7 @@ static int byte_level_bytes(const buf *tok, buf *out)
         for (int i = 0; i < 324; i++)
             back[i] = -1;
         for (unsigned b = 0; b < 256; b++)
-            back[byte_code_point(b)] = (int16_t)b;
+            back[st_tok_byte_code_point(b)] = (int16_t)b;
         ready = 1;
     }
     const unsigned char *s = (const unsigned char *)tok->p;
