@@ -211,6 +211,15 @@ write_base_ini "$TMP/run.ini" "model.vocab_size=1200" "data.train=$TMP/data/gpt2
 ranks 1 300 "$SHARDTRAIN" train "$TMP/run.ini" >"$TMP/train.out" 2>&1
 check "a model trains on the tokenizer's shards (vocabulary 1200)" \
     test -s "$TMP/ck/final/model.safetensors"
+# data.tokenizer: checked against the vocabulary, written beside the final
+# weights, found there by sample and export.
+ranks 1 300 "$SHARDTRAIN" train -s data.tokenizer="$TMP/dir_gpt2" \
+    -s checkpoint.dir="$TMP/ckt" "$TMP/run.ini" >"$TMP/traint.out" 2>&1
+check "data.tokenizer: training puts tokenizer.json beside the final weights" \
+    cmp -s "$TMP/gpt2.json" "$TMP/ckt/final/tokenizer.json"
+refused "data.tokenizer larger than model.vocab_size is refused at its key" \
+    "data.tokenizer has 70201 ids but model.vocab_size is 1200" \
+    "$SHARDTRAIN" train -s data.tokenizer="$TMP/big.json" "$TMP/run.ini"
 ranks 1 120 "$SHARDTRAIN" sample "$TMP/run.ini" --tokenizer "$TMP/gpt2.json" \
     --prompt "ROMEO: Grüße 👍" --tokens 24 --temperature 0 --ids >"$TMP/sample.ids" 2>&1
 ranks 1 120 "$SHARDTRAIN" sample "$TMP/run.ini" --tokenizer "$TMP/dir_gpt2" \
@@ -223,6 +232,18 @@ printf '%s' "ROMEO: Grüße 👍" >"$TMP/prompt.txt"
 n=$(wc -w <"$TMP/prompt.ids")
 check "sample --tokenizer starts from the library's ids of the prompt ($n ids)" \
     test "$(cut -d' ' -f1-"$n" "$TMP/sample.ids")" = "$(cat "$TMP/prompt.ids")"
+ranks 1 120 "$SHARDTRAIN" sample "$TMP/run.ini" -s data.tokenizer="$TMP/gpt2.json" \
+    -s checkpoint.dir="$TMP/ckt" --prompt "ROMEO: Grüße 👍" --tokens 24 --temperature 0 \
+    --ids >"$TMP/samplet.ids" 2>&1
+ranks 1 120 "$SHARDTRAIN" sample "$TMP/run.ini" -s data.tokenizer="$TMP/gpt2.json" \
+    -s checkpoint.dir="$TMP/ckt" --prompt "ROMEO: Grüße 👍" --tokens 24 --temperature 0 \
+    >"$TMP/samplet.txt" 2>&1
+"$PY" "$REF" decode "$TMP/gpt2.json" "$TMP/samplet.ids" >"$TMP/libt.txt"
+same_lines "sample decodes with data.tokenizer" "$TMP/libt.txt" "$TMP/samplet.txt"
+"$SHARDTRAIN" export "$TMP/ckt" "$TMP/exportt" >/dev/null 2>&1
+check "export of final weights trained with data.tokenizer carries its tokenizer files" \
+    sh -c "cmp -s '$TMP/gpt2.json' '$TMP/exportt/tokenizer.json' &&
+        test -s '$TMP/exportt/tokenizer_config.json'"
 # A Hugging Face directory as model.init: its tokenizer.json is the one.
 mkdir -p "$TMP/hf"
 cp "$TMP/ck/final/model.safetensors" "$TMP/hf/model.safetensors"

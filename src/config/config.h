@@ -39,6 +39,7 @@ typedef struct {
 
 typedef struct {
     char *train, *val;       /* file globs; val may be "" */
+    char *tokenizer;         /* tokenizer.json or its directory; "" for byte level */
 } st_data_config;
 
 typedef struct {

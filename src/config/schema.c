@@ -93,6 +93,9 @@ const st_key st_schema[] = {
         data.train),
     STR("data", "val", "", "Glob of the validation token files, same format; empty for none.",
         data.val),
+    STR("data", "tokenizer", "",
+        "The Hugging Face tokenizer.json the shards were made with (prepare --tokenizer), or a directory holding one; empty for byte-level data. Training checks that model.vocab_size covers it and writes it beside the final weights, where sample and export find it.",
+        data.tokenizer),
 
     INT_IN("train", "micro_batch", "1", 1, (64 * P10), "Sequences per rank per forward/backward pass.",
            train.micro_batch),

@@ -46,8 +46,11 @@ static int export_final(const char *final, const char *out_dir, const char *toke
         return ST_EXIT_USAGE;
     }
     int rc = st_mkdir_p(out_dir);
-    const char *files[] = {"model.safetensors", "config.json", "generation_config.json"};
-    for (int i = 0; i < 3 && !rc; i++) {
+    /* The first two are required; the others are there when training had
+     * them (data.tokenizer). */
+    const char *files[] = {"model.safetensors", "config.json", "generation_config.json",
+                           "tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 5 && !rc; i++) {
         snprintf(src, sizeof src, "%s/%s", final, files[i]);
         snprintf(dst, sizeof dst, "%s/%s", out_dir, files[i]);
         if (i < 2 || stat(src, &st) == 0)

@@ -3,8 +3,8 @@
  * and samples are short.
  *
  * Text in and out goes through the model's tokenizer when there is one
- * (--tokenizer, or a tokenizer.json in the Hugging Face directory that
- * model.init names): the prompt is encoded as the library's encode(text)
+ * (--tokenizer, data.tokenizer, or a tokenizer.json in the Hugging Face
+ * directory that model.init names): the prompt is encoded as the library's encode(text)
  * does, BOS included, and the output is decode(all ids), printed as it
  * grows but held back while it ends in an incomplete character.  Without
  * one, ids below 256 are bytes (the byte-level tokenizer of `shardtrain
@@ -104,13 +104,14 @@ static int print_tokens(printer *p, const int32_t *seq, int64_t from, int64_t n)
     return 0;
 }
 
-/* The tokenizer: --tokenizer, else model.init's directory if it holds a
- * tokenizer.json, else none (byte level). */
+/* The tokenizer: --tokenizer, else data.tokenizer, else model.init's
+ * directory if it holds a tokenizer.json, else none (byte level). */
 static int open_tokenizer(const st_config *cfg, const st_sample_options *opt,
                           st_tokenizer **tok)
 {
     *tok = NULL;
-    const char *path = opt->tokenizer;
+    const char *path = opt->tokenizer ? opt->tokenizer
+                       : cfg->data.tokenizer[0] ? cfg->data.tokenizer : NULL;
     char buf[4200];
     struct stat st;
     if (!path && cfg->model.init && stat(cfg->model.init, &st) == 0 && S_ISDIR(st.st_mode)) {

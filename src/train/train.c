@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/data.h"
 #include "io/hf_export.h"
+#include "io/tokenizer.h"
 #include "comm/comm.h"
 #include "runtime/device.h"
 #include "engine/fsdp.h"
@@ -71,6 +72,8 @@ typedef struct {
 
 /* Bad input, found identically on every rank, is one error line and exit
  * status 2 before anything is allocated. */
+static int check_tokenizer(const st_config *cfg);
+
 static int train_check(train_run *r)
 {
     const st_config *cfg = r->cfg;
@@ -95,7 +98,28 @@ static int train_check(train_run *r)
         return st_config_error(cfg, "train", "eval_every",
                                "train.eval_every is set but data.val is empty; "
                                "hint: set data.val or eval_every = 0");
-    return st_fault_load_poisoned_steps();
+    rc = check_tokenizer(cfg);
+    return rc ? rc : st_fault_load_poisoned_steps();
+}
+
+/* data.tokenizer must load and fit the model's vocabulary, so the final
+ * weights are never written beside a tokenizer that cannot drive them. */
+static int check_tokenizer(const st_config *cfg)
+{
+    if (!cfg->data.tokenizer[0])
+        return 0;
+    st_tokenizer *t;
+    int rc = st_tokenizer_load(cfg->data.tokenizer, &t);
+    if (rc)
+        return rc;
+    const int64_t n = st_tokenizer_vocab_size(t);
+    st_tokenizer_free(t);
+    if (n > cfg->model.vocab_size)
+        return st_config_error(cfg, "data", "tokenizer",
+                               "data.tokenizer has %lld ids but model.vocab_size is %lld; "
+                               "hint: set model.vocab_size to at least %lld", (long long)n,
+                               (long long)cfg->model.vocab_size, (long long)n);
+    return 0;
 }
 
 /* ---- setup and teardown ----------------------------------------------- */
@@ -419,7 +443,9 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
         rc = rc ? rc : st_safetensors_save_model(path, m, full);
         /* config.json beside them makes DIR/final a model directory that
          * transformers and `shardtrain export` read without a checkpoint. */
-        rc = rc ? rc : st_hf_write_model_files(dir, m, &cfg->model, NULL);
+        rc = rc ? rc : st_hf_write_model_files(dir, m, &cfg->model,
+                                               cfg->data.tokenizer[0] ? cfg->data.tokenizer
+                                                                      : NULL);
         if (!rc)
             st_info("shardtrain: wrote %s", path);
     }
