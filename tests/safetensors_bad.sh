@@ -154,7 +154,11 @@ cfg_copy c4 llama 'c["num_key_value_heads"] = 4'
 expect "config.json with other kv heads" "$TMP/c4/config.json" \
     "num_key_value_heads is 4, but model.n_kv_head is 2" llama "$TMP/c4"
 cfg_copy c5 llama 'c["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}'
-expect "config.json asking for rope_scaling" "$TMP/c5/config.json" "rope_scaling is set" llama "$TMP/c5"
+expect "config.json with a llama3 rope_scaling lacking its numbers" "$TMP/c5/config.json" \
+    'rope_scaling of rope_type llama3 lacks a number "low_freq_factor"' llama "$TMP/c5"
+cfg_copy c5y llama 'c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}'
+expect "config.json asking for yarn rope_scaling" "$TMP/c5y/config.json" \
+    "rope_scaling of type 'yarn' is not implemented" llama "$TMP/c5y"
 cfg_copy c6 llama 'c["rms_norm_eps"] = 1e-6'
 expect "config.json with another norm epsilon" "$TMP/c6/config.json" \
     "rms_norm_eps is 1e-06, but model.norm_eps is 1e-05" llama "$TMP/c6"

@@ -159,6 +159,16 @@ static int check_rope_scaling(const cfgfile *c, const st_model_config *mc)
                  "[model] rope_scaling = llama3, or leave it out to take config.json's");
         return ST_EXIT_USAGE;
     }
+    /* transformers refuses a llama3 scaling without its four numbers. */
+    static const char *const need[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings"};
+    for (int i = 0; i < 4; i++)
+        if (!json_is_number(json_object_get(rs, need[i]))) {
+            st_error(c->path, "rope_scaling of rope_type llama3 lacks a number \"%s\"; hint: "
+                     "Llama 3.1's config.json gives factor, low_freq_factor, "
+                     "high_freq_factor and original_max_position_embeddings", need[i]);
+            return ST_EXIT_USAGE;
+        }
     cfgfile sub = {c->path, rs};
     int rc = check_float(&sub, "factor", -1, "rope_factor", mc->rope_factor);
     rc = rc ? rc : check_float(&sub, "low_freq_factor", -1, "rope_low_freq_factor",
