@@ -4,9 +4,13 @@
  * a template over the storage type S (float, or uint16_t bf16 words) and
  * keeps the CPU's order of operations and buffer reuse, so that the two
  * backends can be compared step by step; the only structural differences
- * are that the loss stays on the device and that in bf16 mode the head
+ * are that the loss stays on the device, that in bf16 mode the head
  * rounds each chunk's logit gradient to bf16 before its two products
- * (cuBLASLt wants both inputs of a product in one type).
+ * (cuBLASLt wants both inputs of a product in one type), and that the
+ * head's logits rows are padded to a multiple of 128 columns and chunked
+ * by a memory budget rather than the CPU's 256 rows (model_cuda.h), so
+ * that its products stay on cuBLASLt's fast path for any vocabulary and
+ * the fp32 output-weight gradient is swept fewer times.
  *
  * Memory layout of the saved activations and of the scratch is computed by
  * one function per buffer (layout_acts, layout_*_scratch) that serves both
@@ -25,9 +29,8 @@ enum { G_LN1W, G_LN1B, G_ATTW, G_ATTB, G_CPRW, G_CPRB, G_LN2W, G_LN2B,
        G_FCW, G_FCB, G_PRJW, G_PRJB };
 enum { L_NORM1, L_Q, L_K, L_V, L_O, L_NORM2, L_GATE, L_UP, L_DOWN };
 
-/* Rows of the head processed at once: the CPU's HEAD_CHUNK, so both sum the
- * loss in the same chunks and bound the logits the same way. */
-const int64_t kHeadChunk = 256;
+/* The head's logits budget (model_cuda.h); 0 means the default. */
+size_t g_head_chunk_bytes = 0;
 /* cudaMalloc alignment; also the largest alignment cuBLASLt asks about. */
 const size_t kAlign = 256;
 
@@ -120,7 +123,9 @@ size_t layout_block_scratch(BlockScratch<S> *s, const st_model *m, int64_t B, vo
 /* Head scratch: the normed input and its statistics and gradient for all
  * rows, then one chunk of fp32 logits (overwritten by their gradient), in
  * bf16 mode that gradient rounded to bf16, the chunk's row losses and its
- * loss sum, and the norm backward's partial column sums. */
+ * loss sum, and the norm backward's partial column sums.  Logit rows are
+ * st_cuda_head_ld apart in both copies; Carve's 256-byte alignment and the
+ * padded stride keep every chunk row 16-byte aligned. */
 template <class S> struct HeadScratch {
     S *xn, *dxn;
     float *mean, *rstd, *logits, *row_loss;
@@ -131,15 +136,15 @@ template <class S> struct HeadScratch {
 template <class S>
 size_t layout_head_scratch(HeadScratch<S> *s, const st_model *m, int64_t B, void *mem)
 {
-    const int64_t N = B * m->T, C = m->C, V = m->V;
-    const int64_t chunk = N < kHeadChunk ? N : kHeadChunk;
+    const int64_t N = B * m->T, C = m->C, Vp = st_cuda_head_ld(m);
+    const int64_t chunk = st_cuda_head_chunk_rows(m, B);
     Carve c(mem);
     s->xn = c.take<S>(N * C);
     s->mean = c.take<float>(N);
     s->rstd = c.take<float>(N);
     s->dxn = c.take<S>(N * C);
-    s->logits = c.take<float>(chunk * V);
-    s->dlogits_bf16 = dtype_of<S>::v == ST_CUDA_BF16 ? c.take<uint16_t>(chunk * V) : nullptr;
+    s->logits = c.take<float>(chunk * Vp);
+    s->dlogits_bf16 = dtype_of<S>::v == ST_CUDA_BF16 ? c.take<uint16_t>(chunk * Vp) : nullptr;
     s->row_loss = c.take<float>(chunk);
     s->chunk_loss = c.take<double>(1);
     s->red_ws = c.take_bytes(st_cuda_norm_backward_workspace_bytes(N, C));
@@ -503,7 +508,9 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, int64_t B,
 /* The gradient of a logits chunk in the product type: in fp32 mode the
  * logits buffer itself (overwritten in place by the cross-entropy, as on
  * the CPU); in bf16 mode a rounded copy, since cuBLASLt takes both inputs
- * of a product in one type and the weight is bf16. */
+ * of a product in one type and the weight is bf16.  n counts the padded
+ * rows whole (the padding was zeroed, so the copy reads defined memory
+ * and stays one contiguous pass). */
 inline cudaError_t dlogits_as(const float **out, float *logits, uint16_t *, int64_t,
                               cudaStream_t)
 {
@@ -541,22 +548,30 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     else
         TRY(rmsnorm_forward(sc.xn, sc.rstd, in, normw, N, C, m->eps, s));
 
-    for (int64_t r0 = 0; r0 < N; r0 += kHeadChunk) {
-        const int64_t rows = N - r0 < kHeadChunk ? N - r0 : kHeadChunk;
+    /* Logit rows Vp apart (model_cuda.h): every product below gets a
+     * 16-byte stride for any V; N = V or M = V themselves need no rounding. */
+    const int64_t Vp = st_cuda_head_ld(m), chunk = st_cuda_head_chunk_rows(m, B);
+    if (backward && dtype_of<S>::v == ST_CUDA_BF16 && Vp > V)
+        TRY(cudaMemset2DAsync(sc.logits + V, sizeof(float) * Vp, 0,
+                              sizeof(float) * (Vp - V), chunk, s));
+    for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+        const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
         TRY(mm(x, 0, 1, rows, V, C, (const S *)sc.xn + r0 * C, C, Wout, C, 0.0f, sc.logits,
-               V));
+               Vp));
         if (logits_out)
-            TRY(cudaMemcpyAsync(logits_out + r0 * V, sc.logits, sizeof(float) * rows * V,
-                                cudaMemcpyDeviceToDevice, s));
-        TRY(st_cuda_softmax_xent_f32(sc.logits, targets + r0, rows, V, grad_scale,
+            TRY(cudaMemcpy2DAsync(logits_out + r0 * V, sizeof(float) * V, sc.logits,
+                                  sizeof(float) * Vp, sizeof(float) * V, rows,
+                                  cudaMemcpyDeviceToDevice, s));
+        TRY(st_cuda_softmax_xent_f32(sc.logits, targets + r0, rows, V, Vp, grad_scale,
                                      sc.row_loss, sc.chunk_loss, s));
         add_double_kernel<<<1, 1, 0, s>>>(loss_sum, sc.chunk_loss);
         TRY(cudaGetLastError());
         if (backward) {
             const S *dl;
-            TRY(dlogits_as(&dl, sc.logits, sc.dlogits_bf16, rows * V, s));
-            TRY(mm(x, 0, 0, rows, C, V, dl, V, Wout, C, 0.0f, sc.dxn + r0 * C, C));
-            TRY(mm(x, 1, 0, V, C, rows, dl, V, (const S *)sc.xn + r0 * C, C, 1.0f, dWout, C));
+            TRY(dlogits_as(&dl, sc.logits, sc.dlogits_bf16, rows * Vp, s));
+            TRY(mm(x, 0, 0, rows, C, V, dl, Vp, Wout, C, 0.0f, sc.dxn + r0 * C, C));
+            TRY(mm(x, 1, 0, V, C, rows, dl, Vp, (const S *)sc.xn + r0 * C, C, 1.0f, dWout,
+                   C));
         }
     }
     if (backward) {
@@ -624,6 +639,28 @@ void st_cuda_block_acts_bind(st_cuda_block_acts *a, const st_model *m, int64_t B
                              int dtype, void *mem)
 {
     layout_acts(a, m, B, dtype, mem);
+}
+
+int64_t st_cuda_head_ld(const st_model *m)
+{
+    return (m->V + ST_CUDA_HEAD_LD_ALIGN - 1) / ST_CUDA_HEAD_LD_ALIGN * ST_CUDA_HEAD_LD_ALIGN;
+}
+
+int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B)
+{
+    const size_t budget = g_head_chunk_bytes ? g_head_chunk_bytes : ST_CUDA_HEAD_CHUNK_BYTES;
+    const int64_t N = B * m->T;
+    int64_t rows = (int64_t)(budget / (sizeof(float) * (size_t)st_cuda_head_ld(m)));
+    if (rows > N)
+        rows = N;
+    return rows > 1 ? rows : 1;
+}
+
+size_t st_cuda_set_head_chunk_bytes(size_t bytes)
+{
+    const size_t old = g_head_chunk_bytes ? g_head_chunk_bytes : ST_CUDA_HEAD_CHUNK_BYTES;
+    g_head_chunk_bytes = bytes;
+    return old;
 }
 
 size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype)

@@ -92,6 +92,26 @@ void st_cuda_block_acts_bind(st_cuda_block_acts *a, const st_model *m, int64_t B
 /* Scratch any backward or the head needs for B sequences in mode dtype. */
 size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype);
 
+/* The head's logits chunk.  Its rows are st_cuda_head_ld(m) = V rounded up
+ * to a multiple of ST_CUDA_HEAD_LD_ALIGN elements apart, so that every
+ * product touching the logits has 16-byte row strides and pointers (the
+ * fast path of cuda/gemm_check.h) whatever V is: GPT-2's 50257 becomes
+ * 50304.  The columns past V are never computed and never read.  The head
+ * takes as many rows at once as keep one chunk's fp32 logits within the
+ * budget (ST_CUDA_HEAD_CHUNK_BYTES unless st_cuda_set_head_chunk_bytes
+ * changed it), at least 1 and at most B*T: the fewer chunks, the fewer
+ * times the fp32 gradient of the output weight is read and written.  The
+ * chunking moves only the order in which the head's double loss sum adds
+ * its rows, not any value. */
+#define ST_CUDA_HEAD_LD_ALIGN 128
+#define ST_CUDA_HEAD_CHUNK_BYTES ((size_t)256 << 20)
+int64_t st_cuda_head_ld(const st_model *m);
+int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B);
+/* Sets the budget (0: back to ST_CUDA_HEAD_CHUNK_BYTES) and returns the old
+ * one.  Process-wide, for tests that need several chunks from a small
+ * model; set it before sizing the scratch that the head is given. */
+size_t st_cuda_set_head_chunk_bytes(size_t bytes);
+
 /* ---- fp32 storage ---------------------------------------------------------- */
 
 cudaError_t st_cuda_model_embed_forward_f32(const st_model *m, const float *p,
@@ -113,7 +133,8 @@ cudaError_t st_cuda_model_block_backward_f32(const st_model *m, const float *p, 
  * sum of the B*T losses is ADDED to the device double *loss_sum (each
  * chunk's sum in order, in double, like the CPU's accumulation), so a
  * caller sums micro-batches without synchronising.  logits_out, when not
- * NULL, is a device float [B*T, V] array (tests only; float in both modes). */
+ * NULL, is a device float [B*T, V] array (tests only; float in both modes,
+ * rows V apart, unpadded). */
 cudaError_t st_cuda_model_head_forward_backward_f32(
     const st_model *m, const float *head_p, const float *embed_p, float *head_g,
     float *embed_g, int64_t B, const float *in, const int32_t *targets, float grad_scale,

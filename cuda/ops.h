@@ -162,17 +162,18 @@ cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, float *dw, const uint16_
 
 /* ---- loss (cuda/xent.cu) -------------------------------------------------- */
 
-/* Softmax cross-entropy over rows of logits [N, V], in place, as
- * st_softmax_xent: row_loss[n] (device, float, N entries) gets each row's
+/* Softmax cross-entropy over rows of logits [N, V] with row stride ld >= V
+ * (elements; the columns V..ld-1 are neither read nor written), in place,
+ * as st_softmax_xent: row_loss[n] (device, float, N entries) gets each row's
  * loss, *loss_sum (device, one double) the sum of the N losses in row order,
  * and when grad_scale != 0 the logits are overwritten with
  * (softmax - onehot) * grad_scale.  Nothing is copied to the host, so the
  * call does not synchronise. */
 cudaError_t st_cuda_softmax_xent_f32(float *logits, const int32_t *targets, int64_t N,
-                                     int64_t V, float grad_scale, float *row_loss,
-                                     double *loss_sum, cudaStream_t s);
+                                     int64_t V, int64_t ld, float grad_scale,
+                                     float *row_loss, double *loss_sum, cudaStream_t s);
 cudaError_t st_cuda_softmax_xent_bf16(uint16_t *logits, const int32_t *targets,
-                                      int64_t N, int64_t V, float grad_scale,
+                                      int64_t N, int64_t V, int64_t ld, float grad_scale,
                                       float *row_loss, double *loss_sum, cudaStream_t s);
 
 /* ---- reductions (cuda/reduce.cu) ------------------------------------------ */

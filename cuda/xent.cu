@@ -3,7 +3,11 @@
  * gradient written in place (st_softmax_xent in src/kernels/cpu_ops.c is the
  * reference).  The logits are the largest activation of the model
  * (N x V, V up to 128k), so they are read twice and written once and
- * nothing of size N x V is ever allocated.
+ * nothing of size N x V is ever allocated.  Rows are ld apart, ld >= V:
+ * the LM head pads its logits rows to a multiple of 128 so that cuBLASLt
+ * gets 16-byte row strides for any vocabulary (50257 included); the kernel
+ * reads and writes only the first V columns, so the padding may hold
+ * anything.
  *
  * One block per row.  Pass 1: each thread keeps a running (max, sum of
  * exp(x - max)) over its strided share of the row, rescaling the sum when
@@ -43,13 +47,13 @@ __device__ __forceinline__ void merge(float &m, float &s, float m2, float s2)
 }
 
 template <typename T>
-__global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V,
+__global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, int64_t ld,
                                  float grad_scale, float *row_loss)
 {
     __shared__ float sm[32], ss[32];
     __shared__ float row_lse;
     const int64_t n = blockIdx.x;
-    T *row = logits + n * V;
+    T *row = logits + n * ld;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nwarps = blockDim.x >> 5;
     const int32_t tgt = targets[n];
@@ -124,11 +128,13 @@ __global__ void sum_losses_kernel(const float *row_loss, int64_t N, double *loss
 
 template <typename T>
 cudaError_t softmax_xent(T *logits, const int32_t *targets, int64_t N, int64_t V,
-                         float grad_scale, float *row_loss, double *loss_sum,
+                         int64_t ld, float grad_scale, float *row_loss, double *loss_sum,
                          cudaStream_t s)
 {
+    if (ld < V)
+        return cudaErrorInvalidValue;
     if (N > 0 && V > 0)
-        xent_rows_kernel<T><<<(unsigned)N, kXentThreads, 0, s>>>(logits, targets, V,
+        xent_rows_kernel<T><<<(unsigned)N, kXentThreads, 0, s>>>(logits, targets, V, ld,
                                                                  grad_scale, row_loss);
     sum_losses_kernel<<<1, kSumThreads, 0, s>>>(row_loss, N, loss_sum);
     return launch_status();
@@ -139,17 +145,17 @@ cudaError_t softmax_xent(T *logits, const int32_t *targets, int64_t N, int64_t V
 extern "C" {
 
 cudaError_t st_cuda_softmax_xent_f32(float *logits, const int32_t *targets, int64_t N,
-                                     int64_t V, float grad_scale, float *row_loss,
-                                     double *loss_sum, cudaStream_t s)
+                                     int64_t V, int64_t ld, float grad_scale,
+                                     float *row_loss, double *loss_sum, cudaStream_t s)
 {
-    return softmax_xent(logits, targets, N, V, grad_scale, row_loss, loss_sum, s);
+    return softmax_xent(logits, targets, N, V, ld, grad_scale, row_loss, loss_sum, s);
 }
 cudaError_t st_cuda_softmax_xent_bf16(uint16_t *logits, const int32_t *targets,
-                                      int64_t N, int64_t V, float grad_scale,
+                                      int64_t N, int64_t V, int64_t ld, float grad_scale,
                                       float *row_loss, double *loss_sum, cudaStream_t s)
 {
-    return softmax_xent(as_bf16(logits), targets, N, V, grad_scale, row_loss, loss_sum,
-                        s);
+    return softmax_xent(as_bf16(logits), targets, N, V, ld, grad_scale, row_loss,
+                        loss_sum, s);
 }
 
 } /* extern "C" */

@@ -16,8 +16,14 @@
  *
  * Shapes are those of the "tiny" preset where the kernels allow (the
  * attention kernels need head dim 64 or 128, so d_model 128 with 2 heads),
- * with B*T = 288 rows so the head runs a full and a partial chunk of 256
- * rows, and T = 96 not a multiple of the attention tiles.
+ * with B*T = 288 rows and T = 96 not a multiple of the attention tiles.
+ * Each architecture and mode runs twice: with vocabulary 256 and the
+ * head's logits budget set to 256 rows, so the head runs a full and a
+ * partial chunk as the CPU does; and with vocabulary 301 (rows neither 8
+ * bf16 nor 4 fp32 elements long, as GPT-2's 50257) in chunks of 100 rows,
+ * so every logits product runs on the padded stride with the emulation's
+ * fast-path checker active and the loss is summed in chunks other than
+ * the CPU's.
  *
  * Error measure and tolerances as in test_cuda_ops.cu: max |gpu - cpu| /
  * max |cpu| over the whole output, 1e-4 in fp32 mode, 2e-2 in bf16 mode;
@@ -165,7 +171,7 @@ static std::vector<float> unit_params(const st_model *m, int u, bool bf)
     return p;
 }
 
-static void run_case(int arch, bool bf)
+static void run_case(int arch, bool bf, int vocab, int64_t head_rows)
 {
     st_model_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -177,7 +183,7 @@ static void run_case(int arch, bool bf)
     cfg.n_kv_head = arch == ST_ARCH_LLAMA ? 1 : 2;
     cfg.d_model = 128;
     cfg.d_ff = arch == ST_ARCH_LLAMA ? 176 : 512;
-    cfg.vocab_size = 256;
+    cfg.vocab_size = vocab;
     cfg.seq_len = 96;
     cfg.rope_theta = 10000.0;
     cfg.norm_eps = 1e-5;
@@ -188,9 +194,9 @@ static void run_case(int arch, bool bf)
         tap_ok(0, "st_model_init");
         return;
     }
-    char name[32];
-    snprintf(name, sizeof name, "%s %s", arch == ST_ARCH_GPT2 ? "gpt2" : "llama",
-             bf ? "bf16" : "f32");
+    char name[48];
+    snprintf(name, sizeof name, "%s %s V=%d", arch == ST_ARCH_GPT2 ? "gpt2" : "llama",
+             bf ? "bf16" : "f32", vocab);
     g_case = name;
     g_bf = bf;
     const int64_t B = 3, N = B * m.T, C = m.C, V = m.V;
@@ -214,6 +220,11 @@ static void run_case(int arch, bool bf)
     int32_t *d_tokens = (int32_t *)dalloc(4 * N), *d_targets = (int32_t *)dalloc(4 * N);
     CK(cudaMemcpy(d_tokens, tokens.data(), 4 * N, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_targets, targets.data(), 4 * N, cudaMemcpyHostToDevice));
+    st_cuda_set_head_chunk_bytes((size_t)head_rows * sizeof(float) * st_cuda_head_ld(&m));
+    tap_ok(st_cuda_head_chunk_rows(&m, B) == head_rows &&
+               st_cuda_head_ld(&m) % ST_CUDA_HEAD_LD_ALIGN == 0 && st_cuda_head_ld(&m) >= V,
+           "%s head: chunks of %lld rows, logits rows %lld apart", g_case,
+           (long long)st_cuda_head_chunk_rows(&m, B), (long long)st_cuda_head_ld(&m));
     void *scratch = dalloc(st_cuda_model_scratch_bytes(&m, B, dtype));
     std::vector<float> cpu_scratch(st_model_scratch_floats(&m, B));
 
@@ -369,6 +380,7 @@ static void run_case(int arch, bool bf)
     CK(cudaStreamSynchronize(stream));
     check_grads(&m, 0, "embed", d_ge, ge);
 
+    st_cuda_set_head_chunk_bytes(0);
     st_cuda_model_ctx_destroy(ctx);
     CK(cudaStreamDestroy(stream));
     free_all();
@@ -388,8 +400,10 @@ int main(void)
     CK(cudaGetDeviceProperties(&prop, 0));
     tap_diag("device 0: %s, compute capability %d.%d", prop.name, prop.major, prop.minor);
     for (int bf = 0; bf < 2; bf++) {
-        run_case(ST_ARCH_GPT2, bf);
-        run_case(ST_ARCH_LLAMA, bf);
+        run_case(ST_ARCH_GPT2, bf, 256, 256);
+        run_case(ST_ARCH_LLAMA, bf, 256, 256);
+        run_case(ST_ARCH_GPT2, bf, 301, 100);
+        run_case(ST_ARCH_LLAMA, bf, 301, 100);
     }
     return tap_done();
 }

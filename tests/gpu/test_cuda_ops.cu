@@ -433,11 +433,13 @@ static void test_norm(bool bf, bool layer, int64_t N, int64_t C)
 
 /* ---- cross-entropy ------------------------------------------------------------ */
 
-static void test_xent(bool bf, int64_t N, int64_t V, bool with_grad)
+/* Rows ld >= V apart, as the LM head pads them: the kernel must use the
+ * first V columns of each row and leave the rest bit for bit alone. */
+static void test_xent(bool bf, int64_t N, int64_t V, int64_t ld, bool with_grad)
 {
-    char shape[64];
-    snprintf(shape, sizeof shape, "N=%lld V=%lld%s", (long long)N, (long long)V,
-             with_grad ? "" : " loss-only");
+    char shape[96];
+    snprintf(shape, sizeof shape, "N=%lld V=%lld ld=%lld%s", (long long)N, (long long)V,
+             (long long)ld, with_grad ? "" : " loss-only");
     std::vector<int32_t> tgt(N);
     for (auto &t : tgt)
         t = (int32_t)((urand() + 1.0f) * 0.5f * (float)V) % (int32_t)V;
@@ -446,15 +448,17 @@ static void test_xent(bool bf, int64_t N, int64_t V, bool with_grad)
     CK(cudaMalloc(&dtgt, sizeof(int32_t) * N));
     CK(cudaMalloc(&dsum, sizeof(double)));
     CK(cudaMemcpy(dtgt, tgt.data(), sizeof(int32_t) * N, cudaMemcpyHostToDevice));
-    Buf logits(N * V, bf), row_loss(N, false);
+    Buf logits(N * ld, bf), row_loss(N, false);
     logits.fill(4.0f);
     row_loss.poison();
     const float scale = with_grad ? 1.0f / (float)N : 0.0f;
-    std::vector<float> ref = logits.h;
+    std::vector<float> ref((size_t)(N * V));
+    for (int64_t n = 0; n < N; n++)
+        memcpy(&ref[n * V], &logits.h[n * ld], sizeof(float) * V);
     const double rsum = st_softmax_xent(ref.data(), tgt.data(), N, V, scale);
-    RUN(bf ? st_cuda_softmax_xent_bf16(logits.u(), dtgt, N, V, scale, row_loss.f(), dsum,
-                                       g_stream)
-           : st_cuda_softmax_xent_f32(logits.f(), dtgt, N, V, scale, row_loss.f(), dsum,
+    RUN(bf ? st_cuda_softmax_xent_bf16(logits.u(), dtgt, N, V, ld, scale, row_loss.f(),
+                                       dsum, g_stream)
+           : st_cuda_softmax_xent_f32(logits.f(), dtgt, N, V, ld, scale, row_loss.f(), dsum,
                                       g_stream));
     double gsum = NAN;
     CK(cudaMemcpy(&gsum, dsum, sizeof gsum, cudaMemcpyDeviceToHost));
@@ -469,8 +473,18 @@ static void test_xent(bool bf, int64_t N, int64_t V, bool with_grad)
         rows_ok = rows_ok && isfinite(rl[n]);
     tap_ok(rows_ok, "softmax_xent row_loss %s %s: every row written", bf ? "bf16" : "f32",
            shape);
+    std::vector<float> all = logits.down(), got((size_t)(N * V));
+    bool pad_same = true;
+    for (int64_t n = 0; n < N; n++) {
+        memcpy(&got[n * V], &all[n * ld], sizeof(float) * V);
+        pad_same = pad_same && !memcmp(&all[n * ld + V], &logits.h[n * ld + V],
+                                       sizeof(float) * (ld - V));
+    }
+    if (ld > V)
+        tap_ok(pad_same, "softmax_xent %s %s: the columns past V untouched",
+               bf ? "bf16" : "f32", shape);
     report(with_grad ? "softmax_xent grad" : "softmax_xent logits untouched", bf, shape,
-           rel_err(logits.down(), ref));
+           rel_err(got, ref));
     cudaFree(dtgt);
     cudaFree(dsum);
 }
@@ -537,10 +551,10 @@ static void test_determinism(bool bf)
     dout.fill(1.0f);
     std::vector<float> wte[2], wpe[2], bias[2];
     for (int run = 0; run < 2; run++) {
-        RUN(bf ? st_cuda_softmax_xent_bf16(logits.u(), dtgt, N, V, 0.0f, row_loss.f(), dsum,
-                                           g_stream)
-               : st_cuda_softmax_xent_f32(logits.f(), dtgt, N, V, 0.0f, row_loss.f(), dsum,
-                                          g_stream));
+        RUN(bf ? st_cuda_softmax_xent_bf16(logits.u(), dtgt, N, V, V, 0.0f, row_loss.f(),
+                                           dsum, g_stream)
+               : st_cuda_softmax_xent_f32(logits.f(), dtgt, N, V, V, 0.0f, row_loss.f(),
+                                          dsum, g_stream));
         CK(cudaMemcpy(&sums[run], dsum, sizeof(double), cudaMemcpyDeviceToHost));
         CK(cudaMemset(dwte.d, 0, dwte.bytes()));
         CK(cudaMemset(dwpe.d, 0, dwpe.bytes()));
@@ -751,11 +765,15 @@ int main(void)
             test_norm(bf, layer, 5, 4099);
             test_norm(bf, layer, 2048, 768);
         }
-        test_xent(bf, 3, 33, true);
-        test_xent(bf, 17, 1000, true);
-        test_xent(bf, 5, 50257, true);
-        test_xent(bf, 4, 50257, false);
-        test_xent(bf, 2, 128256, true);
+        test_xent(bf, 3, 33, 33, true);
+        test_xent(bf, 17, 1000, 1000, true);
+        test_xent(bf, 5, 50257, 50257, true);
+        test_xent(bf, 4, 50257, 50257, false);
+        test_xent(bf, 2, 128256, 128256, true);
+        /* the LM head's padded rows (cuda/model_cuda.h: ld = V rounded up
+         * to a multiple of 128) */
+        test_xent(bf, 5, 50257, 50304, true);
+        test_xent(bf, 3, 301, 384, false);
         test_determinism(bf);
     }
     test_adamw(1, 1, 0.1);

@@ -226,6 +226,18 @@ inline cudaError_t emu_cudaGetDeviceProperties(cudaDeviceProp *p, int) { memset(
 inline cudaError_t emu_cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, cudaMemcpyKind, cudaStream_t) {
+  if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+  emu_dev_scope o;
+  for (size_t r = 0; r < height; r++) memcpy((char *)d + r * dpitch, (const char *)s + r * spitch, width);
+  return cudaSuccess;
+}
+inline cudaError_t emu_cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t height, cudaStream_t) {
+  if (width > pitch) return cudaErrorInvalidPitchValue;
+  emu_dev_scope o;
+  for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, v, width);
+  return cudaSuccess;
+}
 inline cudaError_t emu_cudaStreamCreate(cudaStream_t *s) { *s = nullptr; return cudaSuccess; }
 inline cudaError_t emu_cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t emu_cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
@@ -239,6 +251,8 @@ inline cudaError_t emu_cudaStreamSynchronize(cudaStream_t) { return cudaSuccess;
 #define cudaGetLastError emu_cudaGetLastError
 #define cudaMemcpyAsync emu_cudaMemcpyAsync
 #define cudaMemsetAsync emu_cudaMemsetAsync
+#define cudaMemcpy2DAsync emu_cudaMemcpy2DAsync
+#define cudaMemset2DAsync emu_cudaMemset2DAsync
 #define cudaStreamCreate emu_cudaStreamCreate
 #define cudaStreamDestroy emu_cudaStreamDestroy
 #define cudaStreamSynchronize emu_cudaStreamSynchronize
