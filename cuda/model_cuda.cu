@@ -7,10 +7,7 @@
  * are that the loss stays on the device, that in bf16 mode the head
  * rounds each chunk's logit gradient to bf16 before its two products
  * (cuBLASLt wants both inputs of a product in one type), and that the
- * head's logits rows are padded to a multiple of 128 columns and chunked
- * by a memory budget rather than the CPU's 256 rows (model_cuda.h), so
- * that its products stay on cuBLASLt's fast path for any vocabulary and
- * the fp32 output-weight gradient is swept fewer times.
+ * head pads and chunks its logits its own way (model_cuda.h says why).
  *
  * Memory layout of the saved activations and of the scratch is computed by
  * one function per buffer (layout_acts, layout_*_scratch) that serves both
@@ -29,8 +26,7 @@ enum { G_LN1W, G_LN1B, G_ATTW, G_ATTB, G_CPRW, G_CPRB, G_LN2W, G_LN2B,
        G_FCW, G_FCB, G_PRJW, G_PRJB };
 enum { L_NORM1, L_Q, L_K, L_V, L_O, L_NORM2, L_GATE, L_UP, L_DOWN };
 
-/* The head's logits budget (model_cuda.h); 0 means the default. */
-size_t g_head_chunk_bytes = 0;
+size_t g_head_chunk_bytes = 0; /* 0: ST_CUDA_HEAD_CHUNK_BYTES */
 /* cudaMalloc alignment; also the largest alignment cuBLASLt asks about. */
 const size_t kAlign = 256;
 
@@ -124,8 +120,7 @@ size_t layout_block_scratch(BlockScratch<S> *s, const st_model *m, int64_t B, vo
  * rows, then one chunk of fp32 logits (overwritten by their gradient), in
  * bf16 mode that gradient rounded to bf16, the chunk's row losses and its
  * loss sum, and the norm backward's partial column sums.  Logit rows are
- * st_cuda_head_ld apart in both copies; Carve's 256-byte alignment and the
- * padded stride keep every chunk row 16-byte aligned. */
+ * st_cuda_head_ld apart (16-byte aligned). */
 template <class S> struct HeadScratch {
     S *xn, *dxn;
     float *mean, *rstd, *logits, *row_loss;
@@ -508,9 +503,7 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, int64_t B,
 /* The gradient of a logits chunk in the product type: in fp32 mode the
  * logits buffer itself (overwritten in place by the cross-entropy, as on
  * the CPU); in bf16 mode a rounded copy, since cuBLASLt takes both inputs
- * of a product in one type and the weight is bf16.  n counts the padded
- * rows whole (the padding was zeroed, so the copy reads defined memory
- * and stays one contiguous pass). */
+ * of a product in one type and the weight is bf16 (whole padded rows). */
 inline cudaError_t dlogits_as(const float **out, float *logits, uint16_t *, int64_t,
                               cudaStream_t)
 {
@@ -548,8 +541,7 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     else
         TRY(rmsnorm_forward(sc.xn, sc.rstd, in, normw, N, C, m->eps, s));
 
-    /* Logit rows Vp apart (model_cuda.h): every product below gets a
-     * 16-byte stride for any V; N = V or M = V themselves need no rounding. */
+    /* The padding the bf16 rounding copies along is zeroed, never read. */
     const int64_t Vp = st_cuda_head_ld(m), chunk = st_cuda_head_chunk_rows(m, B);
     if (backward && dtype_of<S>::v == ST_CUDA_BF16 && Vp > V)
         TRY(cudaMemset2DAsync(sc.logits + V, sizeof(float) * Vp, 0,
@@ -641,18 +633,12 @@ void st_cuda_block_acts_bind(st_cuda_block_acts *a, const st_model *m, int64_t B
     layout_acts(a, m, B, dtype, mem);
 }
 
-int64_t st_cuda_head_ld(const st_model *m)
-{
-    return (m->V + ST_CUDA_HEAD_LD_ALIGN - 1) / ST_CUDA_HEAD_LD_ALIGN * ST_CUDA_HEAD_LD_ALIGN;
-}
-
 int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B)
 {
     const size_t budget = g_head_chunk_bytes ? g_head_chunk_bytes : ST_CUDA_HEAD_CHUNK_BYTES;
     const int64_t N = B * m->T;
     int64_t rows = (int64_t)(budget / (sizeof(float) * (size_t)st_cuda_head_ld(m)));
-    if (rows > N)
-        rows = N;
+    rows = rows < N ? rows : N;
     return rows > 1 ? rows : 1;
 }
 

@@ -105,7 +105,10 @@ size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype);
  * its rows, not any value. */
 #define ST_CUDA_HEAD_LD_ALIGN 128
 #define ST_CUDA_HEAD_CHUNK_BYTES ((size_t)256 << 20)
-int64_t st_cuda_head_ld(const st_model *m);
+static inline int64_t st_cuda_head_ld(const st_model *m)
+{
+    return (m->V + ST_CUDA_HEAD_LD_ALIGN - 1) / ST_CUDA_HEAD_LD_ALIGN * ST_CUDA_HEAD_LD_ALIGN;
+}
 int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B);
 /* Sets the budget (0: back to ST_CUDA_HEAD_CHUNK_BYTES) and returns the old
  * one.  Process-wide, for tests that need several chunks from a small
