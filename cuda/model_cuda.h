@@ -96,7 +96,9 @@ size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype);
  * to a multiple of ST_CUDA_HEAD_LD_ALIGN elements apart, so that every
  * product touching the logits has 16-byte row strides and pointers (the
  * fast path of cuda/gemm_check.h) whatever V is: GPT-2's 50257 becomes
- * 50304.  The columns past V are never computed and never read.  The head
+ * 50304.  No product and not the cross-entropy computes or reads the
+ * columns past V (bf16 mode zeroes them once per call, since its rounding
+ * copy runs over whole padded rows).  The head
  * takes as many rows at once as keep one chunk's fp32 logits within the
  * budget (ST_CUDA_HEAD_CHUNK_BYTES unless st_cuda_set_head_chunk_bytes
  * changed it), at least 1 and at most B*T: the fewer chunks, the fewer
