@@ -41,6 +41,25 @@ unsigned st_tok_byte_code_point(unsigned b)
     return 256 + n;
 }
 
+/* The inverse: the non-printable bytes in order are 0x00-0x20, 0x7f-0xa0
+ * and 0xad (68 in all). */
+static int code_point_byte(unsigned cp)
+{
+    if (cp < 256)
+        return st_tok_byte_code_point(cp) == cp ? (int)cp : -1;
+    unsigned k = cp - 256;
+    return k < 33 ? (int)k : k < 67 ? (int)(0x7f + k - 33) : k == 67 ? 0xad : -1;
+}
+
+size_t st_tok_char_to_byte(const unsigned char *s, size_t n, int *byte)
+{
+    size_t k = st_tok_utf8_len(s, n);
+    unsigned cp = k == 1 ? s[0] : k == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu) : 0x10000;
+    /* Only the 1- and 2-byte forms name a code point below 324. */
+    *byte = (k == 1 && s[0] >= 0x80) ? -1 : code_point_byte(cp);
+    return k;
+}
+
 size_t st_tok_byte_char(unsigned b, char out[2])
 {
     unsigned cp = st_tok_byte_code_point(b);

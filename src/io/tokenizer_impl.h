@@ -137,6 +137,9 @@ size_t st_tok_utf8_len(const unsigned char *s, size_t n);
  * bytes). */
 unsigned st_tok_byte_code_point(unsigned b);
 size_t st_tok_byte_char(unsigned b, char out[2]);
+/* The map backwards for the UTF-8 character at s: returns its length and
+ * sets *byte to the byte it stands for, or -1 when it is outside the map. */
+size_t st_tok_char_to_byte(const unsigned char *s, size_t n, int *byte);
 int st_tok_strmap_put(st_tok_strmap *m, const char *k, size_t len, uint32_t val);
 int st_tok_strmap_get(const st_tok_strmap *m, const char *k, size_t len, uint32_t *val);
 void st_tok_strmap_free(st_tok_strmap *m);

@@ -36,14 +36,8 @@ static int model_bytes(const st_tokenizer *t, const char *s, size_t n, char **ou
     }
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = st_tok_utf8_len((const unsigned char *)s + i, n - i);
-        int found = -1;
-        for (unsigned b = 0; b < 256 && found < 0; b++) {
-            char c[2];
-            size_t cl = st_tok_byte_char(b, c);
-            if (cl == k && memcmp(c, s + i, k) == 0)
-                found = (int)b;
-        }
+        int found;
+        size_t k = st_tok_char_to_byte((const unsigned char *)s + i, n - i, &found);
         if (found < 0) {
             free(*out);
             *out = NULL;

@@ -427,25 +427,16 @@ static void strings_free(strings *l)
  * own bytes when a character is outside the map (the library's rule). */
 static int byte_level_bytes(const buf *tok, buf *out)
 {
-    static int16_t back[324];
-    static int ready;
-    if (!ready) {
-        for (int i = 0; i < 324; i++)
-            back[i] = -1;
-        for (unsigned b = 0; b < 256; b++)
-            back[st_tok_byte_code_point(b)] = (int16_t)b;
-        ready = 1;
-    }
     const unsigned char *s = (const unsigned char *)tok->p;
     size_t start = out->n;
     for (size_t i = 0; i < tok->n;) {
-        size_t k = st_tok_utf8_len(s + i, tok->n - i);
-        unsigned cp = k == 1 ? s[i] : k == 2 ? (s[i] & 0x1fu) << 6 | (s[i + 1] & 0x3fu) : 1000;
-        if (cp >= 324 || back[cp] < 0) {
+        int b;
+        size_t k = st_tok_char_to_byte(s + i, tok->n - i, &b);
+        if (b < 0) {
             out->n = start;
             return buf_add(out, tok->p, tok->n);
         }
-        char c = (char)back[cp];
+        char c = (char)b;
         if (buf_add(out, &c, 1))
             return -1;
         i += k;
