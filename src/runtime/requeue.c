@@ -12,7 +12,13 @@
  * The requeue also makes slurmstepd signal every process of the step,
  * scontrol included, so the children start with SIGTERM blocked (a
  * blocked signal stays blocked across exec): otherwise the requeue's own
- * SIGTERM can kill the scontrol that asked for it before it reports. */
+ * SIGTERM can kill the scontrol that asked for it before it reports.
+ * SIGUSR1 and SIGUSR2 are blocked for the same reason: `scancel --signal
+ * --full` reaches the tasks once from slurmstepd and once more through
+ * srun, which forwards what the batch step got, and a second SIGUSR1 that
+ * lands while scontrol runs would kill it (seen in the test cluster as a
+ * requeue that "failed" without a word).  A child that dies of a signal all
+ * the same is reported as such. */
 #include "runtime/requeue.h"
 #include "base/log.h"
 
@@ -48,6 +54,8 @@ static void run_scontrol(scontrol_run *run, char *const argv[])
     sigset_t blocked;
     sigemptyset(&blocked);
     sigaddset(&blocked, SIGTERM);
+    sigaddset(&blocked, SIGUSR1);
+    sigaddset(&blocked, SIGUSR2);
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addclose(&fa, fd[0]);
     posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
@@ -86,6 +94,9 @@ static void run_scontrol(scontrol_run *run, char *const argv[])
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     run->status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (WIFSIGNALED(status) && len + 48 < sizeof run->out)
+        len += (size_t)snprintf(run->out + len, sizeof run->out - len, "%s(%s killed by signal %d)",
+                                len ? " " : "", argv[0], WTERMSIG(status));
     /* Quoted as one line: trailing newlines go, inner ones become spaces. */
     while (len > 0 && (run->out[len - 1] == '\n' || run->out[len - 1] == ' '))
         run->out[--len] = '\0';
