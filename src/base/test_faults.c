@@ -79,7 +79,8 @@ void st_fault_at(const char *point, long rank)
 {
     static const char var[] = "SHARDTRAIN_TEST_FAULT";
     static const char *const points[] = {"init", "startup", "step", "eval", "ckpt_begin",
-                                         "ckpt_shard", "ckpt_gather", "ckpt_publish", "final"};
+                                         "ckpt_shard", "ckpt_gather", "ckpt_publish", "ckpt_done",
+                                         "final"};
     enum { N_POINTS = sizeof points / sizeof points[0] };
     static long visits[N_POINTS];
     const char *s = getenv(var);
@@ -105,7 +106,8 @@ void st_fault_at(const char *point, long rank)
     if (k != 3 || r < 0 || nth < 1 || which < 0 ||
         (strcmp(action, "stop") && strcmp(action, "kill"))) {
         st_error(var, "'%s' is not RANK:POINT:stop|kill[:N] with POINT one of init, startup, "
-                 "step, eval, ckpt_begin, ckpt_shard, ckpt_gather, ckpt_publish, final; "
+                 "step, eval, ckpt_begin, ckpt_shard, ckpt_gather, ckpt_publish, ckpt_done, "
+                 "final; "
                  "hint: e.g. %s=1:ckpt_gather:stop", s, var);
         _exit(ST_EXIT_USAGE);
     }

@@ -27,8 +27,9 @@
  *       training step), eval (before the validation loss's all-reduce),
  *       ckpt_begin, ckpt_shard (part-way through its shard file; writers
  *       only), ckpt_gather (before the gather of the block hashes),
- *       ckpt_publish (before rank 0 publishes the manifest), final (before
- *       the final weights are gathered).  Malformed: exit status 2.
+ *       ckpt_publish (before rank 0 publishes the manifest), ckpt_done (a
+ *       checkpoint committed, before the run log hears of it), final
+ *       (before the final weights are gathered).  Malformed: exit status 2.
  *   SHARDTRAIN_TEST_PAUSE=start|setup|deferred   (tests/signals.sh)
  *       The process stops for up to 60 s at that point of its life (start:
  *       the top of main, before MPI; setup: the end of train's set-up,

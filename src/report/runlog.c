@@ -307,6 +307,17 @@ static void update_wall(st_runlog *lg)
     lg->sum.wall_s = lg->wall_before + (st_runlog_now() - lg->t_begin);
 }
 
+void st_runlog_checkpoint_begin(st_runlog *lg)
+{
+    /* Written before the checkpoint commits its `latest` pointer: a process
+     * killed between that commit and st_runlog_checkpoint would otherwise
+     * leave a summary older than the checkpoint, and the resume could not
+     * tell it was the same run (it would count no restart).  This one covers
+     * every step the checkpoint will hold. */
+    update_wall(lg);
+    st_summary_write(&lg->sum, lg->summary_path, "running", 0, 0);
+}
+
 void st_runlog_checkpoint(st_runlog *lg, int64_t step, const char *dir, double seconds)
 {
     (void)step;

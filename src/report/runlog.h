@@ -45,6 +45,9 @@ void st_runlog_skipped(st_runlog *lg, int64_t step, double lr, double bad_ranks,
                        int64_t in_a_row);
 /* A validation loss and the seconds its evaluation took. */
 void st_runlog_eval(st_runlog *lg, int64_t step, double val_loss, double seconds);
+/* A checkpoint is about to be written: summary.json is brought up to the
+ * steps it will hold, so a kill during the save leaves no older summary. */
+void st_runlog_checkpoint_begin(st_runlog *lg);
 /* A checkpoint of `step` completed steps written to dir, in seconds. */
 void st_runlog_checkpoint(st_runlog *lg, int64_t step, const char *dir, double seconds);
 /* Peak tracked memory of every rank (world entries), for the summary. */

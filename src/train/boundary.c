@@ -2,6 +2,7 @@
  * every step whether to save and whether to stop. */
 #include "train/boundary.h"
 #include "base/log.h"
+#include "base/test_faults.h"
 #include "io/checkpoint.h"
 #include "report/runlog.h"
 #include "runtime/requeue.h"
@@ -14,8 +15,12 @@
 static int save_checkpoint(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
                            int64_t done, st_runlog *lg)
 {
+    if (lg)
+        st_runlog_checkpoint_begin(lg);
     const double t0 = st_runlog_now();
     int rc = st_ckpt_save(f, cfg, rt, done);
+    if (!rc)
+        st_fault_at("ckpt_done", rt->rank);
     if (!rc && lg) {
         char dir[4200];
         st_ckpt_step_dir(cfg->checkpoint.dir, done, dir, sizeof dir);
