@@ -167,7 +167,8 @@ cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, float *dw, const uint16_
  * as st_softmax_xent: row_loss[n] (device, float, N entries) gets each row's
  * loss, *loss_sum (device, one double) the sum of the N losses in row order,
  * and when grad_scale != 0 the logits are overwritten with
- * (softmax - onehot) * grad_scale.  Nothing is copied to the host, so the
+ * (softmax - onehot) * grad_scale.  A negative target is an ignored row:
+ * loss 0 and a zero gradient row.  Nothing is copied to the host, so the
  * call does not synchronise. */
 cudaError_t st_cuda_softmax_xent_f32(float *logits, const int32_t *targets, int64_t N,
                                      int64_t V, int64_t ld, float grad_scale,

@@ -13,7 +13,8 @@
  * exp(x - max)) over its strided share of the row, rescaling the sum when
  * the max grows (the "online softmax"), so the row is read once for both;
  * the per-thread pairs are merged by a warp-shuffle tree and then across
- * warps.  Pass 2: write (softmax - onehot) * grad_scale.  A second,
+ * warps.  Pass 2: write (softmax - onehot) * grad_scale.  A row whose
+ * target is negative is ignored (loss 0, gradient 0), as on the CPU.  A second,
  * one-block kernel adds the row losses in double in a fixed order, so the
  * total is deterministic and the call never synchronises with the host.
  *
@@ -57,6 +58,17 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nwarps = blockDim.x >> 5;
     const int32_t tgt = targets[n];
+    if (tgt < 0) {
+        /* An ignored position (a prompt token of instruction data): no
+         * loss and a zero gradient row.  tgt is the same for the whole
+         * block, so every thread leaves here together. */
+        if (threadIdx.x == 0)
+            row_loss[n] = 0.0f;
+        if (grad_scale != 0.0f)
+            for (int64_t i = threadIdx.x; i < V; i += blockDim.x)
+                store_f(&row[i], 0.0f);
+        return;
+    }
     /* Read before any thread of the block can overwrite the row (the
      * writes come after the barriers of the reduction below). */
     const float x_target = threadIdx.x == 0 ? load_f(&row[tgt]) : 0.0f;

@@ -1,9 +1,13 @@
 /* Writes a tiny model's weights, a batch, and shardtrain's CPU logits, loss
  * and gradients for tests/torch_ref.py to recompute independently in
- * PyTorch.  Usage: test_dump gpt2|llama OUT_DIR [tied 0|1 [llama3]]; llama3
+ * PyTorch.  Usage: test_dump gpt2|llama OUT_DIR [tied 0|1 [llama3|masked]]; llama3
  * turns on Llama 3.1's RoPE scaling with a pretraining length of 16, so
  * that at T = 12 and head size 8 every band of the formula is in use (one
- * frequency interpolated, three divided by the factor). */
+ * frequency interpolated, three divided by the factor).  masked instead
+ * marks some targets -1, as instruction data's prompt positions are (the
+ * first five of each row and every fourth after), and normalises the loss
+ * and gradient by the positions that count, which torch_ref.py checks
+ * with cross_entropy's ignore_index. */
 #include "model_fixture.h"
 
 #include <stdio.h>
@@ -26,8 +30,8 @@ static void record(const char *name, int dtype, int ndim, const int64_t *dims,
 int main(int argc, char **argv)
 {
     if (argc < 3 || argc > 5 || (strcmp(argv[1], "gpt2") && strcmp(argv[1], "llama")) ||
-        (argc == 5 && strcmp(argv[4], "llama3"))) {
-        fprintf(stderr, "usage: test_dump gpt2|llama OUT_DIR [tied 0|1 [llama3]]\n");
+        (argc == 5 && strcmp(argv[4], "llama3") && strcmp(argv[4], "masked"))) {
+        fprintf(stderr, "usage: test_dump gpt2|llama OUT_DIR [tied 0|1 [llama3|masked]]\n");
         return 2;
     }
     int arch = strcmp(argv[1], "gpt2") == 0 ? ST_ARCH_GPT2 : ST_ARCH_LLAMA;
@@ -36,7 +40,8 @@ int main(int argc, char **argv)
     st_config cfg;
     fixture_config(&cfg, arch, tied, B, T);
     char scaling[256] = "";
-    if (argc == 5) {
+    const int masked = argc == 5 && !strcmp(argv[4], "masked");
+    if (argc == 5 && !masked) {
         cfg.model.rope_scaling = ST_ROPE_LLAMA3;
         cfg.model.rope_factor = 4.0;
         cfg.model.rope_low_freq_factor = 1.0;
@@ -54,10 +59,20 @@ int main(int argc, char **argv)
     fixture_randomise(&e, 7);
     int32_t inputs[2 * 12], targets[2 * 12];
     fixture_tokens(inputs, targets, B * T, m.V, 11);
+    int64_t counted = B * T;
+    if (masked) {
+        counted = 0;
+        for (int64_t i = 0; i < B * T; i++) {
+            if (i % T < 5 || i % 4 == 0)
+                targets[i] = -1;
+            else
+                counted++;
+        }
+    }
     float *logits = malloc(sizeof(float) * (size_t)(B * T * m.V));
     double fwd = fx_forward(&e, inputs, targets, logits);
     st_fsdp_zero_grads(&e);
-    double loss = fx_forward_backward(&e, inputs, targets, 1.0f / (float)(B * T));
+    double loss = fx_forward_backward(&e, inputs, targets, 1.0f / (float)counted);
     if (fwd != loss) {
         fprintf(stderr, "forward-only and training losses differ: %g vs %g\n", fwd, loss);
         return 1;
@@ -93,7 +108,7 @@ int main(int argc, char **argv)
     record("inputs", 1, 2, bt, inputs, (size_t)(B * T));
     record("targets", 1, 2, bt, targets, (size_t)(B * T));
     record("logits", 0, 3, btv, logits, (size_t)(B * T * m.V));
-    float mean_loss = (float)(loss / (double)(B * T));
+    float mean_loss = (float)(loss / (double)counted);
     record("loss", 0, 1, one, &mean_loss, 1);
     if (fclose(out) != 0)
         return 1;

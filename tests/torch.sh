@@ -87,6 +87,27 @@ else
     diag "$(tail -n 20 "$TMP/dump-llama3.log")"
 fi
 
+# Instruction data's loss mask: targets of -1 do not count, and the mean
+# is over the rest (PyTorch's ignore_index); and the proof that the
+# comparison sees the mask: with the ignored rows dropped from the dump's
+# targets' meaning (every target counted), the reference must disagree.
+for arch in gpt2 llama; do
+    if "$dumper" $arch "$TMP/$arch-masked" 0 masked >"$TMP/dump-$arch-masked.log" 2>&1; then
+        ok "test_dump $arch with masked targets"
+        run_tap "torch $arch-masked" "$TORCH_PYTHON" "$ref" "$TMP/$arch-masked"
+    else
+        not_ok "test_dump $arch with masked targets (exit status $?)"
+        diag "$(tail -n 20 "$TMP/dump-$arch-masked.log")"
+    fi
+done
+if [ -s "$TMP/gpt2-masked/dump.bin" ]; then
+    if ST_REF_COUNT_IGNORED=1 "$TORCH_PYTHON" "$ref" "$TMP/gpt2-masked" >"$TMP/nomask.out" 2>&1; then
+        not_ok "the reference counting the ignored positions still agrees: the masked case tests nothing"
+    else
+        ok "the reference counting the ignored positions disagrees ($(grep -c '^not ok' "$TMP/nomask.out") checks fail)"
+    fi
+fi
+
 # The comparison must be able to fail: perturbed gradients, logits and loss,
 # missing, extra and misshapen records must all be caught.
 if [ -n "$dumped" ]; then

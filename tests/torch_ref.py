@@ -290,11 +290,17 @@ def reference(cfg, weights, inputs, targets):
          for n, a in weights.items()}
     idx = torch.tensor(np.asarray(inputs, dtype=np.int64))
     tgt = torch.tensor(np.asarray(targets, dtype=np.int64))
+    # ST_REF_COUNT_IGNORED: tests/torch.sh's proof that the comparison sees
+    # the mask: the ignored positions counted (as token 0) must disagree.
+    if os.environ.get("ST_REF_COUNT_IGNORED"):
+        tgt = torch.where(tgt < 0, torch.zeros_like(tgt), tgt)
     fwd = gpt2_forward if cfg["arch"] == "gpt2" else llama_forward
     logits = fwd(cfg, P, idx)
     V = logits.shape[-1]
+    # Targets of -1 are positions that do not count (instruction data's
+    # prompts); the mean is over the others, as PyTorch defines it.
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt.reshape(-1),
-                                             reduction="mean")
+                                             reduction="mean", ignore_index=-1)
     loss.backward()
     return {
         "loss": np.array([loss.item()]),
@@ -328,8 +334,10 @@ def validate_tokens(cfg, dump):
             errs.append("%s has dtype %s, want int32" % (n, a.dtype))
         if a.ndim != 2 or a.shape[0] != B or not 1 <= a.shape[1] <= T:
             errs.append("%s has shape %s, want [%d, <=%d]" % (n, list(a.shape), B, T))
-        elif a.size and (a.min() < 0 or a.max() >= V):
-            errs.append("%s has token ids outside [0, %d)" % (n, V))
+        elif a.size and (a.min() < (0 if n == "inputs" else -1) or a.max() >= V):
+            errs.append("%s has token ids outside [%d, %d)" % (n, 0 if n == "inputs" else -1, V))
+        elif n == "targets" and a.size and (a >= 0).sum() == 0:
+            errs.append("every target is ignored (-1)")
     if not errs and dump["inputs"].shape != dump["targets"].shape:
         errs.append("inputs %s and targets %s differ in shape"
                     % (list(dump["inputs"].shape), list(dump["targets"].shape)))

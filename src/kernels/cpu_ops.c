@@ -249,6 +249,14 @@ double st_softmax_xent(float *logits, const int32_t *targets, int64_t N,
 #pragma omp parallel for schedule(static) if (parallel : N * V >= ST_PARALLEL_MIN)
     for (int64_t n = 0; n < N; n++) {
         float *row = logits + n * V;
+        if (targets[n] < 0) {
+            /* An ignored position (a prompt token of instruction data):
+             * no loss, and no gradient reaches its logits. */
+            row_loss[n] = 0.0;
+            if (grad_scale != 0.0f)
+                memset(row, 0, sizeof(float) * (size_t)V);
+            continue;
+        }
         float m = -INFINITY;
 #pragma omp simd reduction(max : m)
         for (int64_t i = 0; i < V; i++)

@@ -74,7 +74,9 @@ void st_attention_backward(float *dq, int64_t lddq, float *dk, int64_t lddk,
 
 /* Softmax cross-entropy over rows of logits [N, V], in place: returns the
  * sum of the N losses (in double) and, when grad_scale != 0, overwrites
- * logits with (softmax - onehot) * grad_scale. */
+ * logits with (softmax - onehot) * grad_scale.  A negative target marks a
+ * position that does not count (PyTorch's ignore_index): its loss is 0 and
+ * its row of the gradient is 0. */
 double st_softmax_xent(float *logits, const int32_t *targets, int64_t N,
                        int64_t V, float grad_scale);
 

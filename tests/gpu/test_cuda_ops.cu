@@ -435,14 +435,20 @@ static void test_norm(bool bf, bool layer, int64_t N, int64_t C)
 
 /* Rows ld >= V apart, as the LM head pads them: the kernel must use the
  * first V columns of each row and leave the rest bit for bit alone. */
-static void test_xent(bool bf, int64_t N, int64_t V, int64_t ld, bool with_grad)
+/* ignore: every third target is -1 (a prompt position of instruction
+ * data), whose loss and gradient row must be exactly 0. */
+static void test_xent(bool bf, int64_t N, int64_t V, int64_t ld, bool with_grad,
+                      bool ignore = false)
 {
     char shape[96];
-    snprintf(shape, sizeof shape, "N=%lld V=%lld ld=%lld%s", (long long)N, (long long)V,
-             (long long)ld, with_grad ? "" : " loss-only");
+    snprintf(shape, sizeof shape, "N=%lld V=%lld ld=%lld%s%s", (long long)N, (long long)V,
+             (long long)ld, with_grad ? "" : " loss-only", ignore ? " ignored rows" : "");
     std::vector<int32_t> tgt(N);
     for (auto &t : tgt)
         t = (int32_t)((urand() + 1.0f) * 0.5f * (float)V) % (int32_t)V;
+    if (ignore)
+        for (int64_t n = 0; n < N; n += 3)
+            tgt[n] = -1;
     int32_t *dtgt;
     double *dsum;
     CK(cudaMalloc(&dtgt, sizeof(int32_t) * N));
@@ -483,6 +489,16 @@ static void test_xent(bool bf, int64_t N, int64_t V, int64_t ld, bool with_grad)
     if (ld > V)
         tap_ok(pad_same, "softmax_xent %s %s: the columns past V untouched",
                bf ? "bf16" : "f32", shape);
+    if (ignore) {
+        bool zero = true;
+        for (int64_t n = 0; n < N; n += 3) {
+            zero = zero && rl[n] == 0.0f;
+            for (int64_t i = 0; i < V && with_grad; i++)
+                zero = zero && got[n * V + i] == 0.0f;
+        }
+        tap_ok(zero, "softmax_xent %s %s: ignored rows have loss 0%s", bf ? "bf16" : "f32",
+               shape, with_grad ? " and a zero gradient" : "");
+    }
     report(with_grad ? "softmax_xent grad" : "softmax_xent logits untouched", bf, shape,
            rel_err(got, ref));
     cudaFree(dtgt);
@@ -774,6 +790,8 @@ int main(void)
          * to a multiple of 128) */
         test_xent(bf, 5, 50257, 50304, true);
         test_xent(bf, 3, 301, 384, false);
+        test_xent(bf, 7, 301, 384, true, true);
+        test_xent(bf, 5, 1000, 1000, false, true);
         test_determinism(bf);
     }
     test_adamw(1, 1, 0.1);
