@@ -17,7 +17,11 @@
  *    seq_len, 2 * seq_len, ... (each window's last token is the next one's
  *    first, as its target).  They are numbered file by file in name order
  *    and eval window i is number i modulo their total, so successive evals
- *    walk the set from its start and wrap around. */
+ *    walk the set from its start and wrap around.
+ * Instruction data (a loss mask beside every file, loss_mask.c) is read by
+ * example instead: sample j of step k is example st_below3(n_examples,
+ * key, k, j) from its first token, eval sample i is example i modulo
+ * their number. */
 #include "io/data.h"
 
 #include "base/files.h"
@@ -289,13 +293,32 @@ int st_dataset_open(st_dataset *ds, const char *glob_pattern, int64_t seq_len,
         }
         ds->n_files = i + 1;
         rc = open_token_file(&ds->files[i], vocab_size);
+        int has_mask = 0;
+        rc = rc ? rc : st_mask_file_open(&ds->files[i], &has_mask);
         if (rc != 0)
             goto fail;
+        if (i > 0 && has_mask != ds->masked) {
+            rc = ST_EXIT_USAGE;
+            st_error(ds->files[i].path, "%s a loss mask (NAME.mask) but %s %s; hint: a "
+                     "set is either instruction data (every shard with its mask) or plain "
+                     "text (none); make the glob match one kind", has_mask ? "has" : "has no",
+                     ds->files[0].path, ds->masked ? "has one" : "has none");
+            goto fail;
+        }
+        ds->masked = has_mask;
         int64_t nt = ds->files[i].n_tokens;
         ds->n_tokens += nt;
         ds->window_start[i + 1] = ds->window_start[i] + (nt > seq_len ? nt - seq_len : 0);
     }
     ds->n_windows = ds->window_start[n];
+    if (ds->masked) {
+        /* Examples are padded, so even a short set makes whole sequences. */
+        rc = st_dataset_index_examples(ds, glob_pattern);
+        if (rc)
+            goto fail;
+        globfree(&g);
+        return 0;
+    }
     rc = ST_EXIT_USAGE;
     if (ds->n_tokens < seq_len + 1) {
         st_error(n == 1 ? ds->files[0].path : glob_pattern,
@@ -324,10 +347,15 @@ void st_dataset_close(st_dataset *ds)
     for (int i = 0; i < ds->n_files; i++) {
         if (ds->files[i].map)
             munmap((void *)ds->files[i].map, ds->files[i].map_bytes);
+        st_mask_file_close(&ds->files[i]);
         free(ds->files[i].path);
     }
     free(ds->files);
     free(ds->window_start);
+    free(ds->ex_file);
+    free(ds->ex_off);
+    free(ds->ex_len);
+    free(ds->ex_targets);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -358,9 +386,12 @@ static void install_bus_guard(void)
     sigaction(SIGBUS, &sa, NULL);
 }
 
-static void copy_window(const st_token_file *f, int64_t start, int64_t seq_len,
-                        int32_t *out)
+/* Tokens [start, start + n) of f into out, and their loss bits into loss
+ * (when both exist), under the guard. */
+static void copy_window(const st_token_file *f, int64_t start, int64_t n, int32_t *out,
+                        uint8_t *loss)
 {
+    const int64_t seq_len = n - 1;
     if (sigsetjmp(bus_jump, 1)) {
         bus_armed = 0;
         st_fatal("%s: the token file shrank while this run was reading it (tokens %lld-%lld "
@@ -371,16 +402,52 @@ static void copy_window(const st_token_file *f, int64_t start, int64_t seq_len,
     bus_armed = 1;
     for (int64_t k = 0; k <= seq_len; k++)
         out[k] = (int32_t)token_at(f, start + k);
+    if (loss && f->mask)
+        for (int64_t k = 0; k <= seq_len; k++)
+            loss[k] = f->mask[start + k] & ST_MASK_LOSS;
     bus_armed = 0;
 }
 
-void st_dataset_train_window(const st_dataset *ds, uint64_t seed, int64_t step,
-                             int64_t j, int32_t *out)
+/* Example e from its first token; the tail past its end is padding. */
+static int64_t copy_example(const st_dataset *ds, int64_t e, int32_t *out, uint8_t *loss)
 {
-    /* Hashing the seed with the domain tag keeps data draws apart from every
-     * other stream drawn from the same seed. */
-    uint64_t key = st_hash3(seed, ST_RNG_DATA, 0);
-    int64_t w = (int64_t)st_below3((uint64_t)ds->n_windows, key, (uint64_t)step,
+    const int64_t want = ds->seq_len + 1;
+    const int64_t len = ds->ex_len[e] < want ? ds->ex_len[e] : want;
+    copy_window(&ds->files[ds->ex_file[e]], ds->ex_off[e], len, out, loss);
+    for (int64_t k = len; k < want; k++) {
+        out[k] = 0;
+        if (loss)
+            loss[k] = 0;
+    }
+    if (loss)
+        loss[0] = 0; /* never a target */
+    return ds->ex_targets[e];
+}
+
+/* Plain text: every target counts. */
+static int64_t all_count(const st_dataset *ds, uint8_t *loss)
+{
+    if (loss)
+        memset(loss, 1, (size_t)ds->seq_len + 1);
+    return ds->seq_len;
+}
+
+/* The data key: hashing the seed with the domain tag keeps data draws
+ * apart from every other stream drawn from the same seed. */
+static uint64_t data_key(uint64_t seed) { return st_hash3(seed, ST_RNG_DATA, 0); }
+
+static int64_t train_example(const st_dataset *ds, uint64_t seed, int64_t step, int64_t j)
+{
+    return (int64_t)st_below3((uint64_t)ds->n_examples, data_key(seed), (uint64_t)step,
+                              (uint64_t)j);
+}
+
+int64_t st_dataset_train_sample(const st_dataset *ds, uint64_t seed, int64_t step,
+                                int64_t j, int32_t *out, uint8_t *loss)
+{
+    if (ds->masked)
+        return copy_example(ds, train_example(ds, seed, step, j), out, loss);
+    int64_t w = (int64_t)st_below3((uint64_t)ds->n_windows, data_key(seed), (uint64_t)step,
                                    (uint64_t)j);
     /* First file whose prefix sum exceeds w, minus one: skips files that
      * offer no window (equal prefix sums). */
@@ -392,7 +459,20 @@ void st_dataset_train_window(const st_dataset *ds, uint64_t seed, int64_t step,
         else
             hi = mid;
     }
-    copy_window(&ds->files[lo], w - ds->window_start[lo], ds->seq_len, out);
+    copy_window(&ds->files[lo], w - ds->window_start[lo], ds->seq_len + 1, out, NULL);
+    return all_count(ds, loss);
+}
+
+int64_t st_dataset_train_targets(const st_dataset *ds, uint64_t seed, int64_t step,
+                                 int64_t j)
+{
+    return ds->masked ? ds->ex_targets[train_example(ds, seed, step, j)] : ds->seq_len;
+}
+
+void st_dataset_train_window(const st_dataset *ds, uint64_t seed, int64_t step,
+                             int64_t j, int32_t *out)
+{
+    st_dataset_train_sample(ds, seed, step, j, out, NULL);
 }
 
 static int64_t eval_windows_in(const st_token_file *f, int64_t seq_len)
@@ -400,8 +480,12 @@ static int64_t eval_windows_in(const st_token_file *f, int64_t seq_len)
     return f->n_tokens > seq_len ? (f->n_tokens - 1) / seq_len : 0;
 }
 
-void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out)
+int64_t st_dataset_eval_sample(const st_dataset *ds, int64_t i, int32_t *out, uint8_t *loss)
 {
+    if (ds->masked) {
+        int64_t e = i % ds->n_examples;
+        return copy_example(ds, e < 0 ? e + ds->n_examples : e, out, loss);
+    }
     int64_t total = 0;
     for (int f = 0; f < ds->n_files; f++)
         total += eval_windows_in(&ds->files[f], ds->seq_len);
@@ -411,11 +495,17 @@ void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out)
     for (int f = 0; f < ds->n_files; f++) {
         int64_t nf = eval_windows_in(&ds->files[f], ds->seq_len);
         if (r < nf) {
-            copy_window(&ds->files[f], r * ds->seq_len, ds->seq_len, out);
-            return;
+            copy_window(&ds->files[f], r * ds->seq_len, ds->seq_len + 1, out, NULL);
+            break;
         }
         r -= nf;
     }
+    return all_count(ds, loss);
+}
+
+void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out)
+{
+    st_dataset_eval_sample(ds, i, out, NULL);
 }
 
 /* Tokens are converted to the file's width CHUNK at a time. */

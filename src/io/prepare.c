@@ -8,7 +8,10 @@
  * every id fits, uint32 (version 7) for larger vocabularies such as
  * Llama 3's 128,256.  The val split is the tail of the tokens rather than
  * random windows, so no val window has ever been seen in training.  Each
- * shard is written through st_write_token_file, which writes atomically. */
+ * shard is written through st_write_token_file, which writes atomically.
+ * JSONL instruction data (prompt/completion or messages lines) also gets a
+ * loss mask beside each shard (loss_mask.c); its shards and its val split
+ * fall on example boundaries, since it is read one example per sequence. */
 #include "io/data.h"
 #include "io/tokenizer.h"
 
@@ -155,40 +158,111 @@ static char *shard_path(const char *out_prefix, const char *split, int64_t k)
     return p;
 }
 
-/* The tokens to write: bytes (byte level) or ids (a tokenizer). */
+/* The tokens to write: bytes (byte level) or ids (a tokenizer), and for
+ * instruction data the loss mask (io/data.h), one entry per token. */
 typedef struct {
     const unsigned char *bytes;
     const uint32_t *ids;
+    const uint8_t *mask;
     int version; /* 1: uint16, 7: uint32 */
 } token_source;
 
+/* Removes path's loss mask if one is there: a shard rewritten as plain
+ * text must not keep the mask of an earlier run's instruction data. */
+static int remove_mask_of(const char *path)
+{
+    char *mp = st_mask_path(path);
+    if (!mp) {
+        st_error(path, "out of memory");
+        return ST_EXIT_FAILURE;
+    }
+    int rc = 0;
+    if (unlink(mp) == 0) {
+        st_info("removed stale %s", mp);
+    } else if (errno != ENOENT) {
+        st_error(mp, "cannot remove stale loss mask: %s; delete it by hand", strerror(errno));
+        rc = ST_EXIT_FAILURE;
+    }
+    free(mp);
+    return rc;
+}
+
+/* One shard of m tokens at off, with its mask or without one. */
+static int write_shard(const char *path, const token_source *src, int64_t off, int64_t m,
+                       uint32_t *scratch)
+{
+    const uint32_t *tokens = scratch;
+    if (src->ids)
+        tokens = src->ids + off;
+    else
+        for (int64_t i = 0; i < m; i++)
+            scratch[i] = src->bytes[off + i];
+    int rc = st_write_token_file(path, tokens, m, src->version);
+    if (rc)
+        return rc;
+    if (!src->mask) {
+        st_info("wrote %s (%lld tokens)", path, (long long)m);
+        return remove_mask_of(path);
+    }
+    char *mp = st_mask_path(path);
+    if (!mp) {
+        st_error(path, "out of memory");
+        return ST_EXIT_FAILURE;
+    }
+    rc = st_write_mask_file(mp, src->mask + off, m);
+    if (!rc) {
+        int64_t ex = 0, counted = 0;
+        for (int64_t i = 0; i < m; i++) {
+            ex += (src->mask[off + i] & ST_MASK_START) != 0;
+            counted += src->mask[off + i] & ST_MASK_LOSS;
+        }
+        st_info("wrote %s (%lld tokens, %lld examples) and its loss mask %s (%lld tokens "
+                "trained)", path, (long long)m, (long long)ex, mp, (long long)counted);
+    }
+    free(mp);
+    return rc;
+}
+
+/* How many tokens from off the next shard takes: shard_tokens, or with a
+ * mask the whole examples that fit (at least one: an example never spans
+ * two shards). */
+static int64_t shard_length(const token_source *src, int64_t off, int64_t left,
+                            int64_t shard_tokens)
+{
+    if (!src->mask || left <= shard_tokens)
+        return left < shard_tokens ? left : shard_tokens;
+    int64_t cut = 0;
+    for (int64_t i = 1; i <= shard_tokens; i++)
+        if (src->mask[off + i] & ST_MASK_START)
+            cut = i;
+    if (cut)
+        return cut;
+    int64_t i = shard_tokens + 1;
+    while (i < left && !(src->mask[off + i] & ST_MASK_START))
+        i++;
+    return i;
+}
+
 /* Write tokens [off0, off0 + n) as shards PREFIX_SPLIT_000000.bin, ...,
- * then delete higher-numbered shards of the same split left by an earlier
- * run: they would otherwise be picked up by the data glob and silently mix
- * old text into the set. */
+ * then delete higher-numbered shards of the same split (and their masks)
+ * left by an earlier run: they would otherwise be picked up by the data
+ * glob and silently mix old text into the set. */
 static int write_split(const char *out_prefix, const char *split, const token_source *src,
                        int64_t off0, int64_t n, int64_t shard_tokens, uint32_t *scratch)
 {
     int64_t k = 0;
-    for (int64_t off = 0; off < n; off += shard_tokens, k++) {
-        int64_t m = n - off < shard_tokens ? n - off : shard_tokens;
-        const uint32_t *tokens = scratch;
-        if (src->ids)
-            tokens = src->ids + off0 + off;
-        else
-            for (int64_t i = 0; i < m; i++)
-                scratch[i] = src->bytes[off0 + off + i];
+    for (int64_t off = 0; off < n; k++) {
+        int64_t m = shard_length(src, off0 + off, n - off, shard_tokens);
         char *path = shard_path(out_prefix, split, k);
         if (!path) {
             st_error(out_prefix, "out of memory");
             return ST_EXIT_FAILURE;
         }
-        int rc = st_write_token_file(path, tokens, m, src->version);
-        if (rc == 0)
-            st_info("wrote %s (%lld tokens)", path, (long long)m);
+        int rc = write_shard(path, src, off0 + off, m, scratch);
         free(path);
         if (rc != 0)
             return rc;
+        off += m;
     }
     for (;; k++) {
         char *path = shard_path(out_prefix, split, k);
@@ -203,59 +277,88 @@ static int write_split(const char *out_prefix, const char *split, const token_so
         else if (e != ENOENT)
             st_error(path, "cannot remove stale shard: %s; delete it by hand",
                      strerror(e));
+        int mrc = remove_mask_of(path);
         free(path);
         if (rc != 0)
-            return e == ENOENT ? 0 : ST_EXIT_FAILURE;
+            return e == ENOENT && !mrc ? 0 : ST_EXIT_FAILURE;
     }
 }
 
-/* Where documents go: a tokenizer's ids (each document followed by its
- * EOS), or bytes (each followed by a newline). */
+/* Where JSONL lines go: a tokenizer's ids or bytes, and the loss mask of
+ * every token. */
 typedef struct {
     st_tokenizer *tok;
     int64_t eos;
     st_token_list *ids;
     unsigned char *bytes;
     size_t n, cap;
+    uint8_t *mask;
+    size_t mask_cap;
 } doc_sink;
 
-static int add_document(void *ctx, const char *text, size_t len)
+static size_t sink_tokens(const doc_sink *d) { return d->tok ? d->ids->n : d->n; }
+
+static int grow(void **buf, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 65536;
+    while (c < need)
+        c *= 2;
+    void *b = realloc(*buf, c);
+    if (!b)
+        return -1;
+    *buf = b;
+    *cap = c;
+    return 0;
+}
+
+/* One segment's tokens (and the end mark after it). */
+static int add_segment(doc_sink *d, const st_segment *g, int first)
+{
+    if (d->tok) {
+        if (st_tokenizer_encode(d->tok, g->text, g->len, first, d->ids) ||
+            (g->end && d->eos >= 0 && st_token_list_push(d->ids, (uint32_t)d->eos)))
+            return -1;
+        return 0;
+    }
+    if (grow((void **)&d->bytes, &d->cap, d->n + g->len + 1))
+        return -1;
+    memcpy(d->bytes + d->n, g->text, g->len);
+    d->n += g->len;
+    if (g->end)
+        d->bytes[d->n++] = '\n';
+    return 0;
+}
+
+static int add_example(void *ctx, const st_segment *segs, int n)
 {
     doc_sink *d = ctx;
-    if (d->tok) {
-        if (st_tokenizer_encode(d->tok, text, len, 1, d->ids) ||
-            (d->eos >= 0 && st_token_list_push(d->ids, (uint32_t)d->eos))) {
+    const size_t start = sink_tokens(d);
+    for (int i = 0; i < n; i++) {
+        const size_t before = sink_tokens(d);
+        if (add_segment(d, &segs[i], i == 0) ||
+            grow((void **)&d->mask, &d->mask_cap, sink_tokens(d))) {
             st_error(NULL, "out of memory encoding the text");
             return ST_EXIT_FAILURE;
         }
-        return 0;
+        memset(d->mask + before, segs[i].loss ? ST_MASK_LOSS : 0, sink_tokens(d) - before);
     }
-    if (d->n + len + 1 > d->cap) {
-        size_t cap = d->cap ? d->cap : 65536;
-        while (cap < d->n + len + 1)
-            cap *= 2;
-        unsigned char *b = realloc(d->bytes, cap);
-        if (!b) {
-            st_error(NULL, "out of memory reading the documents");
-            return ST_EXIT_FAILURE;
-        }
-        d->bytes = b;
-        d->cap = cap;
-    }
-    memcpy(d->bytes + d->n, text, len);
-    d->bytes[d->n + len] = '\n';
-    d->n += len + 1;
+    if (sink_tokens(d) > start)
+        d->mask[start] |= ST_MASK_START;
     return 0;
 }
 
 /* The input's tokens: into *ids with a tokenizer, else as bytes (which may
- * replace *bytes and *n, for JSONL).  *version: the shards' width. */
+ * replace *bytes and *n, for JSONL); *mask: the loss mask when the input
+ * is instruction data, else NULL.  *version: the shards' width. */
 static int tokenise(const st_prepare_options *o, const char *input, unsigned char **bytes,
-                    int64_t *n, st_token_list *ids, int *version)
+                    int64_t *n, st_token_list *ids, uint8_t **mask, int *version)
 {
     doc_sink d = {.eos = -1, .ids = ids};
-    int rc = 0;
+    int rc = 0, instruction = 0;
     *version = 1;
+    *mask = NULL;
     if (o->tokenizer) {
         if ((rc = st_tokenizer_load(o->tokenizer, &d.tok)))
             return rc;
@@ -263,7 +366,7 @@ static int tokenise(const st_prepare_options *o, const char *input, unsigned cha
         d.eos = st_tokenizer_eos_id(d.tok);
     }
     if (o->jsonl)
-        rc = st_jsonl_documents(input, *bytes, *n, add_document, &d);
+        rc = st_jsonl_examples(input, *bytes, *n, add_example, &d, &instruction);
     else if (d.tok && st_tokenizer_encode(d.tok, (const char *)*bytes, (size_t)*n, 1, ids)) {
         st_error(input, "out of memory encoding the text");
         rc = ST_EXIT_FAILURE;
@@ -274,13 +377,44 @@ static int tokenise(const st_prepare_options *o, const char *input, unsigned cha
         *n = (int64_t)d.n;
         d.bytes = NULL;
     }
+    if (!rc && instruction) {
+        *mask = d.mask;
+        d.mask = NULL;
+    }
     if (!rc && d.tok)
         st_info("encoded %s into %zu tokens with %s (vocabulary %lld, %s shards)", input,
                 ids->n, o->tokenizer, (long long)st_tokenizer_vocab_size(d.tok),
                 *version == 1 ? "uint16" : "uint32");
     free(d.bytes);
+    free(d.mask);
     st_tokenizer_free(d.tok);
     return rc;
+}
+
+/* Instruction data's val split: the last val_fraction of the examples,
+ * whole.  *n_val gets its tokens. */
+static int split_examples(const char *input, const uint8_t *mask, int64_t n,
+                          double val_fraction, int64_t *n_val)
+{
+    int64_t examples = 0;
+    for (int64_t i = 0; i < n; i++)
+        examples += (mask[i] & ST_MASK_START) != 0;
+    int64_t val = (int64_t)((double)examples * val_fraction);
+    if (val >= examples)
+        val = examples - 1;
+    if (val_fraction > 0.0 && val < 1) {
+        st_error(input, "%lld examples with val fraction %g leave no val example; use more "
+                 "examples or --val-fraction 0", (long long)examples, val_fraction);
+        return ST_EXIT_USAGE;
+    }
+    int64_t seen = 0, cut = n;
+    for (int64_t i = 0; i < n && val > 0; i++)
+        if ((mask[i] & ST_MASK_START) && seen++ == examples - val) {
+            cut = i;
+            break;
+        }
+    *n_val = n - cut;
+    return 0;
 }
 
 int st_prepare_text(const char *input, const char *out_prefix, const st_prepare_options *o)
@@ -308,12 +442,14 @@ int st_prepare_text(const char *input, const char *out_prefix, const st_prepare_
         return rc;
     token_source src = {.version = 1};
     st_token_list ids = {0};
-    rc = tokenise(o, input, &bytes, &n, &ids, &src.version);
+    uint8_t *mask = NULL;
+    rc = tokenise(o, input, &bytes, &n, &ids, &mask, &src.version);
     if (rc != 0) {
         free(bytes);
         st_token_list_free(&ids);
         return rc;
     }
+    src.mask = mask;
     src.bytes = bytes;
     if (tokenizer) {
         free(bytes);
@@ -326,37 +462,37 @@ int st_prepare_text(const char *input, const char *out_prefix, const st_prepare_
     int64_t n_val = (int64_t)((double)n * val_fraction);
     if (n_val >= n)           /* rounding of a fraction just under 1 */
         n_val = n - 1;
+    uint32_t *scratch = NULL;
+    if (mask && (rc = split_examples(input, mask, n, val_fraction, &n_val)))
+        goto out;
     int64_t n_train = n - n_val;
     if (val_fraction > 0.0 && n_val < 2) {
         st_error(input, "%lld %s with val fraction %g leave %lld val tokens, "
                  "fewer than 2; use a larger input or --val-fraction 0",
                  (long long)n, tokenizer ? "tokens" : "bytes", val_fraction, (long long)n_val);
-        free(bytes);
-        st_token_list_free(&ids);
-        return ST_EXIT_USAGE;
+        rc = ST_EXIT_USAGE;
+        goto out;
     }
-
-    rc = make_parent_dirs(out_prefix);
-    if (rc != 0) {
-        free(bytes);
-        st_token_list_free(&ids);
-        return rc;
-    }
+    if ((rc = make_parent_dirs(out_prefix)))
+        goto out;
+    /* A shard of instruction data may hold one example longer than
+     * shard_tokens. */
     int64_t biggest = n_train > n_val ? n_train : n_val;
-    size_t scratch_len = (size_t)(biggest < shard_tokens ? biggest : shard_tokens);
-    uint32_t *scratch = scratch_len <= SIZE_MAX / sizeof(uint32_t)
-                            ? malloc(scratch_len * sizeof(uint32_t)) : NULL;
+    size_t scratch_len = (size_t)(biggest < shard_tokens || mask ? biggest : shard_tokens);
+    scratch = scratch_len <= SIZE_MAX / sizeof(uint32_t)
+                  ? malloc(scratch_len * sizeof(uint32_t)) : NULL;
     if (!scratch) {
         st_error(input, "out of memory");
-        free(bytes);
-        st_token_list_free(&ids);
-        return ST_EXIT_FAILURE;
+        rc = ST_EXIT_FAILURE;
+        goto out;
     }
     rc = write_split(out_prefix, "train", &src, 0, n_train, shard_tokens, scratch);
     if (rc == 0)
         rc = write_split(out_prefix, "val", &src, n_train, n_val, shard_tokens, scratch);
+out:
     free(scratch);
     free(bytes);
+    free(mask);
     st_token_list_free(&ids);
     return rc;
 }

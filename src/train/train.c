@@ -62,9 +62,10 @@ typedef struct {
     st_fsdp fsdp;
     st_runlog *log;         /* rank 0 only */
     int32_t *window, *inputs, *targets;
+    uint8_t *counts;        /* the window's loss mask (io/data.h) */
     int64_t start;          /* steps done before this run (resumed) */
     double t_begin, t_start, flops_tok; /* t_begin: st_train's start */
-    float grad_scale;
+    float grad_scale;       /* of plain text; instruction data's is per step */
     int64_t in_a_row;       /* consecutive skipped steps */
 } train_run;
 
@@ -197,6 +198,7 @@ static int train_setup(train_run *r)
     st_groups_describe(&r->groups, sh, rep, sizeof sh);
     st_runtime_log_identity(r->rt, sh, rep);
     r->window = st_alloc(sizeof(int32_t) * (size_t)(r->T + 1), ST_MEM_OTHER);
+    r->counts = st_alloc((size_t)(r->T + 1), ST_MEM_OTHER);
     r->inputs = st_alloc(sizeof(int32_t) * (size_t)(r->B * r->T), ST_MEM_ACTS);
     r->targets = st_alloc(sizeof(int32_t) * (size_t)(r->B * r->T), ST_MEM_ACTS);
     r->flops_tok = st_model_flops_per_token(&r->model);
@@ -239,6 +241,7 @@ static int train_teardown(train_run *r, int rc)
     report_rank_peaks(r, rc);
     rc = st_runlog_close(r->log, rc);
     st_free(r->window);
+    st_free(r->counts);
     st_free(r->inputs);
     st_free(r->targets);
     st_fsdp_destroy(&r->fsdp);
@@ -256,18 +259,41 @@ static int train_teardown(train_run *r, int rc)
 
 /* ---- one step --------------------------------------------------------- */
 
+/* Row b of the batch from r->window and r->counts: a target that does not
+ * count (a prompt token, padding) is -1, which the loss ignores. */
+static void set_batch_row(train_run *r, int64_t b)
+{
+    const int64_t T = r->T;
+    memcpy(r->inputs + b * T, r->window, sizeof(int32_t) * (size_t)T);
+    for (int64_t t = 0; t < T; t++)
+        r->targets[b * T + t] = r->counts[t + 1] ? r->window[t + 1] : -1;
+}
+
 /* Windows for micro-batch `micro` of this rank: sample j = (micro x dp +
  * rank) x B + b of the global batch. */
 static void fill_train_batch(train_run *r, int64_t step, int64_t micro)
 {
-    const int64_t B = r->B, T = r->T;
-    for (int64_t b = 0; b < B; b++) {
-        int64_t j = (micro * r->dp + r->rank) * B + b;
-        st_dataset_train_window(&r->train_ds, (uint64_t)r->cfg->train.seed, step, j,
-                                r->window);
-        memcpy(r->inputs + b * T, r->window, sizeof(int32_t) * (size_t)T);
-        memcpy(r->targets + b * T, r->window + 1, sizeof(int32_t) * (size_t)T);
+    for (int64_t b = 0; b < r->B; b++) {
+        int64_t j = (micro * r->dp + r->rank) * r->B + b;
+        st_dataset_train_sample(&r->train_ds, (uint64_t)r->cfg->train.seed, step, j,
+                                r->window, r->counts);
+        set_batch_row(r, b);
     }
+}
+
+/* The targets that count in step's global batch: all of plain text; of
+ * instruction data, the completions', which every rank counts from the
+ * data alone (no collective), so the loss and the gradient are means over
+ * the same positions whatever the world size or micro-batching. */
+static int64_t step_targets(const train_run *r, int64_t step)
+{
+    const int64_t batch = r->cfg->train.global_batch;
+    if (!r->train_ds.masked)
+        return batch * r->T;
+    int64_t n = 0;
+    for (int64_t j = 0; j < batch; j++)
+        n += st_dataset_train_targets(&r->train_ds, (uint64_t)r->cfg->train.seed, step, j);
+    return n;
 }
 
 /* The step every collective of this rank names if it never completes. */
@@ -281,17 +307,23 @@ static void set_comm_step(st_groups *g, int64_t step1)
 }
 
 /* Forward and backward over this rank's micro-batches of step (0-based);
- * *loss_sum is the summed token loss. */
-static int accumulate_gradients(train_run *r, int64_t step, double *loss_sum)
+ * *loss_sum is the summed token loss over `targets` positions that count
+ * in the global batch. */
+static int accumulate_gradients(train_run *r, int64_t step, int64_t targets,
+                                double *loss_sum)
 {
     set_comm_step(&r->groups, step + 1);
     st_fsdp_zero_grads(&r->fsdp);
     int rc = 0;
     *loss_sum = 0.0;
+    /* A step of instruction data whose batch holds no completion token
+     * has no mean: train_step makes its loss NaN, so it is skipped. */
+    const float scale = !r->train_ds.masked ? r->grad_scale
+                        : targets > 0 ? (float)(1.0 / (double)targets) : 0.0f;
     for (int64_t micro = 0; micro < r->accum && !rc; micro++) {
         fill_train_batch(r, step, micro);
         double l = 0.0;
-        rc = st_fsdp_forward_backward(&r->fsdp, r->inputs, r->targets, r->grad_scale,
+        rc = st_fsdp_forward_backward(&r->fsdp, r->inputs, r->targets, scale,
                                       micro == r->accum - 1, &l);
         *loss_sum += l;
     }
@@ -350,30 +382,30 @@ static int skip_update(train_run *r, int64_t step, double lr, double bad_ranks)
     return 0;
 }
 
-/* Mean loss over eval_batches x global_batch sequences of the val set,
- * split evenly over the data-parallel ranks. */
+/* Mean loss over the targets that count in eval_batches x global_batch
+ * sequences of the val set, split evenly over the data-parallel ranks. */
 static int validation_loss(train_run *r, double *val_loss)
 {
     const st_config *cfg = r->cfg;
-    const int64_t B = r->B, T = r->T;
+    const int64_t B = r->B;
     const int64_t total = cfg->train.eval_batches * cfg->train.global_batch;
     const int64_t per_rank = total / r->dp; /* global_batch % (B x dp) == 0 */
-    double loss = 0.0;
+    double sums[2] = {0.0, 0.0}; /* loss, targets counted */
     int rc = 0;
     for (int64_t i0 = 0; i0 < per_rank && !rc; i0 += B) {
         for (int64_t b = 0; b < B; b++) {
-            st_dataset_eval_window(&r->val_ds, r->rank * per_rank + i0 + b, r->window);
-            memcpy(r->inputs + b * T, r->window, sizeof(int32_t) * (size_t)T);
-            memcpy(r->targets + b * T, r->window + 1, sizeof(int32_t) * (size_t)T);
+            sums[1] += (double)st_dataset_eval_sample(&r->val_ds, r->rank * per_rank + i0 + b,
+                                                      r->window, r->counts);
+            set_batch_row(r, b);
         }
         double l = 0.0;
         rc = st_fsdp_forward(&r->fsdp, r->inputs, r->targets, NULL, &l);
-        loss += l;
+        sums[0] += l;
     }
     st_fault_at("eval", r->rank);
-    rc = rc ? rc : st_comm_allreduce_now(r->groups.host_world, &loss, 1, ST_DT_F64,
+    rc = rc ? rc : st_comm_allreduce_now(r->groups.host_world, sums, 2, ST_DT_F64,
                                          st_desc("the validation loss", -1));
-    *val_loss = loss / (double)(total * T);
+    *val_loss = sums[0] / sums[1];
     return rc;
 }
 
@@ -401,8 +433,11 @@ static int train_step(train_run *r, int64_t step)
     st_fault_at("step", r->rank);
     const double t0 = st_runlog_now();
     double loss_sum = 0.0, gnorm = 0.0;
-    int rc = accumulate_gradients(r, step, &loss_sum);
+    const int64_t targets = step_targets(r, step);
+    int rc = accumulate_gradients(r, step, targets, &loss_sum);
     rc = rc ? rc : st_fsdp_grad_norm(&r->fsdp, &gnorm);
+    if (targets == 0)
+        loss_sum = NAN; /* nothing to average: skipped, as a non-finite step is */
     /* The loss sum and each rank's verdict travel in one all-reduce, so
      * every rank skips the same steps, even where the norm is local
      * (no_shard) or the replicas are different shard groups. */
@@ -417,7 +452,7 @@ static int train_step(train_run *r, int64_t step)
     if (agreed[1] > 0.0)
         rc = skip_update(r, step, lr, agreed[1]);
     else
-        apply_update(r, step, t0, agreed[0] / (double)(cfg->train.global_batch * r->T), lr,
+        apply_update(r, step, t0, agreed[0] / (double)targets, lr,
                      gnorm);
     rc = rc ? rc : train_evaluate(r, step);
     return rc ? rc : st_train_boundary(&r->fsdp, cfg, r->rt, step + 1, r->log);
