@@ -26,6 +26,12 @@ PyTorch reference loss (tests/torch_ref.py) on the same weights.
       mean cross-entropy of the weights rounded to ROUNDING (f32|f16|bf16)
       on eval windows 0..NSEQ-1 of VAL_BIN (shardtrain's val_loss windows),
       computed in float64 by tests/torch_ref.py; printed with repr().
+  hf_make.py refloss OUT CFG_JSON VAL_BIN NSEQ ROUNDING masked|unmasked
+      the same on instruction data (VAL_BIN with its loss mask VAL.mask):
+      sequence i is example i from its first token, padded with token 0
+      past its end; masked: the mean over the targets the mask marks
+      (PyTorch's ignore_index), as shardtrain's val_loss; unmasked: over
+      every target of the sequences, which must disagree.
 """
 import json
 import os
@@ -236,6 +242,29 @@ def refloss(out, cfg, val_bin, nseq, rounding):
     print(repr(float(r["loss"][0])))
 
 
+def refloss_examples(out, cfg, val_bin, nseq, rounding, masked):
+    import torch
+    import torch_ref
+    torch.set_default_dtype(torch.float64)
+    w = dict(np.load(os.path.join(out, "weights.npz")))
+    w = {n: rounded(a, rounding) for n, a in w.items()}
+    tok = read_tokens(val_bin)
+    raw = open(val_bin[:-4] + ".mask", "rb").read()
+    mask = np.frombuffer(raw[1024:], dtype=np.uint8)
+    starts = list(np.flatnonzero(mask & 2)) + [len(tok)]
+    T = cfg["seq_len"]
+    wins = np.zeros((nseq, T + 1), dtype=np.int64)
+    loss = np.zeros((nseq, T + 1), dtype=bool)
+    for i in range(nseq):
+        e = i % (len(starts) - 1)
+        a, b = starts[e], min(starts[e + 1], starts[e] + T + 1)
+        wins[i, :b - a] = tok[a:b]
+        loss[i, :b - a] = (mask[a:b] & 1) != 0
+    targets = np.where(loss[:, 1:], wins[:, 1:], -1) if masked else wins[:, 1:]
+    r = torch_ref.reference(cfg, w, wins[:, :-1], targets)
+    print(repr(float(r["loss"][0])))
+
+
 def main(argv):
     if len(argv) >= 3 and argv[0] == "make":
         seed = int(argv[4]) if len(argv) > 4 and argv[3] == "--seed" else 1
@@ -243,6 +272,10 @@ def main(argv):
         return 0
     if len(argv) in (5, 6) and argv[0] == "edit":
         edit(argv[1], argv[2], argv[3], argv[4], argv[5] if len(argv) == 6 else None)
+        return 0
+    if len(argv) == 7 and argv[0] == "refloss" and argv[6] in ("masked", "unmasked"):
+        refloss_examples(argv[1], json.loads(argv[2]), argv[3], int(argv[4]), argv[5],
+                         argv[6] == "masked")
         return 0
     if len(argv) == 6 and argv[0] == "refloss":
         refloss(argv[1], json.loads(argv[2]), argv[3], int(argv[4]), argv[5])

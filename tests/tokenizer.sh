@@ -169,8 +169,9 @@ same_lines "prepare --format jsonl, byte level: each document's bytes, then a ne
 printf '{"text": "fine"}\n{"text": "cut\n' >"$TMP/cut.jsonl"
 refused "JSONL: a line that is not JSON is refused with its line" "cut.jsonl:2: not valid JSON" \
     "$SHARDTRAIN" prepare --format jsonl "$TMP/cut.jsonl" "$TMP/data/x"
-printf '{"text": "fine"}\n\n{"prompt": "q", "completion": "a"}\n' >"$TMP/inst.jsonl"
-refused "JSONL: a line without \"text\" is refused with its line" 'inst.jsonl:3: no field "text"' \
+printf '{"text": "fine"}\n\n{"question": "q"}\n' >"$TMP/inst.jsonl"
+refused "JSONL: a line without \"text\" is refused with its line" \
+    'inst.jsonl:3: no field "text", "prompt" or "messages"' \
     "$SHARDTRAIN" prepare --format jsonl "$TMP/inst.jsonl" "$TMP/data/x"
 printf '{"text": "fine"}\n[1, 2]\n' >"$TMP/arr.jsonl"
 refused "JSONL: a line that is not an object is refused with its line" \

@@ -299,9 +299,9 @@ int st_dataset_open(st_dataset *ds, const char *glob_pattern, int64_t seq_len,
             goto fail;
         if (i > 0 && has_mask != ds->masked) {
             rc = ST_EXIT_USAGE;
-            st_error(ds->files[i].path, "%s a loss mask (NAME.mask) but %s %s; hint: a "
+            st_error(ds->files[i].path, "%s loss mask (NAME.mask) but %s %s; hint: a "
                      "set is either instruction data (every shard with its mask) or plain "
-                     "text (none); make the glob match one kind", has_mask ? "has" : "has no",
+                     "text (none); make the glob match one kind", has_mask ? "has a" : "has no",
                      ds->files[0].path, ds->masked ? "has one" : "has none");
             goto fail;
         }
