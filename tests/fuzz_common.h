@@ -27,7 +27,7 @@ static void fuzz_require(int cond, const char *what)
 
 /* A directory of our own for the whole run (removed by nobody: it lives
  * under $TMPDIR, which the test harness cleans). */
-static const char *fuzz_dir(void)
+static inline const char *fuzz_dir(void)
 {
     static char dir[256];
     if (!dir[0]) {
@@ -38,7 +38,7 @@ static const char *fuzz_dir(void)
     return dir;
 }
 
-static void fuzz_write(const char *path, const void *data, size_t size)
+static inline void fuzz_write(const char *path, const void *data, size_t size)
 {
     FILE *f = fopen(path, "wb");
     fuzz_require(f != NULL, "open the input file for writing");

@@ -10,7 +10,8 @@
 # The file-reading targets write each input under TMPDIR.
 TMPDIR=$TMP; export TMPDIR
 
-for t in fuzz_safetensors fuzz_config fuzz_manifest fuzz_shard fuzz_hf_config fuzz_tokenizer; do
+for t in fuzz_safetensors fuzz_config fuzz_manifest fuzz_shard fuzz_hf_config fuzz_tokenizer \
+         fuzz_jsonl; do
     bin="$top_builddir/tests/$t"
     corpus="$top_srcdir/tests/fuzz/$t"
     if [ ! -x "$bin" ]; then
