@@ -1,4 +1,4 @@
-/* AdamW for the CUDA backend, two kernels.
+/* AdamW for the CUDA backend.
  *
  * adamw_unit_kernel (adamw.h, what the engine's step runs): one launch per
  * FSDP unit over all the segments of its shard, in fp32, writing the bf16
@@ -21,12 +21,7 @@
  * Memory traffic: 16 bytes read and 14 written per element (p, g, m, v in;
  * p, m, v and the bf16 word out); the segment table rides in the launch's
  * parameter block, so there is no table to copy and no host wait.
- *
- * adamw_kernel (ops.h, st_cuda_adamw): the earlier per-slice update with
- * every operation in the CPU's order and precision (fp32 moments, fp64
- * update) through explicit intrinsics, which should match st_adamw bit for
- * bit; the engine no longer calls it, tests/gpu/test_cuda_ops.cu still
- * checks it on a GPU. */
+ */
 #include "common.cuh"
 #include "adamw.h"
 
@@ -91,46 +86,7 @@ __global__ void adamw_unit_kernel(seg_table t, float *p, const float *g, float *
     }
 }
 
-/* c1, c2: the bias corrections 1 - beta^t, computed once on the host with
- * the same pow() as the CPU. */
-__global__ void adamw_kernel(float *p, const float *g, float *m, float *v, int64_t n,
-                             double lr, float b1, float b2, double c1, double c2,
-                             double eps, double weight_decay, double grad_scale,
-                             uint16_t *p_bf16)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float gi = (float)__dmul_rn((double)g[i], grad_scale);
-        float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1.0f - b1, gi));
-        float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1.0f - b2, gi), gi));
-        m[i] = mi;
-        v[i] = vi;
-        double mhat = (double)mi / c1, vhat = (double)vi / c2;
-        double pi = p[i];
-        double step = __dadd_rn(mhat / __dadd_rn(sqrt(vhat), eps),
-                                __dmul_rn(weight_decay, pi));
-        float pn = (float)__dadd_rn(pi, -__dmul_rn(lr, step));
-        p[i] = pn;
-        if (p_bf16)
-            p_bf16[i] = bf16_bits(pn);
-    }
-}
-
 } /* namespace */
-
-extern "C" cudaError_t st_cuda_adamw(float *p, const float *g, float *m, float *v,
-                                     int64_t n, double lr, double beta1, double beta2,
-                                     double eps, double weight_decay, double grad_scale,
-                                     int64_t t, uint16_t *p_bf16, cudaStream_t s)
-{
-    const double c1 = 1.0 - pow(beta1, (double)t);
-    const double c2 = 1.0 - pow(beta2, (double)t);
-    if (n > 0)
-        adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(
-            p, g, m, v, n, lr, (float)beta1, (float)beta2, c1, c2, eps, weight_decay,
-            grad_scale, p_bf16);
-    return launch_status();
-}
 
 extern "C" cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int n_segs,
                                           float *p, const float *g, float *m, float *v,

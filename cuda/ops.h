@@ -188,16 +188,7 @@ cudaError_t st_cuda_softmax_xent_bf16(uint16_t *logits, const int32_t *targets,
 cudaError_t st_cuda_sumsq(const float *x, int64_t n, double *acc, double *partials,
                           cudaStream_t s);
 
-/* ---- optimiser (cuda/adamw.cu) ------------------------------------------- */
-
-/* One AdamW step over a flat fp32 shard, exactly st_adamw's update (same
- * fp64 bias correction, decoupled weight decay, grad_scale applied first).
- * When p_bf16 != NULL the updated parameters are also written there,
- * rounded as st_pack_bf16 does (the bf16 copy the forward pass reads). */
-cudaError_t st_cuda_adamw(float *p, const float *g, float *m, float *v, int64_t n,
-                          double lr, double beta1, double beta2, double eps,
-                          double weight_decay, double grad_scale, int64_t t,
-                          uint16_t *p_bf16, cudaStream_t s);
+/* The optimiser, st_cuda_adamw_unit, is declared in cuda/adamw.h. */
 
 /* ---- matrix products (cuda/gemm_lt.cu) ------------------------------------ */
 

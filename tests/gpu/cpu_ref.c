@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "kernels/cpu_model.h"
-#include "kernels/cpu_adamw.h"
 
 /* The embedding reads wte at p and, for GPT-2, wpe right after the V x C
  * token table; only arch, V, C and T of the model are used. */
@@ -54,11 +53,4 @@ int ref_embed_backward(float *dwte, float *dwpe, const int32_t *tokens, const fl
         memcpy(dwpe, g + V * C, sizeof(float) * (size_t)(T * C));
     free(g);
     return 0;
-}
-
-void ref_adamw(float *p, const float *g, float *m, float *v, int64_t n, double lr,
-               double beta1, double beta2, double eps, double weight_decay,
-               double grad_scale, int64_t t)
-{
-    st_adamw(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }

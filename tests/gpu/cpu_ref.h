@@ -14,10 +14,6 @@ int ref_embed_forward(float *out, const float *wte, const float *wpe,
                       const int32_t *tokens, int64_t B, int64_t T, int64_t C, int64_t V);
 int ref_embed_backward(float *dwte, float *dwpe, const int32_t *tokens, const float *dout,
                        int64_t B, int64_t T, int64_t C, int64_t V);
-/* st_adamw */
-void ref_adamw(float *p, const float *g, float *m, float *v, int64_t n, double lr,
-               double beta1, double beta2, double eps, double weight_decay,
-               double grad_scale, int64_t t);
 
 #ifdef __cplusplus
 }
