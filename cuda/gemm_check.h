@@ -225,33 +225,4 @@ inline const char *st_gemm_check(const st_cuda_gemm_desc *d, int fast_path, char
     return NULL;
 }
 
-/* st_cuda_gemm's call as a descriptor: D = C in place, no epilogue. */
-inline st_cuda_gemm_desc st_cuda_gemm_in_place(int ab_type, int c_type, int trans_a,
-                                               int trans_b, int64_t M, int64_t N, int64_t K,
-                                               const void *A, int64_t lda, const void *B,
-                                               int64_t ldb, float beta, void *C, int64_t ldc)
-{
-    st_cuda_gemm_desc d = {};
-    d.ab_type = ab_type;
-    d.trans_a = trans_a;
-    d.trans_b = trans_b;
-    d.M = M;
-    d.N = N;
-    d.K = K;
-    d.A = A;
-    d.lda = lda;
-    d.B = B;
-    d.ldb = ldb;
-    d.beta = beta;
-    d.C = C;
-    d.ldc = ldc;
-    d.c_type = c_type;
-    d.D = C;
-    d.ldd = ldc;
-    d.d_type = c_type;
-    d.in_place = 1;
-    d.epilogue = ST_CUDA_EPI_NONE;
-    return d;
-}
-
 #endif

@@ -1,8 +1,8 @@
 /* Matrix products of the CUDA backend through cuBLASLt: st_cuda_gemm_ex
- * (and its in-place wrapper st_cuda_gemm) of cuda/ops.h, with exactly the
- * meaning of st_gemm (src/kernels/cpu_gemm_openblas.c) for the product:
- * row-major storage, trans flags, row strides, beta 0 or 1, plus an
- * optional separate output D and a fused epilogue.  Inputs are fp32 or
+ * of cuda/ops.h (whose in-place wrapper st_cuda_gemm is inline there), with
+ * exactly the meaning of st_gemm (src/kernels/cpu_gemm_openblas.c) for
+ * the product: row-major storage, trans flags, row strides, beta 0 or 1,
+ * plus an optional separate output D and a fused epilogue.  Inputs are fp32 or
  * bf16, the output fp32 or bf16, and the arithmetic always fp32
  * (CUBLAS_COMPUTE_32F), so fp32 inputs are not silently rounded to TF32
  * and bf16 products accumulate in fp32 on the tensor cores.  Every call is
@@ -278,16 +278,6 @@ cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *ctx, const st_cuda_gemm_desc *d,
     if (st != CUBLAS_STATUS_SUCCESS)
         return lt_fail(st, "matmul");
     return cudaGetLastError();
-}
-
-cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *ctx, int ab_type, int c_type, int trans_a,
-                         int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
-                         int64_t lda, const void *B, int64_t ldb, float beta, void *C,
-                         int64_t ldc, cudaStream_t s)
-{
-    const st_cuda_gemm_desc d = st_cuda_gemm_in_place(ab_type, c_type, trans_a, trans_b, M, N,
-                                                      K, A, lda, B, ldb, beta, C, ldc);
-    return st_cuda_gemm_ex(ctx, &d, s);
 }
 
 } /* extern "C" */

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -202,17 +203,7 @@ typedef struct st_cuda_gemm_ctx st_cuda_gemm_ctx;
 cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t workspace_bytes);
 void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx);
 
-/* C[M,N] = beta*C + op(A)[M,K] op(B)[K,N], row-major, exactly st_gemm's
- * meaning (trans flags, row strides lda/ldb/ldc, beta 0 or 1).  ab_type
- * is the type of A and B, c_type that of C; compute is always fp32
- * (CUBLAS_COMPUTE_32F: no TF32 down-conversion of fp32 inputs).  A thin
- * wrapper of st_cuda_gemm_ex with D = C in place and no epilogue, so it
- * returns what that returns (M or N of 0, once a silent no-op, now breaks
- * a rule of cuda/gemm_check.h). */
-cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *ctx, int ab_type, int c_type,
-                         int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
-                         const void *A, int64_t lda, const void *B, int64_t ldb,
-                         float beta, void *C, int64_t ldc, cudaStream_t s);
+/* st_cuda_gemm, the plain product, is defined below st_cuda_gemm_ex. */
 
 /* Epilogues of st_cuda_gemm_ex, applied to P = op(A) op(B) + beta*C, all
  * in fp32 before D is rounded to its type.  "Row" and "column" are ours
@@ -272,6 +263,46 @@ typedef struct st_cuda_gemm_desc {
  * when cuBLASLt refuses. */
 cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *ctx, const st_cuda_gemm_desc *d,
                             cudaStream_t s);
+
+/* C[M,N] = beta*C + op(A)[M,K] op(B)[K,N], row-major, exactly st_gemm's
+ * meaning (trans flags, row strides lda/ldb/ldc, beta 0 or 1).  ab_type
+ * is the type of A and B, c_type that of C; compute is always fp32
+ * (CUBLAS_COMPUTE_32F: no TF32 down-conversion of fp32 inputs).  A thin
+ * wrapper of st_cuda_gemm_ex with D = C in place and no epilogue, so it
+ * returns what that returns (M or N of 0, once a silent no-op, now breaks
+ * a rule of cuda/gemm_check.h).  Inline here, in C and C++ alike, so the
+ * cuBLASLt path (gemm_lt.cu) and the host emulation
+ * (tests/gpu/emu/gemm_host.cpp) share it and only implement
+ * st_cuda_gemm_ex. */
+static inline cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *ctx, int ab_type, int c_type,
+                                       int trans_a, int trans_b, int64_t M, int64_t N,
+                                       int64_t K, const void *A, int64_t lda, const void *B,
+                                       int64_t ldb, float beta, void *C, int64_t ldc,
+                                       cudaStream_t s)
+{
+    st_cuda_gemm_desc d;
+    memset(&d, 0, sizeof d);
+    d.ab_type = ab_type;
+    d.trans_a = trans_a;
+    d.trans_b = trans_b;
+    d.M = M;
+    d.N = N;
+    d.K = K;
+    d.A = A;
+    d.lda = lda;
+    d.B = B;
+    d.ldb = ldb;
+    d.beta = beta;
+    d.C = C;
+    d.ldc = ldc;
+    d.c_type = c_type;
+    d.D = C;
+    d.ldd = ldc;
+    d.d_type = c_type;
+    d.in_place = 1;
+    d.epilogue = ST_CUDA_EPI_NONE;
+    return st_cuda_gemm_ex(ctx, &d, s);
+}
 
 #ifdef __cplusplus
 }

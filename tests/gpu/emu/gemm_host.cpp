@@ -1,4 +1,4 @@
-/* st_cuda_gemm_ex and st_cuda_gemm for the host emulation
+/* st_cuda_gemm_ex (and so ops.h's inline st_cuda_gemm) for the host emulation
  * (tests/gpu/emu/run_model.sh, build_shardtrain.sh): cuBLASLt cannot run
  * without a GPU, so the emulated builds link this instead of
  * cuda/gemm_lt.cu.  It does two things gemm_lt.cu's caller relies on:
@@ -153,16 +153,6 @@ cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *, const st_cuda_gemm_desc *d, cuda
             store(d->d_type, d->D, r * d->ldd + c, v);
         }
     return cudaSuccess;
-}
-
-cudaError_t st_cuda_gemm(st_cuda_gemm_ctx *ctx, int ab_type, int c_type, int trans_a,
-                         int trans_b, int64_t M, int64_t N, int64_t K, const void *A,
-                         int64_t lda, const void *B, int64_t ldb, float beta, void *C,
-                         int64_t ldc, cudaStream_t s)
-{
-    const st_cuda_gemm_desc d = st_cuda_gemm_in_place(ab_type, c_type, trans_a, trans_b, M, N,
-                                                      K, A, lda, B, ldb, beta, C, ldc);
-    return st_cuda_gemm_ex(ctx, &d, s);
 }
 
 } /* extern "C" */
