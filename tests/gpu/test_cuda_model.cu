@@ -45,6 +45,7 @@
 #include "kernels/cpu_ops.h"
 #include "model_cuda.h"
 #include "tap.h"
+#include "gpu_alloc.h"
 #include "gpu_check.h"
 
 static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
@@ -61,22 +62,6 @@ static uint64_t rnext(void)
 static float urand(void) /* uniform in [-1, 1) */
 {
     return (float)((double)(rnext() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
-}
-
-/* Device buffers of one test case, freed together. */
-static std::vector<void *> g_allocs;
-static void *dalloc(size_t bytes)
-{
-    void *p;
-    CK(cudaMalloc(&p, bytes ? bytes : 1));
-    g_allocs.push_back(p);
-    return p;
-}
-static void free_all(void)
-{
-    for (void *p : g_allocs)
-        cudaFree(p);
-    g_allocs.clear();
 }
 
 /* Host floats -> device, as float or packed bf16 words. */

@@ -37,6 +37,7 @@
 #include "kernels/cpu_ops.h"
 #include "ops.h"
 #include "tap.h"
+#include "gpu_alloc.h"
 #include "gpu_check.h"
 
 static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
@@ -80,20 +81,6 @@ static std::vector<float> rnd(int64_t n, bool bf, float scale = 1.0f)
     return v;
 }
 
-static std::vector<void *> g_allocs;
-static void *dalloc(size_t bytes)
-{
-    void *p;
-    CK(cudaMalloc(&p, bytes ? bytes : 1));
-    g_allocs.push_back(p);
-    return p;
-}
-static void free_all(void)
-{
-    for (void *p : g_allocs)
-        cudaFree(p);
-    g_allocs.clear();
-}
 /* Host floats -> device as float or bf16 words, starting `skew` elements
  * into the allocation (to break 16-byte alignment on purpose). */
 static void *up(const std::vector<float> &h, bool bf, int skew = 0)
