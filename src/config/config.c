@@ -1,6 +1,9 @@
 /* Loading the run configuration: read the INI file through inih, expand
- * ${VAR}, apply `-s` overrides, resolve the preset and derived defaults and
- * validate, all against the schema table in schema.c.
+ * ${VAR}, apply `-s` overrides and give every key still unset its schema
+ * default, converting each value's text against the schema table in
+ * schema.c (its type and its own range); then resolve.c fills in the
+ * preset, model.init's config.json and the derived defaults and checks the
+ * keys against each other.
  *
  * inih is lenient where a training run should not be: it truncates long
  * lines, folds indented lines into the previous value and accepts
@@ -8,12 +11,10 @@
  * first and stops the parse at the first thing we refuse, and every error
  * is recorded with its line and printed once, as the first problem found. */
 #include "config/config.h"
-#include "config/hf_shape.h"
-#include "config/limits.h"
 #include "config/expand.h"
+#include "config/resolve.h"
 
 #include "base/log.h"
-#include "config/origin.h"
 #include "config/schema.h"
 
 #include <ctype.h>
@@ -27,23 +28,6 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <fcntl.h>
-
-/* ---- typed access to the struct through the schema offsets -------------- */
-
-static void *field(const st_config *cfg, const st_key *k)
-{
-    return (char *)cfg + k->offset;
-}
-
-static struct st_config_origin *origin(const st_config *cfg, const char *sec, const char *key)
-{
-    return &cfg->origin[st_schema_index(sec, key)];
-}
-
-static bool is_explicit(const st_config *cfg, const char *sec, const char *key)
-{
-    return origin(cfg, sec, key)->src >= ST_FROM_FILE;
-}
 
 /* ---- value conversion ------------------------------------------------------ */
 
@@ -72,7 +56,7 @@ static int parse_bool(const char *s)
 static int store_value(st_config *cfg, const st_key *k, const char *text, char *err, size_t errn)
 {
     char vals[256], range[64];
-    void *dst = field(cfg, k);
+    void *dst = st_schema_field(cfg, k);
     if (k->type != ST_T_STRING && !*text) {
         snprintf(err, errn, "empty value for %s.%s; hint: give a value or remove the line",
                  k->section, k->key);
@@ -412,7 +396,7 @@ static int read_file(st_config *cfg, const char *path)
     return 0;
 }
 
-/* ---- overrides, presets, derived defaults and cross-key checks ------------ */
+/* ---- overrides ------------------------------------------------------------- */
 
 static int apply_override(st_config *cfg, const st_override *ov)
 {
@@ -458,85 +442,14 @@ static int apply_override(st_config *cfg, const st_override *ov)
     return 0;
 }
 
-/* Set a key that the file and command line left alone. */
-static void set_implicit_int(st_config *cfg, const char *key, int64_t v, int src)
-{
-    int idx = st_schema_index("model", key);
-    if (cfg->origin[idx].src >= ST_FROM_FILE)
-        return;
-    *(int64_t *)field(cfg, &st_schema[idx]) = v;
-    cfg->origin[idx].src = src;
-    cfg->origin[idx].line = 0;
-}
+/* ---- defaults -------------------------------------------------------------- */
 
-static void set_implicit_double(st_config *cfg, const char *key, double v, int src)
-{
-    int idx = st_schema_index("model", key);
-    if (cfg->origin[idx].src >= ST_FROM_FILE)
-        return;
-    *(double *)field(cfg, &st_schema[idx]) = v;
-    cfg->origin[idx].src = src;
-    cfg->origin[idx].line = 0;
-}
-
-/* model.init's config.json, over the preset: it describes the weights.
- * Only the fields it has; what it lacks keeps the preset's or the derived
- * default. */
-static int apply_hf_shape(st_config *cfg)
-{
-    st_model_config *m = &cfg->model;
-    st_hf_shape h;
-    int got = st_hf_shape_read(m->init, &h, &cfg->hf_config);
-    if (got < 0) {
-        st_error(NULL, "out of memory");
-        return ST_EXIT_FAILURE;
-    }
-    if (got == 0)
-        return 0;
-    int ai = st_schema_index("model", "arch");
-    if (h.arch >= 0 && cfg->origin[ai].src < ST_FROM_FILE) {
-        m->arch = h.arch;
-        cfg->origin[ai].src = ST_FROM_HF;
-    }
-    const struct { const char *key; int64_t v; } ints[] = {
-        {"n_layer", h.n_layer}, {"n_head", h.n_head}, {"n_kv_head", h.n_kv_head},
-        {"d_model", h.d_model}, {"d_ff", h.d_ff}, {"vocab_size", h.vocab_size},
-        {"seq_len", h.seq_len}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (ints[i].v > 0)
-            set_implicit_int(cfg, ints[i].key, ints[i].v, ST_FROM_HF);
-    if (h.rope_theta > 0)
-        set_implicit_double(cfg, "rope_theta", h.rope_theta, ST_FROM_HF);
-    if (h.norm_eps > 0)
-        set_implicit_double(cfg, "norm_eps", h.norm_eps, ST_FROM_HF);
-    int ti = st_schema_index("model", "tie_embeddings");
-    if (h.tie_embeddings >= 0 && cfg->origin[ti].src < ST_FROM_FILE) {
-        m->tie_embeddings = h.tie_embeddings;
-        cfg->origin[ti].src = ST_FROM_HF;
-    }
-    int ri = st_schema_index("model", "rope_scaling");
-    if (h.rope_llama3 && cfg->origin[ri].src < ST_FROM_FILE) {
-        m->rope_scaling = ST_ROPE_LLAMA3;
-        cfg->origin[ri].src = ST_FROM_HF;
-        if (h.rope_factor > 0)
-            set_implicit_double(cfg, "rope_factor", h.rope_factor, ST_FROM_HF);
-        if (h.rope_low_freq_factor > 0)
-            set_implicit_double(cfg, "rope_low_freq_factor", h.rope_low_freq_factor, ST_FROM_HF);
-        if (h.rope_high_freq_factor > 0)
-            set_implicit_double(cfg, "rope_high_freq_factor", h.rope_high_freq_factor,
-                                ST_FROM_HF);
-        if (h.rope_original_seq_len > 0)
-            set_implicit_int(cfg, "rope_original_seq_len", h.rope_original_seq_len, ST_FROM_HF);
-    }
-    return 0;
-}
-
-static int resolve(st_config *cfg)
+/* The schema's static default for every key the file and command line left
+ * alone; resolve.c then puts the preset's, config.json's and the derived
+ * values over these. */
+static int apply_defaults(st_config *cfg)
 {
     char err[512];
-    st_model_config *m = &cfg->model;
-
-    /* Static defaults for everything not set explicitly. */
     for (int i = 0; i < st_schema_n; i++) {
         const st_key *k = &st_schema[i];
         if (cfg->origin[i].src >= ST_FROM_FILE || !k->def)
@@ -548,116 +461,10 @@ static int resolve(st_config *cfg)
         cfg->origin[i].src = ST_FROM_DEFAULT;
         cfg->origin[i].line = 0;
     }
-
-    const st_preset *p = *m->preset ? st_preset_find(m->preset) : NULL;
-    if (p) {
-        int ai = st_schema_index("model", "arch");
-        if (p->arch >= 0 && cfg->origin[ai].src < ST_FROM_FILE) {
-            m->arch = p->arch;
-            cfg->origin[ai].src = ST_FROM_PRESET;
-        }
-        set_implicit_int(cfg, "n_layer", p->n_layer, ST_FROM_PRESET);
-        set_implicit_int(cfg, "n_head", p->n_head, ST_FROM_PRESET);
-        set_implicit_int(cfg, "n_kv_head", p->n_kv_head[m->arch] ? p->n_kv_head[m->arch] : m->n_head,
-                         ST_FROM_PRESET);
-        set_implicit_int(cfg, "d_model", p->d_model, ST_FROM_PRESET);
-        set_implicit_int(cfg, "d_ff", p->d_ff[m->arch], ST_FROM_PRESET);
-        set_implicit_int(cfg, "vocab_size", p->vocab_size, ST_FROM_PRESET);
-        set_implicit_int(cfg, "seq_len", p->seq_len, ST_FROM_PRESET);
-        if (p->rope_theta > 0)
-            set_implicit_double(cfg, "rope_theta", p->rope_theta, ST_FROM_PRESET);
-        if (p->norm_eps > 0)
-            set_implicit_double(cfg, "norm_eps", p->norm_eps, ST_FROM_PRESET);
-        int ti = st_schema_index("model", "tie_embeddings");
-        if (p->tie_embeddings >= 0 && cfg->origin[ti].src < ST_FROM_FILE) {
-            m->tie_embeddings = p->tie_embeddings;
-            cfg->origin[ti].src = ST_FROM_PRESET;
-        }
-    }
-
-    int rc = apply_hf_shape(cfg);
-    if (rc)
-        return rc;
-
-    /* Derived defaults, for what neither the preset, config.json nor the
-     * user set. */
-    if (origin(cfg, "model", "n_kv_head")->src == ST_FROM_DEFAULT)
-        m->n_kv_head = m->n_head;
-    if (origin(cfg, "model", "d_ff")->src == ST_FROM_DEFAULT)
-        m->d_ff = m->arch == ST_ARCH_GPT2 ? 4 * m->d_model : ((8 * m->d_model + 2) / 3 + 15) / 16 * 16;
-    if (origin(cfg, "model", "tie_embeddings")->src == ST_FROM_DEFAULT)
-        m->tie_embeddings = m->arch == ST_ARCH_GPT2;
-    if (origin(cfg, "train", "global_batch")->src == ST_FROM_DEFAULT)
-        cfg->train.global_batch = cfg->train.micro_batch;
     return 0;
 }
 
-/* Cross-key errors point at `primary` when the user set it, else at
- * `other` when the user set that, so the line shown is one to edit. */
-static int cross_key_error(const st_config *cfg, const char *sec, const char *primary,
-                           const char *other, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int cross_key_error(const st_config *cfg, const char *sec, const char *primary,
-                           const char *other, const char *fmt, ...)
-{
-    const char *key = primary;
-    if (!is_explicit(cfg, sec, primary) && is_explicit(cfg, sec, other))
-        key = other;
-    va_list ap;
-    va_start(ap, fmt);
-    int rc = st_config_verror(cfg, sec, key, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static int validate(const st_config *cfg)
-{
-    const st_model_config *m = &cfg->model;
-    if (m->d_model % m->n_head)
-        return cross_key_error(cfg, "model", "n_head", "d_model",
-                               "model.d_model = %lld is not divisible by model.n_head = %lld; "
-                               "hint: pick n_head dividing d_model",
-                               (long long)m->d_model, (long long)m->n_head);
-    if (m->n_head % m->n_kv_head)
-        return cross_key_error(cfg, "model", "n_kv_head", "n_head",
-                               "model.n_head = %lld is not divisible by model.n_kv_head = %lld; "
-                               "hint: pick n_kv_head dividing n_head",
-                               (long long)m->n_head, (long long)m->n_kv_head);
-    if (m->arch == ST_ARCH_GPT2 && m->n_kv_head != m->n_head)
-        return cross_key_error(cfg, "model", "n_kv_head", "arch",
-                               "arch gpt2 needs model.n_kv_head = model.n_head (got %lld and "
-                               "%lld); hint: remove n_kv_head or use arch = llama for "
-                               "grouped-query attention",
-                               (long long)m->n_kv_head, (long long)m->n_head);
-    if (m->arch == ST_ARCH_LLAMA && (m->d_model / m->n_head) % 2)
-        return cross_key_error(cfg, "model", "n_head", "d_model",
-                               "head dimension d_model/n_head = %lld is odd; "
-                               "hint: RoPE (arch llama) needs an even head dimension",
-                               (long long)(m->d_model / m->n_head));
-    if (m->rope_scaling == ST_ROPE_LLAMA3 && m->arch != ST_ARCH_LLAMA)
-        return cross_key_error(cfg, "model", "rope_scaling", "arch",
-                               "model.rope_scaling = llama3 needs arch llama (GPT-2 has no "
-                               "RoPE); hint: remove rope_scaling");
-    if (m->rope_scaling == ST_ROPE_LLAMA3 && m->rope_high_freq_factor <= m->rope_low_freq_factor)
-        return cross_key_error(cfg, "model", "rope_high_freq_factor", "rope_low_freq_factor",
-                               "model.rope_high_freq_factor = %g is not above "
-                               "model.rope_low_freq_factor = %g; hint: llama3 scaling "
-                               "interpolates between them (Llama 3.1: 4 and 1)",
-                               m->rope_high_freq_factor, m->rope_low_freq_factor);
-    if (cfg->train.global_batch % cfg->train.micro_batch)
-        return cross_key_error(cfg, "train", "global_batch", "micro_batch",
-                               "train.global_batch = %lld is not a multiple of "
-                               "train.micro_batch = %lld; hint: make it a multiple",
-                               (long long)cfg->train.global_batch,
-                               (long long)cfg->train.micro_batch);
-    if (cfg->optim.min_lr > cfg->optim.lr)
-        return cross_key_error(cfg, "optim", "min_lr", "lr",
-                               "optim.min_lr = %g is above optim.lr = %g; hint: min_lr <= lr",
-                               cfg->optim.min_lr, cfg->optim.lr);
-    return st_config_check_sizes(cfg);
-}
-
-/* ---- public API -------------------------------------------------------------- */
+/* ---- public API ------------------------------------------------------------ */
 
 static int init(st_config *cfg, const char *path)
 {
@@ -681,17 +488,19 @@ int st_config_load(st_config *cfg, const char *path, const st_override *override
     for (int i = 0; i < n_overrides; i++)
         if ((rc = apply_override(cfg, &overrides[i])))
             return rc;
-    if ((rc = resolve(cfg)))
+    if ((rc = apply_defaults(cfg)) || (rc = st_config_resolve(cfg)))
         return rc;
-    return validate(cfg);
+    return st_config_validate(cfg);
 }
 
 int st_config_defaults(st_config *cfg)
 {
     int rc = init(cfg, NULL);
     if (!rc)
-        rc = resolve(cfg);
-    return rc ? rc : validate(cfg);
+        rc = apply_defaults(cfg);
+    if (!rc)
+        rc = st_config_resolve(cfg);
+    return rc ? rc : st_config_validate(cfg);
 }
 
 void st_config_free(st_config *cfg)
@@ -700,7 +509,7 @@ void st_config_free(st_config *cfg)
         return;
     for (int i = 0; i < st_schema_n; i++)
         if (st_schema[i].type == ST_T_STRING) {
-            char **s = field(cfg, &st_schema[i]);
+            char **s = st_schema_field(cfg, &st_schema[i]);
             free(*s);
             *s = NULL;
         }

@@ -66,7 +66,7 @@ static void format_double(char *buf, size_t n, double v)
 
 static void format_value(const st_config *cfg, const st_key *k, char *buf, size_t n)
 {
-    const void *p = (const char *)cfg + k->offset;
+    const void *p = st_schema_field(cfg, k);
     switch (k->type) {
     case ST_T_INT: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
     case ST_T_FLOAT: format_double(buf, n, *(const double *)p); break;

@@ -36,6 +36,12 @@ extern const int st_schema_n;
 /* Section names in file order, NULL-terminated. */
 extern const char *const st_sections[];
 
+/* Where row k's value lives in a st_config: k->offset bytes into it. */
+static inline void *st_schema_field(const void *cfg, const st_key *k)
+{
+    return (char *)cfg + k->offset;
+}
+
 /* Index of section.key in st_schema, or -1. */
 int st_schema_index(const char *section, const char *key);
 /* "a|b|c" for an enum, bool or preset list into buf. */
