@@ -33,25 +33,31 @@ static bool is_explicit(const st_config *cfg, const char *sec, const char *key)
 
 /* ---- presets, config.json and derived defaults ----------------------------- */
 
-/* Set a key that the file and command line left alone. */
-static void set_implicit_int(st_config *cfg, const char *key, int64_t v, int src)
+/* Where to set [model] key when the file and command line left it alone,
+ * recording src as its origin; NULL when the user set it. */
+static void *implicit_slot(st_config *cfg, const char *key, int src)
 {
     int idx = st_schema_index("model", key);
     if (cfg->origin[idx].src >= ST_FROM_FILE)
-        return;
-    *(int64_t *)st_schema_field(cfg, &st_schema[idx]) = v;
+        return NULL;
     cfg->origin[idx].src = src;
     cfg->origin[idx].line = 0;
+    return st_schema_field(cfg, &st_schema[idx]);
+}
+
+/* Set a key that the file and command line left alone. */
+static void set_implicit_int(st_config *cfg, const char *key, int64_t v, int src)
+{
+    int64_t *p = implicit_slot(cfg, key, src);
+    if (p)
+        *p = v;
 }
 
 static void set_implicit_double(st_config *cfg, const char *key, double v, int src)
 {
-    int idx = st_schema_index("model", key);
-    if (cfg->origin[idx].src >= ST_FROM_FILE)
-        return;
-    *(double *)st_schema_field(cfg, &st_schema[idx]) = v;
-    cfg->origin[idx].src = src;
-    cfg->origin[idx].line = 0;
+    double *p = implicit_slot(cfg, key, src);
+    if (p)
+        *p = v;
 }
 
 /* model.init's config.json, over the preset: it describes the weights.
