@@ -48,29 +48,15 @@ enum {
     VERSION_U32 = 7,
 };
 
-/* The format is little-endian whatever the host; decode bytes explicitly. */
 static void install_bus_guard(void);
 
-static uint32_t load_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static void store_le32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
 
 static uint32_t token_at(const st_token_file *f, int64_t i)
 {
     const unsigned char *p = f->map + HEADER_BYTES + (size_t)i * (size_t)f->token_bytes;
     if (f->token_bytes == 2)
         return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-    return load_le32(p);
+    return st_le32_load(p);
 }
 
 /* glob(3)'s error callback has no user pointer; remember the first failure
@@ -148,9 +134,9 @@ static int map_token_file(st_token_file *f, off_t *size)
 static int check_token_header(st_token_file *f, off_t size)
 {
     const char *path = f->path;
-    int32_t magic = (int32_t)load_le32(f->map);
-    int32_t version = (int32_t)load_le32(f->map + 4);
-    int32_t count = (int32_t)load_le32(f->map + 8);
+    int32_t magic = (int32_t)st_le32_load(f->map);
+    int32_t version = (int32_t)st_le32_load(f->map + 4);
+    int32_t count = (int32_t)st_le32_load(f->map + 8);
     int expect_version = magic == MAGIC_U16 ? VERSION_U16 : VERSION_U32;
     if (magic != MAGIC_U16 && magic != MAGIC_U32) {
         st_error(path, "bad magic %d (expected %d or %d); "
@@ -524,9 +510,9 @@ static int write_tokens(int fd, void *ctx)
     const token_file *tf = ctx;
     unsigned char header[HEADER_BYTES];
     memset(header, 0, sizeof header);
-    store_le32(header, tf->version == VERSION_U16 ? MAGIC_U16 : MAGIC_U32);
-    store_le32(header + 4, (uint32_t)tf->version);
-    store_le32(header + 8, (uint32_t)tf->n);
+    st_le32_store(header, tf->version == VERSION_U16 ? MAGIC_U16 : MAGIC_U32);
+    st_le32_store(header + 4, (uint32_t)tf->version);
+    st_le32_store(header + 8, (uint32_t)tf->n);
     if (st_write_all(fd, header, sizeof header))
         return -1;
     for (int64_t i = 0; i < tf->n; i += CHUNK) {
@@ -538,7 +524,7 @@ static int write_tokens(int fd, void *ctx)
                 p[0] = (unsigned char)t;
                 p[1] = (unsigned char)(t >> 8);
             } else {
-                store_le32(p, t);
+                st_le32_store(p, t);
             }
         }
         if (st_write_all(fd, tf->buf, (size_t)m * (size_t)tf->token_bytes))

@@ -38,6 +38,21 @@ typedef struct {
     size_t mask_map_bytes;
 } st_token_file;
 
+/* The files are little-endian whatever the host: bytes are decoded and
+ * encoded explicitly. */
+static inline uint32_t st_le32_load(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+static inline void st_le32_store(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
 enum {
     ST_MASK_MAGIC = 20241125,
     ST_MASK_VERSION = 1,

@@ -25,19 +25,6 @@ enum {
     HEADER_BYTES = HEADER_INTS * 4,
 };
 
-static uint32_t load_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-           (uint32_t)p[3] << 24;
-}
-
-static void store_le32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
 
 char *st_mask_path(const char *token_path)
 {
@@ -64,9 +51,9 @@ static int write_mask(int fd, void *ctx)
     const mask_body *b = ctx;
     unsigned char header[HEADER_BYTES];
     memset(header, 0, sizeof header);
-    store_le32(header, ST_MASK_MAGIC);
-    store_le32(header + 4, ST_MASK_VERSION);
-    store_le32(header + 8, (uint32_t)b->n);
+    st_le32_store(header, ST_MASK_MAGIC);
+    st_le32_store(header + 4, ST_MASK_VERSION);
+    st_le32_store(header + 8, (uint32_t)b->n);
     if (st_write_all(fd, header, sizeof header))
         return -1;
     return st_write_all(fd, b->mask, (size_t)b->n);
@@ -106,8 +93,8 @@ static void unmap_mask(st_token_file *f)
 static int check_mask(const st_token_file *f, const char *path, off_t size)
 {
     const unsigned char *h = f->mask_map;
-    const int32_t magic = (int32_t)load_le32(h), version = (int32_t)load_le32(h + 4);
-    const int32_t count = (int32_t)load_le32(h + 8);
+    const int32_t magic = (int32_t)st_le32_load(h), version = (int32_t)st_le32_load(h + 4);
+    const int32_t count = (int32_t)st_le32_load(h + 8);
     if (magic != ST_MASK_MAGIC || version != ST_MASK_VERSION) {
         st_error(path, "not a loss-mask file (magic %d version %d, expected %d version %d); "
                  "hint: only `shardtrain prepare` writes NAME.mask beside NAME.bin",
