@@ -1,5 +1,5 @@
-/* Elementwise and gather/scatter kernels of the CUDA backend: bias add and
- * its column-sum backward, GELU, SwiGLU, RoPE, the token/position
+/* Elementwise and gather/scatter kernels of the CUDA backend: the bias
+ * gradient's column sum, SwiGLU, RoPE, the token/position
  * embedding and its backward, add_inplace and the bf16 casts.  Each kernel
  * is the CPU kernel of src/kernels/cpu_ops.c (or src/kernels/cpu_model.c for the embedding)
  * with its loops turned into a grid: one thread per output element, a
@@ -25,14 +25,6 @@ namespace {
 const int kThreads = 256;
 
 /* ---- bias ------------------------------------------------------------------ */
-
-template <typename T>
-__global__ void add_bias_kernel(T *out, const T *bias, int64_t N, int64_t C)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * C;
-         i += (int64_t)gridDim.x * blockDim.x)
-        store_f(&out[i], load_f(&out[i]) + load_f(&bias[i % C]));
-}
 
 /* Stage 1 of the bias gradient's column sum (common.cuh has the scheme):
  * block (chunk, tile) sums rows [chunk * kBiasChunkRows, +kBiasChunkRows)
@@ -100,33 +92,6 @@ __global__ void bias_partials_kernel(float *partial, const T *dout, int64_t N, i
 }
 
 /* ---- activations ----------------------------------------------------------- */
-
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-
-template <typename T>
-__global__ void gelu_forward_kernel(T *out, const T *x, int64_t n)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float v = load_f(&x[i]);
-        float u = GELU_K * (v + 0.044715f * v * v * v);
-        store_f(&out[i], 0.5f * v * (1.0f + tanhf(u)));
-    }
-}
-
-template <typename T>
-__global__ void gelu_backward_kernel(T *dx, const T *x, const T *dout, int64_t n)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float v = load_f(&x[i]);
-        float u = GELU_K * (v + 0.044715f * v * v * v);
-        float t = tanhf(u);
-        float du = GELU_K * (1.0f + 3.0f * 0.044715f * v * v);
-        float g = 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du;
-        store_f(&dx[i], g * load_f(&dout[i]));
-    }
-}
 
 /* Index i over N*F outputs: row n = i / F, column j = i % F; the row's
  * gate is at n*2F + j and its up at n*2F + F + j. */
@@ -359,14 +324,6 @@ __global__ void unpack_bf16_kernel(float *dst, const uint16_t *src, int64_t n)
 /* ---- host-side launchers, one template per op ------------------------------ */
 
 template <typename T>
-cudaError_t add_bias(T *out, const T *bias, int64_t N, int64_t C, cudaStream_t s)
-{
-    if (N * C > 0)
-        add_bias_kernel<T><<<grid_for(N * C, kThreads), kThreads, 0, s>>>(out, bias, N, C);
-    return launch_status();
-}
-
-template <typename T>
 cudaError_t bias_backward(float *dbias, const T *dout, int64_t N, int64_t C, void *ws,
                           cudaStream_t s)
 {
@@ -388,22 +345,6 @@ cudaError_t bias_backward(float *dbias, const T *dout, int64_t N, int64_t C, voi
             partial, dout, N, C);
     colsum_finish_kernel<0><<<colsum_finish_blocks(C), dim3(32, kFinishRows), 0, s>>>(
         dbias, partial, R, C);
-    return launch_status();
-}
-
-template <typename T>
-cudaError_t gelu_forward(T *out, const T *x, int64_t n, cudaStream_t s)
-{
-    if (n > 0)
-        gelu_forward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(out, x, n);
-    return launch_status();
-}
-
-template <typename T>
-cudaError_t gelu_backward(T *dx, const T *x, const T *dout, int64_t n, cudaStream_t s)
-{
-    if (n > 0)
-        gelu_backward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(dx, x, dout, n);
     return launch_status();
 }
 
@@ -501,16 +442,6 @@ cudaError_t add_inplace(T *y, const T *x, int64_t n, cudaStream_t s)
 
 extern "C" {
 
-cudaError_t st_cuda_add_bias_f32(float *out, const float *bias, int64_t N, int64_t C,
-                                 cudaStream_t s)
-{
-    return add_bias(out, bias, N, C, s);
-}
-cudaError_t st_cuda_add_bias_bf16(uint16_t *out, const uint16_t *bias, int64_t N,
-                                  int64_t C, cudaStream_t s)
-{
-    return add_bias(as_bf16(out), as_bf16(bias), N, C, s);
-}
 size_t st_cuda_bias_backward_workspace_bytes(int64_t N, int64_t C)
 {
     return N > 0 && C > 0 ? (size_t)colsum_chunks(N, kBiasChunkRows) * C * sizeof(float) : 0;
@@ -524,26 +455,6 @@ cudaError_t st_cuda_bias_backward_bf16(float *dbias, const uint16_t *dout, int64
                                        int64_t C, void *ws, cudaStream_t s)
 {
     return bias_backward(dbias, as_bf16(dout), N, C, ws, s);
-}
-
-cudaError_t st_cuda_gelu_forward_f32(float *out, const float *x, int64_t n, cudaStream_t s)
-{
-    return gelu_forward(out, x, n, s);
-}
-cudaError_t st_cuda_gelu_forward_bf16(uint16_t *out, const uint16_t *x, int64_t n,
-                                      cudaStream_t s)
-{
-    return gelu_forward(as_bf16(out), as_bf16(x), n, s);
-}
-cudaError_t st_cuda_gelu_backward_f32(float *dx, const float *x, const float *dout,
-                                      int64_t n, cudaStream_t s)
-{
-    return gelu_backward(dx, x, dout, n, s);
-}
-cudaError_t st_cuda_gelu_backward_bf16(uint16_t *dx, const uint16_t *x,
-                                       const uint16_t *dout, int64_t n, cudaStream_t s)
-{
-    return gelu_backward(as_bf16(dx), as_bf16(x), as_bf16(dout), n, s);
 }
 
 cudaError_t st_cuda_swiglu_forward_f32(float *out, const float *gate_up, int64_t N,

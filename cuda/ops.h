@@ -36,11 +36,9 @@ extern "C" {
 
 /* ---- elementwise (cuda/elementwise.cu) ---------------------------------- */
 
-/* out[n,:] += bias */
-cudaError_t st_cuda_add_bias_f32(float *out, const float *bias, int64_t N, int64_t C,
-                                 cudaStream_t s);
-cudaError_t st_cuda_add_bias_bf16(uint16_t *out, const uint16_t *bias, int64_t N,
-                                  int64_t C, cudaStream_t s);
+/* A GPT-2 layer's bias add and GELU have no kernels of their own: they are
+ * epilogues of the products (st_cuda_gemm_ex below; cuda/model_block.cu). */
+
 /* dbias[c] += sum_n dout[n,c]  (dbias is float in both modes).  A two-stage
  * column sum (fixed row chunks, then a fixed tree over the chunks), so ws
  * must hold st_cuda_bias_backward_workspace_bytes(N, C) bytes of device
@@ -51,15 +49,6 @@ cudaError_t st_cuda_bias_backward_f32(float *dbias, const float *dout, int64_t N
                                       int64_t C, void *ws, cudaStream_t s);
 cudaError_t st_cuda_bias_backward_bf16(float *dbias, const uint16_t *dout, int64_t N,
                                        int64_t C, void *ws, cudaStream_t s);
-
-/* GELU (tanh approximation); backward overwrites dx = gelu'(x) * dout. */
-cudaError_t st_cuda_gelu_forward_f32(float *out, const float *x, int64_t n, cudaStream_t s);
-cudaError_t st_cuda_gelu_forward_bf16(uint16_t *out, const uint16_t *x, int64_t n,
-                                      cudaStream_t s);
-cudaError_t st_cuda_gelu_backward_f32(float *dx, const float *x, const float *dout,
-                                      int64_t n, cudaStream_t s);
-cudaError_t st_cuda_gelu_backward_bf16(uint16_t *dx, const uint16_t *x,
-                                       const uint16_t *dout, int64_t n, cudaStream_t s);
 
 /* SwiGLU over rows gate | up of width 2F: out[n,i] = silu(gate)*up.
  * Backward overwrites d_gate_up. */
