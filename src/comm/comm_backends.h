@@ -13,8 +13,10 @@
  * printed). */
 st_comm *st_comm_mpi_create(MPI_Comm group, const char *label);
 /* The same on GPU buffers (staged != 0): each collective copies through
- * host memory (comm_mpi.c says how and why). */
-st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged);
+ * host memory (comm_mpi.c says how and why), ordered on compute_stream (a
+ * cudaStream_t, as for nccl below) and waiting for it alone. */
+st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged,
+                                   void *compute_stream);
 
 /* Device buffers, NCCL on a dedicated stream of the current CUDA device.
  * compute_stream (a cudaStream_t; NULL: the legacy default stream) is the

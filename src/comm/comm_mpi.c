@@ -11,10 +11,11 @@
  *
  * Staged (st_comm_mpi_create_staged): the buffers are GPU memory, which
  * this MPI cannot read, so each collective copies its input to host memory
- * (after the device has finished writing it), runs on the copies, and its
- * wait copies the result back.  Slow, with a device synchronisation per
- * collective, but it lets ranks share one GPU and checks the sharded path
- * on GPU memory where only one GPU exists; nccl is the production path. */
+ * (enqueued on the compute stream behind the work that wrote it), runs on
+ * the copies, and its wait copies the result back.  Slow, with a wait for
+ * the compute stream at each copy (never for the whole device), but it
+ * lets ranks share one GPU and checks the sharded path on GPU memory where
+ * only one GPU exists; nccl is the production path. */
 #include "comm/comm_backends.h"
 #include "base/alloc.h"
 #include "runtime/device.h"
@@ -30,6 +31,7 @@ typedef struct {
     MPI_Comm comm;
     int wd;                /* watchdog id */
     int staged;            /* buffers are device memory: stage through host */
+    void *stream;          /* staged: the compute stream (cudaStream_t) */
     int poll;              /* requests progress during compute (group_polls) */
 } mpi_state;
 
@@ -171,8 +173,9 @@ static int stage(st_comm *c, mpi_req *h, const void **send, size_t send_bytes, v
                  h->op, recv_bytes, c->label);
         return ST_EXIT_FAILURE;
     }
-    int rc = send ? st_device_copy_to_host(h->hsend, *send, send_bytes)
-                  : st_device_copy_to_host(h->hrecv, *recv, recv_bytes);
+    void *stream = ((mpi_state *)c->impl)->stream;
+    int rc = send ? st_device_copy_to_host(h->hsend, *send, send_bytes, stream)
+                  : st_device_copy_to_host(h->hrecv, *recv, recv_bytes, stream);
     if (rc)
         return rc;
     h->drecv = *recv;
@@ -268,7 +271,9 @@ static int mpi_wait(st_comm_req *req)
     mpi_req *h = req->handle;
     st_wd_op w = wd_op(req, h->op);
     st_watchdog_wait(&h->r, ((mpi_state *)req->comm->impl)->wd, h->seq, &w);
-    int rc = h->drecv ? st_device_copy_from_host(h->drecv, h->hrecv, h->recv_bytes) : 0;
+    int rc = h->drecv ? st_device_copy_from_host(h->drecv, h->hrecv, h->recv_bytes,
+                                                 ((mpi_state *)req->comm->impl)->stream)
+                      : 0;
     release_handle(req);
     return rc;
 }
@@ -313,10 +318,11 @@ static int group_polls(MPI_Comm comm, int size)
 
 st_comm *st_comm_mpi_create(MPI_Comm group, const char *label)
 {
-    return st_comm_mpi_create_staged(group, label, 0);
+    return st_comm_mpi_create_staged(group, label, 0, NULL);
 }
 
-st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged)
+st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged,
+                                   void *compute_stream)
 {
     if (bf16_sum_op == MPI_OP_NULL)
         MPI_Op_create(bf16_sum, 1, &bf16_sum_op);
@@ -340,6 +346,7 @@ st_comm *st_comm_mpi_create_staged(MPI_Comm group, const char *label, int staged
     /* Same creation order on every rank, so the same id on every member. */
     s->wd = st_watchdog_register(s->comm);
     s->staged = staged;
+    s->stream = compute_stream;
     s->poll = group_polls(s->comm, c->size);
     if (s->poll)
         st_progress_set(mpi_progress);

@@ -190,7 +190,8 @@ static st_comm *make_comm(int backend, int device, MPI_Comm c, const char *label
                           void *compute_stream)
 {
     return backend == ST_BACKEND_NCCL ? st_comm_nccl_create(c, label, compute_stream)
-                                      : st_comm_mpi_create_staged(c, label, device >= 0);
+                                      : st_comm_mpi_create_staged(c, label, device >= 0,
+                                                                  compute_stream);
 }
 
 int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg,

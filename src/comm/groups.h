@@ -52,8 +52,9 @@ typedef struct {
  * either is ST_EXIT_USAGE), splits MPI_COMM_WORLD into the shard and
  * replicate groups and creates their communicators (labels "world",
  * "shard", "replicate").  compute_stream goes to the nccl communicators
- * (st_comm_nccl_create): the stream of the kernels instance whose memory
- * they carry, or NULL.  Collective over MPI_COMM_WORLD.  Returns an exit
+ * (st_comm_nccl_create) and to the staged mpi ones
+ * (st_comm_mpi_create_staged): the stream of the kernels instance whose
+ * memory they carry, or NULL.  Collective over MPI_COMM_WORLD.  Returns an exit
  * status; g is safe to destroy whatever it returned. */
 int st_groups_create(st_groups *g, const st_runtime *rt, const st_config *cfg,
                      void *compute_stream);

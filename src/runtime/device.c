@@ -84,22 +84,25 @@ int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared)
 #endif
 }
 
-/* Staging copies for host-staged collectives.  Both wait for the whole
- * device around the copy: the buffers are written and read by work on
- * other streams (the kernels backend's), and a pageable host-to-device
- * copy may return before its DMA has landed. */
-static int stage_copy(void *dst, const void *src, size_t bytes, int to_host)
+/* Staging copies for host-staged collectives, ordered on the one stream
+ * that writes and reads the device buffers (the kernels backend's compute
+ * stream): the copy is enqueued behind the work that produced the buffer,
+ * and only that stream is waited for, so other streams (and other ranks'
+ * work on a shared device) run on.  The wait is needed both ways: the MPI
+ * collective reads the host copy at once, and the host copy is freed as
+ * soon as the copy back returns (a pageable host-to-device copy may return
+ * before its DMA has landed). */
+static int stage_copy(void *dst, const void *src, size_t bytes, int to_host, void *stream)
 {
     if (!bytes)
         return 0;
 #ifdef HAVE_CUDA
-    cudaError_t e = cudaDeviceSynchronize();
+    cudaStream_t s = (cudaStream_t)stream;
+    /* Default: by address (unified addressing), so a host buffer handed to
+     * a staged communicator (bench-comm's) also works. */
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
     if (e == cudaSuccess)
-        /* Default: by address (unified addressing), so a host buffer
-         * handed to a staged communicator (bench-comm's) also works. */
-        e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-    if (e == cudaSuccess)
-        e = cudaDeviceSynchronize();
+        e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) {
         st_error(NULL, "staging %zu bytes %s the GPU for an MPI collective failed: %s; "
                  "hint: check the GPU with nvidia-smi", bytes, to_host ? "from" : "to",
@@ -108,18 +111,18 @@ static int stage_copy(void *dst, const void *src, size_t bytes, int to_host)
     }
     return 0;
 #else
-    (void)dst, (void)src, (void)to_host;
+    (void)dst, (void)src, (void)to_host, (void)stream;
     st_error(NULL, "internal: device staging in a build without CUDA");
     return ST_EXIT_FAILURE;
 #endif
 }
 
-int st_device_copy_to_host(void *dst, const void *src, size_t bytes)
+int st_device_copy_to_host(void *dst, const void *src, size_t bytes, void *stream)
 {
-    return stage_copy(dst, src, bytes, 1);
+    return stage_copy(dst, src, bytes, 1, stream);
 }
 
-int st_device_copy_from_host(void *dst, const void *src, size_t bytes)
+int st_device_copy_from_host(void *dst, const void *src, size_t bytes, void *stream)
 {
-    return stage_copy(dst, (void *)src, bytes, 0);
+    return stage_copy(dst, (void *)src, bytes, 0, stream);
 }

@@ -22,9 +22,11 @@
 int st_device_bind(st_runtime *rt, const st_config *cfg, int allow_shared);
 
 /* Copies between device and host memory for collectives that stage
- * through the host (the mpi backend on GPU buffers), synchronising the
- * device before and after.  Return an exit status. */
-int st_device_copy_to_host(void *dst, const void *src, size_t bytes);
-int st_device_copy_from_host(void *dst, const void *src, size_t bytes);
+ * through the host (the mpi backend on GPU buffers), enqueued on stream (a
+ * cudaStream_t: the stream that computes on the buffers; NULL, the legacy
+ * default stream) and waiting for that stream only, never for the whole
+ * device.  Return an exit status. */
+int st_device_copy_to_host(void *dst, const void *src, size_t bytes, void *stream);
+int st_device_copy_from_host(void *dst, const void *src, size_t bytes, void *stream);
 
 #endif
