@@ -1,20 +1,45 @@
 /* The nccl communication backend (see comm.h): device buffers, one NCCL
- * communicator per process group, collectives on a dedicated non-blocking
- * CUDA stream of the current device.
+ * communicator per process group, and one communication stream that all
+ * of them share.
  *
- * Ordering.  Before each collective an event is recorded on the compute
- * stream and the communication stream waits on it, so the collective sees
- * everything enqueued earlier on the compute stream.  After the collective an
- * event is recorded on the communication stream; st_comm_wait makes the
- * compute stream wait on that event (no host synchronisation) and returns the
- * event to the communicator's pool.  The caller must not reuse or free the
- * buffers of a collective before waiting on its request.
+ * One stream, so no deadlock between groups.  NCCL does not promise that
+ * two communicators make progress at the same time: a collective of one
+ * can occupy the device until its peers arrive, while a peer waits in a
+ * collective of the other.  With hybrid_shard a unit's gradient goes
+ * through two groups, the reduce-scatter over the shard group and then the
+ * all-reduce of the result over the replicate group (engine/fsdp.c,
+ * reduce_start and reduce_finish), and the next unit's all-gather or
+ * reduce-scatter is issued meanwhile.  Every communicator of the process
+ * enqueues on the same stream, so the device runs this process's
+ * collectives one at a time in the order the host issued them, and every
+ * rank issues the engine's schedule in the same order: the reduce-scatter
+ * of unit u (shard group) before the all-reduce of unit u (replicate
+ * group), each before any collective issued after it.  No collective can
+ * then wait on a peer that is stuck in another group's collective.  The
+ * price: a gather issued ahead (prefetch) does not overlap a reduction in
+ * flight on the device; both still overlap compute.  docs/gpu.md says the
+ * same for users.
+ *
+ * Priority.  The stream is created with the device's greatest priority
+ * (cudaDeviceGetStreamPriorityRange), above the compute stream (created
+ * with the default, the least), so the scheduler starts a collective's
+ * blocks as soon as its inputs are ready instead of behind queued compute.
+ *
+ * Ordering with compute.  Before each collective an event is recorded on
+ * the compute stream and the communication stream waits on it, so the
+ * collective sees everything enqueued earlier on the compute stream.  After
+ * the collective an event is recorded on the communication stream;
+ * st_comm_wait makes the compute stream wait on that event (no host
+ * synchronisation) and returns the event to the communicator's pool.  The
+ * caller must not reuse or free the buffers of a collective before waiting
+ * on its request.
  *
  * The compute stream is each communicator's, given to its constructor: the
  * stream of the kernels instance computing on the same memory, or the
  * legacy default stream (NULL) where nothing else computes (bench-comm
  * without a kernels instance, runtime-info).  This backend is not
- * thread-safe: one thread drives all communicators of a process. */
+ * thread-safe: one thread drives all communicators of a process, which is
+ * also what makes the issue order the stream's order. */
 #include "st_build.h"
 
 #include "comm/comm_backends.h"
@@ -28,9 +53,14 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+/* The communication stream of every communicator of the process, created
+ * with the first and destroyed with the last. */
+static cudaStream_t comm_stream;
+static int comm_stream_users;
+
 typedef struct {
     ncclComm_t nccl;
-    cudaStream_t stream;     /* communication stream (non-blocking) */
+    cudaStream_t stream;     /* comm_stream once acquired, else NULL */
     cudaStream_t compute;    /* produces collective inputs, consumes their results */
     cudaEvent_t ready;       /* recorded on the compute stream per collective */
     cudaEvent_t *all;        /* every pooled event created, for destroy */
@@ -211,11 +241,44 @@ static int nccl_wait(st_comm_req *req)
     return rc;
 }
 
+/* The shared communication stream, at the device's greatest priority
+ * (numerically the least: CUDA counts priorities downwards). */
+static int comm_stream_acquire(nccl_state *s, const char *label)
+{
+    if (!comm_stream_users) {
+        int least = 0, greatest = 0;
+        if (cuda_failed(cudaDeviceGetStreamPriorityRange(&least, &greatest),
+                        "cudaDeviceGetStreamPriorityRange", label)
+            || cuda_failed(cudaStreamCreateWithPriority(&comm_stream, cudaStreamNonBlocking,
+                                                        greatest),
+                           "cudaStreamCreateWithPriority", label)) {
+            comm_stream = NULL;
+            return 1;
+        }
+    }
+    comm_stream_users++;
+    s->stream = comm_stream;
+    return 0;
+}
+
+static void comm_stream_release(nccl_state *s)
+{
+    if (!s->stream)
+        return;
+    s->stream = NULL;
+    if (--comm_stream_users == 0) {
+        cudaStreamDestroy(comm_stream);
+        comm_stream = NULL;
+    }
+}
+
 /* Frees whatever of the state exists; nccl may be NULL. */
 static void state_free(nccl_state *s, const char *label)
 {
     if (!s)
         return;
+    /* Teardown, not a step: what was enqueued finishes before the NCCL
+     * communicator goes. */
     if (s->stream)
         cuda_failed(cudaStreamSynchronize(s->stream), "cudaStreamSynchronize", label);
     if (s->nccl)
@@ -224,8 +287,7 @@ static void state_free(nccl_state *s, const char *label)
         cudaEventDestroy(s->all[i]);
     if (s->ready)
         cudaEventDestroy(s->ready);
-    if (s->stream)
-        cudaStreamDestroy(s->stream);
+    comm_stream_release(s);
     free(s->all);
     free(s->idle);
     free(s);
@@ -268,10 +330,7 @@ st_comm *st_comm_nccl_create(MPI_Comm group, const char *label, void *compute_st
     /* Local setup; rank 0 also makes the unique id. */
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    int ok = !cuda_failed(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
-                          "cudaStreamCreateWithFlags", label);
-    if (!ok)
-        s->stream = NULL;
+    int ok = !comm_stream_acquire(s, label);
     if (ok && cuda_failed(cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming),
                           "cudaEventCreateWithFlags", label)) {
         s->ready = NULL;
