@@ -132,7 +132,14 @@ static float *grad_target(st_fsdp *f, int u)
 }
 
 /* A reduction in flight: reduce-scatter over the shard group, then (hybrid,
- * DDP) all-reduce over the replicate group, then add into the shard. */
+ * DDP) all-reduce over the replicate group, then add into the shard.
+ * Order across groups: the replicate all-reduce of unit u is issued only
+ * after the shard reduce-scatter of u was issued and waited for
+ * (reduce_finish), and every rank walks the same schedule, so every rank
+ * issues the two groups' collectives in one and the same sequence.  The
+ * nccl backend runs all of them on one stream in that sequence
+ * (comm_nccl.c), which is what keeps the two communicators from
+ * deadlocking; changing this order means changing it on every rank. */
 typedef struct {
     int unit;                /* -1: none */
     st_comm_req req;
@@ -343,29 +350,47 @@ static int run_micro_step(st_fsdp *f, int sync, const step_args *a)
     return rc;
 }
 
-/* The micro-batch's tokens into backend memory, and the loss sum cleared. */
+/* The micro-batch's tokens into backend memory, and the loss sum cleared
+ * unless it carries on a step's earlier micro-batches. */
 static void begin_micro(st_fsdp *f, const int32_t *inputs, const int32_t *targets)
 {
     size_t bytes = sizeof(int32_t) * (size_t)(f->B * f->model->T);
     f->k->ops->from_host(f->k, f->inputs, inputs, bytes);
     f->k->ops->from_host(f->k, f->targets, targets, bytes);
-    f->k->ops->zero(f->k, &f->sums[0], sizeof(double));
+    if (!f->loss_open)
+        f->k->ops->zero(f->k, &f->sums[0], sizeof(double));
 }
 
-/* The loss crosses to the host once per micro-step, after the whole
- * schedule is queued: the one point a device backend waits. */
+/* The loss crosses to the host once, after the whole schedule is queued:
+ * the one point a device backend waits (forward only: every call). */
 static void end_micro(st_fsdp *f, double *loss)
 {
     f->k->ops->to_host(f->k, loss, &f->sums[0], sizeof(double));
 }
+
+static int norm_sumsq_start(st_fsdp *f);
 
 int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
                              float grad_scale, int last_micro, double *loss)
 {
     step_args a = {1, grad_scale, NULL};
     begin_micro(f, inputs, targets);
+    f->loss_open = 1;
+    f->norm_fresh = 0;
     int rc = run_micro_step(f, !f->opt.no_sync || last_micro, &a);
-    end_micro(f, loss);
+    *loss = 0.0;
+    if (rc || !last_micro)
+        return rc;
+    /* The step's gradients are complete (queued): their norm is queued
+     * behind them, and the loss and the norm's sum of squares, adjacent
+     * in sums, cross to the host in one read, the step's only wait. */
+    rc = norm_sumsq_start(f);
+    double both[2];
+    f->k->ops->to_host(f->k, both, f->sums, sizeof both);
+    *loss = both[0];
+    f->norm_sumsq = both[1];
+    f->norm_fresh = !rc;
+    f->loss_open = 0;
     return rc;
 }
 
@@ -375,6 +400,8 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
     const st_model *m = f->model;
     size_t logit_bytes = sizeof(float) * (size_t)(f->B * m->T * m->V);
     step_args a = {0, 0.0f, logits_out ? f->k->ops->alloc(f->k, logit_bytes, ST_MEM_OTHER) : NULL};
+    /* Not inside a training step: its own loss, from zero. */
+    f->loss_open = 0;
     begin_micro(f, inputs, targets);
     int rc = run_micro_step(f, 0, &a);
     /* Evaluation keeps nothing gathered afterwards. */
@@ -409,9 +436,12 @@ void st_fsdp_shard_to_host(const st_fsdp *f, int u, st_fsdp_array a, int64_t off
 void st_fsdp_shard_from_host(st_fsdp *f, int u, st_fsdp_array a, int64_t off, int64_t n,
                              const float *src)
 {
-    /* New parameters from outside: the bf16 copy no longer says them. */
+    /* New parameters from outside: the bf16 copy no longer says them;
+     * new gradients: the norm read with the loss no longer says them. */
     if (a == ST_FSDP_PARAMS)
         f->units[u].params16_fresh = 0;
+    if (a == ST_FSDP_GRADS)
+        f->norm_fresh = 0;
     f->k->ops->from_host(f->k, array_of(&f->units[u], a) + off, src,
                          sizeof(float) * (size_t)n);
 }
@@ -530,26 +560,36 @@ void st_fsdp_destroy(st_fsdp *f)
 
 void st_fsdp_zero_grads(st_fsdp *f)
 {
+    f->norm_fresh = 0;
     for (int u = 0; u < f->n_units; u++)
         f->k->ops->zero(f->k, f->units[u].grads, sizeof(float) * (size_t)f->units[u].shard);
 }
 
-int st_fsdp_grad_norm(st_fsdp *f, double *norm)
+/* The gradient's sum of squares into sums[1], queued (backend memory
+ * throughout; no wait). */
+static int norm_sumsq_start(st_fsdp *f)
 {
     /* Shards partition each unit inside a shard group, and every replicate
      * holds the same reduced shard, so summing over the shard group counts
-     * each element once.  The sum stays in backend memory through the
-     * all-reduce and crosses to the host once per step. */
-    double *ss = &f->sums[1], host = 0.0;
+     * each element once. */
+    double *ss = &f->sums[1];
     f->k->ops->zero(f->k, ss, sizeof(double));
     for (int u = 0; u < f->n_units; u++)
         f->k->ops->sumsq(f->k, f->units[u].grads, f->units[u].shard, ss);
-    int rc = 0;
     if (f->S > 1)
-        rc = st_comm_allreduce_now(f->groups->shard, ss, 1, ST_DT_F64,
-                                   st_desc("the gradient norm", -1));
-    f->k->ops->to_host(f->k, &host, ss, sizeof host);
-    *norm = sqrt(host);
+        return st_comm_allreduce_now(f->groups->shard, ss, 1, ST_DT_F64,
+                                     st_desc("the gradient norm", -1));
+    return 0;
+}
+
+int st_fsdp_grad_norm(st_fsdp *f, double *norm)
+{
+    int rc = 0;
+    if (!f->norm_fresh) {
+        rc = norm_sumsq_start(f);
+        f->k->ops->to_host(f->k, &f->norm_sumsq, &f->sums[1], sizeof(double));
+    }
+    *norm = sqrt(f->norm_sumsq);
     return rc;
 }
 

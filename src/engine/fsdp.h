@@ -113,6 +113,9 @@ typedef struct {
     float *dres_a, *dres_b;
     int32_t *inputs, *targets;   /* this micro-batch's tokens [B*T] (backend) */
     double *sums;            /* [2]: the loss, the gradient's sum of squares (backend) */
+    int loss_open;           /* sums[0] holds this step's earlier micro-batches */
+    int norm_fresh;          /* norm_sumsq is of the gradients as they are */
+    double norm_sumsq;       /* host copy of sums[1], read with the loss */
     int64_t opt_steps;
     /* Tests only: when set, each schedule event the engine acts on is
      * appended here.  NULL in every run of the tool. */
@@ -129,15 +132,22 @@ void st_fsdp_destroy(st_fsdp *f);
 void st_fsdp_zero_grads(st_fsdp *f);
 /* Forward and backward of one micro-batch on this rank (inputs and targets
  * in host memory); gradients land in the shards (reduced over every rank)
- * unless no_sync defers it to the micro-batch with last_micro set.  Returns
- * this rank's summed loss. */
+ * unless no_sync defers it to the micro-batch with last_micro set.  The
+ * loss stays in backend memory until the step's last micro-batch: *loss is
+ * 0 before it, and there this rank's summed loss over the micro-batches
+ * since the previous last one (so summing *loss over a step gives the
+ * step's).  The last micro-batch also computes the gradient's norm and
+ * reads it with the loss, in the one device-to-host read of a training
+ * step (docs/gpu.md, "Host synchronisation"). */
 int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
                              float grad_scale, int last_micro, double *loss);
 /* Forward only (evaluation, sampling): this rank's summed loss; logits_out
  * [B*T, V] (host memory) when not NULL. */
 int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
                     float *logits_out, double *loss);
-/* Global L2 norm of the gradient, each element counted once. */
+/* Global L2 norm of the gradient, each element counted once: the value
+ * read with the last micro-batch's loss when the gradients have not
+ * changed since (no read), else computed and read now. */
 int st_fsdp_grad_norm(st_fsdp *f, double *norm);
 void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale);
 /* The full fp32 master parameters of unit u into out[numel] (host memory)
