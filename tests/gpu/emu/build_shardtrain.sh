@@ -3,14 +3,15 @@
 # of libshardtrain.a), except that the C files calling the CUDA runtime
 # (src/kernels/kernels_cuda.c, src/runtime/device.c, src/comm/comm_nccl.c) are
 # compiled with shim_c.h force-included (every runtime call they make
-# mapped onto devmem.c's checked host arena), and the kernels of cuda/ are
+# mapped onto devmem.c's checked host arena and streams.c's streams and
+# events, every NCCL call onto nccl_mpi.c's MPI collectives), and the kernels of cuda/ are
 # rewritten by transform.py and compiled by g++ against shim.h (one host
 # fiber per CUDA thread), with gemm_host.cpp (the CPU st_gemm) standing in
-# for cuBLASLt.  So train.device = cuda binds the one emulated device and
-# the training runs the CUDA backend end to end on the CPU.  The binary
-# must import no CUDA runtime symbol but cudaGetErrorString (which needs no
-# device): checked here with nm, so a runtime call the shim misses fails
-# the build.
+# for cuBLASLt.  So train.device = cuda binds an emulated device and the
+# training runs the CUDA backend end to end on the CPU, over the mpi or
+# the nccl backend.  The binary must import no CUDA runtime symbol but
+# cudaGetErrorString (which needs no device) and no NCCL symbol: checked
+# here with nm, so a call the shims miss fails the build.
 # Needs a configured and built tree (libshardtrain.a, src/cli/main.o), g++ with
 # C++20 and the CUDA headers.
 # Usage: tests/gpu/emu/build_shardtrain.sh OUT [top_srcdir [top_builddir]]
@@ -50,7 +51,10 @@ for f in kernels/kernels_cuda runtime/device comm/comm_nccl; do
 done
 
 nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/devmem.c" -o "$tmp/devmem.o"
-objs="$objs $tmp/devmem.o"
+nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/streams.c" -o "$tmp/streams.o"
+# shellcheck disable=SC2086
+nice -n 10 $CC $cflags -c "$emu/nccl_mpi.c" -o "$tmp/nccl_mpi.o"
+objs="$objs $tmp/devmem.o $tmp/streams.o $tmp/nccl_mpi.o"
 
 for f in elementwise norms xent attention attention_tc model_cuda model_block adamw reduce; do
     python3 "$emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
@@ -68,11 +72,11 @@ $CC $(mk OPENMP_CFLAGS) $san -o "$out" "$build/src/cli/main.o" $objs "$tmp/lib.a
     $(mk CUDA_LIBS) $(mk BLAS_LIBS) -lstdc++ -lpthread -lm
 
 # No real runtime call may be left: the only cuda* import allowed is
-# cudaGetErrorString.
+# cudaGetErrorString; and no NCCL call (nccl_mpi.c stands in for all).
 left=$(nm -D --undefined-only "$out" | awk '{print $NF}' | sed 's/@.*//' |
-       grep '^cuda' | grep -v '^cudaGetErrorString$' || true)
+       grep '^cuda\|^nccl' | grep -v '^cudaGetErrorString$' || true)
 if [ -n "$left" ]; then
-    echo "build_shardtrain.sh: $out still calls the CUDA runtime:" $left >&2
+    echo "build_shardtrain.sh: $out still calls the CUDA runtime or NCCL:" $left >&2
     rm -f "$out"
     exit 1
 fi

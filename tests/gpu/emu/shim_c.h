@@ -26,8 +26,12 @@
  * pointer handed to a kernel fails there.  cudaMemcpyDefault (by address)
  * is not checked.
  *
- * Event and stream-wait calls (the nccl backend's) abort: the emulated
- * binary runs only parallel.backend = mpi. */
+ * Streams, events and synchronisation are modelled by streams.c: distinct
+ * handles checked on every use, stream priorities within an H100's range,
+ * and a trace of every synchronisation (ST_EMU_TRACE, streams.c says what
+ * it holds).  The NCCL calls of comm_nccl.c go to nccl_mpi.c, an NCCL made
+ * of blocking MPI collectives, so the emulated binary runs
+ * parallel.backend = nccl too. */
 #ifndef ST_EMU_SHIM_C_H
 #define ST_EMU_SHIM_C_H
 
@@ -48,6 +52,15 @@ void emu_dev_register(void *p, size_t n);
 size_t emu_dev_unregister(void *p);
 long emu_dev_find(const void *p, size_t n);
 static int emu_device;
+
+/* Streams, events and the trace (streams.c). */
+void emu_trace(const char *fmt, ...);
+int emu_stream_new(int priority);
+int emu_stream_known(uintptr_t s);
+void emu_stream_gone(uintptr_t s);
+int emu_event_new(void);
+int emu_event_known(uintptr_t e);
+void emu_event_gone(uintptr_t e);
 
 static inline void emu_die(const char *call, const char *what)
 {
@@ -92,27 +105,114 @@ static inline void emu_dev_free(void *p, const char *call)
     emu_dev_close();
 }
 
-static inline cudaError_t emu_c_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
+/* One device, or ST_EMU_DEVICES of them (up to 8), so ranks that need a
+ * device each (parallel.backend = nccl) can run on one machine: every
+ * process has its own arena, so each rank's device is its own anyway. */
+static inline int emu_device_count(void)
+{
+    const char *e = getenv("ST_EMU_DEVICES");
+    int n = e ? atoi(e) : 1;
+    return n >= 1 && n <= 8 ? n : 1;
+}
+static inline cudaError_t emu_c_cudaGetDeviceCount(int *n)
+{
+    *n = emu_device_count();
+    return cudaSuccess;
+}
 static inline cudaError_t emu_c_cudaSetDevice(int d)
 {
-    if (d != 0)
+    if (d < 0 || d >= emu_device_count())
         return cudaErrorInvalidDevice;
     emu_device = d;
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaGetDevice(int *d) { *d = emu_device; return cudaSuccess; }
-static inline cudaError_t emu_c_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
+static inline void emu_stream_check(cudaStream_t s, const char *call)
 {
-    (void)f;
-    *s = (cudaStream_t)(uintptr_t)0x5eed; /* any non-null handle: never dereferenced */
+    if (!emu_stream_known((uintptr_t)s))
+        emu_die(call, "not a live stream");
+}
+static inline void emu_event_check(cudaEvent_t e, const char *call)
+{
+    if (!emu_event_known((uintptr_t)e))
+        emu_die(call, "not a live event");
+}
+/* An H100's range; lower numbers are higher priorities. */
+enum { EMU_PRIORITY_LEAST = 0, EMU_PRIORITY_GREATEST = -5 };
+static inline cudaError_t emu_c_cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+{
+    if (least)
+        *least = EMU_PRIORITY_LEAST;
+    if (greatest)
+        *greatest = EMU_PRIORITY_GREATEST;
+    emu_trace("priority_range %d %d", EMU_PRIORITY_LEAST, EMU_PRIORITY_GREATEST);
     return cudaSuccess;
 }
-static inline cudaError_t emu_c_cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
-static inline cudaError_t emu_c_cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
-static inline cudaError_t emu_c_cudaDeviceSynchronize(void) { return cudaSuccess; }
+static inline cudaError_t emu_c_cudaStreamCreateWithPriority(cudaStream_t *s, unsigned f,
+                                                            int priority)
+{
+    if (f & ~(unsigned)cudaStreamNonBlocking)
+        return cudaErrorInvalidValue;
+    /* The runtime clamps a priority outside the range into it. */
+    if (priority > EMU_PRIORITY_LEAST)
+        priority = EMU_PRIORITY_LEAST;
+    if (priority < EMU_PRIORITY_GREATEST)
+        priority = EMU_PRIORITY_GREATEST;
+    *s = (cudaStream_t)(uintptr_t)emu_stream_new(priority);
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
+{
+    return emu_c_cudaStreamCreateWithPriority(s, f, 0);
+}
+static inline cudaError_t emu_c_cudaStreamDestroy(cudaStream_t s)
+{
+    if (!s || !emu_stream_known((uintptr_t)s))
+        emu_die("cudaStreamDestroy", "not a live stream");
+    emu_stream_gone((uintptr_t)s);
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaStreamSynchronize(cudaStream_t s)
+{
+    emu_stream_check(s, "cudaStreamSynchronize");
+    emu_trace("sync_stream %d", (int)(uintptr_t)s);
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaDeviceSynchronize(void)
+{
+    emu_trace("sync_device");
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
+{
+    (void)f;
+    *e = (cudaEvent_t)(uintptr_t)emu_event_new();
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaEventDestroy(cudaEvent_t e)
+{
+    emu_event_check(e, "cudaEventDestroy");
+    emu_event_gone((uintptr_t)e);
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    emu_event_check(e, "cudaEventRecord");
+    emu_stream_check(s, "cudaEventRecord");
+    emu_trace("record %d %d", (int)(uintptr_t)e, (int)(uintptr_t)s);
+    return cudaSuccess;
+}
+static inline cudaError_t emu_c_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
+{
+    (void)f;
+    emu_stream_check(s, "cudaStreamWaitEvent");
+    emu_event_check(e, "cudaStreamWaitEvent");
+    emu_trace("wait %d %d", (int)(uintptr_t)s, (int)(uintptr_t)e);
+    return cudaSuccess;
+}
 static inline cudaError_t emu_c_cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int dev)
 {
-    if (dev != 0)
+    if (dev != emu_device)
         return cudaErrorInvalidDevice;
     *pool = (cudaMemPool_t)(uintptr_t)0x9001;
     return cudaSuccess;
@@ -183,7 +283,7 @@ static inline void emu_c_copy(void *d, const void *s, size_t n, enum cudaMemcpyK
 static inline cudaError_t emu_c_cudaMemcpyAsync(void *d, const void *s, size_t n,
                                                enum cudaMemcpyKind k, cudaStream_t st)
 {
-    (void)st;
+    emu_stream_check(st, "cudaMemcpyAsync");
     emu_c_copy(d, s, n, k, "cudaMemcpyAsync");
     return cudaSuccess;
 }
@@ -193,13 +293,6 @@ static inline cudaError_t emu_c_cudaMemcpy(void *d, const void *s, size_t n,
     emu_c_copy(d, s, n, k, "cudaMemcpy");
     return cudaSuccess;
 }
-static inline cudaError_t emu_c_unsupported(const char *call)
-{
-    emu_die(call, "not emulated (the emulated shardtrain runs backend = mpi)");
-    return cudaErrorNotSupported;
-}
-#define EMU_C_UNSUPPORTED(name) emu_c_unsupported(#name)
-
 #define cudaGetDeviceCount emu_c_cudaGetDeviceCount
 #define cudaSetDevice emu_c_cudaSetDevice
 #define cudaGetDevice emu_c_cudaGetDevice
@@ -216,9 +309,22 @@ static inline cudaError_t emu_c_unsupported(const char *call)
 #define cudaMemsetAsync emu_c_cudaMemsetAsync
 #define cudaMemcpyAsync emu_c_cudaMemcpyAsync
 #define cudaMemcpy emu_c_cudaMemcpy
-#define cudaEventCreateWithFlags(...) EMU_C_UNSUPPORTED(cudaEventCreateWithFlags)
-#define cudaEventRecord(...) EMU_C_UNSUPPORTED(cudaEventRecord)
-#define cudaEventDestroy(...) EMU_C_UNSUPPORTED(cudaEventDestroy)
-#define cudaStreamWaitEvent(...) EMU_C_UNSUPPORTED(cudaStreamWaitEvent)
+#define cudaDeviceGetStreamPriorityRange emu_c_cudaDeviceGetStreamPriorityRange
+#define cudaStreamCreateWithPriority emu_c_cudaStreamCreateWithPriority
+#define cudaEventCreateWithFlags emu_c_cudaEventCreateWithFlags
+#define cudaEventRecord emu_c_cudaEventRecord
+#define cudaEventDestroy emu_c_cudaEventDestroy
+#define cudaStreamWaitEvent emu_c_cudaStreamWaitEvent
+
+/* NCCL (nccl_mpi.c): nccl.h, included after this header, then declares
+ * these names with NCCL's own prototypes. */
+#define ncclGetErrorString emu_ncclGetErrorString
+#define ncclGetUniqueId emu_ncclGetUniqueId
+#define ncclCommInitRank emu_ncclCommInitRank
+#define ncclCommDestroy emu_ncclCommDestroy
+#define ncclCommGetAsyncError emu_ncclCommGetAsyncError
+#define ncclAllGather emu_ncclAllGather
+#define ncclReduceScatter emu_ncclReduceScatter
+#define ncclAllReduce emu_ncclAllReduce
 
 #endif
