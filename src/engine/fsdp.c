@@ -385,11 +385,13 @@ int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *t
      * behind them, and the loss and the norm's sum of squares, adjacent
      * in sums, cross to the host in one read, the step's only wait. */
     rc = norm_sumsq_start(f);
-    double both[2];
-    f->k->ops->to_host(f->k, both, f->sums, sizeof both);
-    *loss = both[0];
-    f->norm_sumsq = both[1];
+    double all[3];
+    f->k->ops->to_host(f->k, all, f->sums, sizeof all);
+    *loss = all[0];
+    f->norm_sumsq = all[1];
+    f->norm_local = all[2];
     f->norm_fresh = !rc;
+    f->grads_from_host = 0;
     f->loss_open = 0;
     return rc;
 }
@@ -437,11 +439,13 @@ void st_fsdp_shard_from_host(st_fsdp *f, int u, st_fsdp_array a, int64_t off, in
                              const float *src)
 {
     /* New parameters from outside: the bf16 copy no longer says them;
-     * new gradients: the norm read with the loss no longer says them. */
+     * new gradients: this rank's part of the norm read with the loss no
+     * longer says them (rank-local: st_fsdp_grad_norm mends it without a
+     * collective, which the other ranks would not join). */
     if (a == ST_FSDP_PARAMS)
         f->units[u].params16_fresh = 0;
     if (a == ST_FSDP_GRADS)
-        f->norm_fresh = 0;
+        f->grads_from_host = 1;
     f->k->ops->from_host(f->k, array_of(&f->units[u], a) + off, src,
                          sizeof(float) * (size_t)n);
 }
@@ -526,7 +530,7 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
     f->dres_b = k->ops->alloc(k, sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
     f->inputs = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
     f->targets = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
-    f->sums = k->ops->alloc(k, 2 * sizeof(double), ST_MEM_OTHER);
+    f->sums = k->ops->alloc(k, 3 * sizeof(double), ST_MEM_OTHER);
     return 0;
 }
 
@@ -576,18 +580,38 @@ static int norm_sumsq_start(st_fsdp *f)
     f->k->ops->zero(f->k, ss, sizeof(double));
     for (int u = 0; u < f->n_units; u++)
         f->k->ops->sumsq(f->k, f->units[u].grads, f->units[u].shard, ss);
+    f->k->ops->copy(f->k, &f->sums[2], ss, sizeof(double));
     if (f->S > 1)
         return st_comm_allreduce_now(f->groups->shard, ss, 1, ST_DT_F64,
                                      st_desc("the gradient norm", -1));
     return 0;
 }
 
+/* Every rank takes the same branch at the collective: norm_fresh changes
+ * only in calls every rank makes.  grads_from_host is one rank's: its
+ * part of the sum is recomputed and swapped in, locally (a NaN written
+ * there reaches this rank's norm, and through the train loop's agreement
+ * every rank's verdict), and the device's sum with it, for the clip. */
 int st_fsdp_grad_norm(st_fsdp *f, double *norm)
 {
     int rc = 0;
     if (!f->norm_fresh) {
         rc = norm_sumsq_start(f);
-        f->k->ops->to_host(f->k, &f->norm_sumsq, &f->sums[1], sizeof(double));
+        double both[2];
+        f->k->ops->to_host(f->k, both, &f->sums[1], sizeof both);
+        f->norm_sumsq = both[0];
+        f->norm_local = both[1];
+        f->grads_from_host = 0;
+    } else if (f->grads_from_host) {
+        double *local = &f->sums[2], now = 0.0;
+        f->k->ops->zero(f->k, local, sizeof(double));
+        for (int u = 0; u < f->n_units; u++)
+            f->k->ops->sumsq(f->k, f->units[u].grads, f->units[u].shard, local);
+        f->k->ops->to_host(f->k, &now, local, sizeof now);
+        f->norm_sumsq += now - f->norm_local;
+        f->norm_local = now;
+        f->k->ops->from_host(f->k, &f->sums[1], &f->norm_sumsq, sizeof(double));
+        f->grads_from_host = 0;
     }
     *norm = sqrt(f->norm_sumsq);
     return rc;

@@ -112,10 +112,12 @@ typedef struct {
     void *scratch;
     float *dres_a, *dres_b;
     int32_t *inputs, *targets;   /* this micro-batch's tokens [B*T] (backend) */
-    double *sums;            /* [2]: the loss, the gradient's sum of squares (backend) */
+    double *sums;            /* [3] (backend): the loss, the gradient's sum of squares,
+                              * this rank's part of it */
     int loss_open;           /* sums[0] holds this step's earlier micro-batches */
-    int norm_fresh;          /* norm_sumsq is of the gradients as they are */
-    double norm_sumsq;       /* host copy of sums[1], read with the loss */
+    int norm_fresh;          /* the sums were read after the step's last micro-batch */
+    int grads_from_host;     /* this rank's gradients were written since (a test hook) */
+    double norm_sumsq, norm_local;   /* host copies of sums[1] and sums[2] */
     int64_t opt_steps;
     /* Tests only: when set, each schedule event the engine acts on is
      * appended here.  NULL in every run of the tool. */
