@@ -44,11 +44,12 @@
  * 0..L-1 fwd, head fwd+bwd, block L-1..0 bwd, embed bwd, walked here with
  * the engine's own rules (unit states, `prefetch` gathers in flight,
  * release after forward unless shard_grad_op, reduction one unit behind)
- * on three resources: the compute stream and one channel per communicator
- * (shard group, replicate group).  Collectives on one channel run one at a
- * time in issue order, as on the NCCL backend's one stream per
- * communicator; the two channels may run at once (NVLink and InfiniBand
- * for hybrid_shard).  As in the NCCL backend, a collective starts no
+ * on two resources: the compute stream and one communication channel for
+ * every group (shard and replicate alike).  Collectives run one at a time
+ * in issue order, as on the NCCL backend's one communication stream (which
+ * keeps two communicators from deadlocking, comm_nccl.c), so a hybrid_shard
+ * replicate all-reduce and a shard-group gather never overlap each other,
+ * though each may overlap compute.  As in the NCCL backend, a collective starts no
  * earlier than the compute enqueued before it, and a wait makes the next
  * compute wait for the collective:
  *   - a step's own gathers are issued when the compute stream reaches the
@@ -125,7 +126,7 @@ typedef struct {
     double *done;            /* per unit: when its all-gather ends */
     double *rs_end;          /* per unit: when its reduce-scatter ends */
     double ready;            /* where the compute stream stands */
-    double chan[2];          /* when the shard / replicate channel is free */
+    double chan;             /* when the communication stream is free */
     double ag, rs, ar;       /* bytes accumulated */
     st_sched_trace *trace;   /* tests: the events walked, or NULL */
 } sim;
@@ -158,9 +159,9 @@ static void gather_start(sim *s, int u)
 {
     if (s->S == 1)
         return;              /* the shard is the unit: nothing crosses the wire */
-    double start = max2(s->ready, s->chan[0]);
+    double start = max2(s->ready, s->chan);
     s->done[u] = start + s->c.ag_s[u];
-    s->chan[0] = s->done[u];
+    s->chan = s->done[u];
     s->ag += s->c.ag_b[u];
 }
 
@@ -168,9 +169,9 @@ static void reduce_start(sim *s, int u)
 {
     s->rs_end[u] = s->ready;
     if (s->S > 1) {
-        double start = max2(s->ready, s->chan[0]);
+        double start = max2(s->ready, s->chan);
         s->rs_end[u] = start + s->c.rs_s[u];
-        s->chan[0] = s->rs_end[u];
+        s->chan = s->rs_end[u];
         s->rs += s->c.rs_b[u];
     }
 }
@@ -180,9 +181,9 @@ static void reduce_finish(sim *s, int u)
     s->ready = max2(s->ready, s->rs_end[u]);
     if (s->R > 1) {
         /* Blocking in the engine: the next compute waits for it. */
-        double start = max2(s->ready, s->chan[1]);
-        s->chan[1] = start + s->c.ar_s[u];
-        s->ready = s->chan[1];
+        double start = max2(s->ready, s->chan);
+        s->chan = start + s->c.ar_s[u];
+        s->ready = s->chan;
         s->ar += s->c.ar_b[u];
     }
 }
@@ -205,9 +206,9 @@ static int on_event(void *ctx, st_sched_op op, int arg)
 static double micro_step(sim *s, const st_sched *sched, const st_sched_step *steps, int n,
                          int sync)
 {
-    s->ready = s->chan[0] = s->chan[1] = 0.0;
+    s->ready = s->chan = 0.0;
     st_sched_walk(sched, steps, n, sync, on_event, s, s->trace);
-    return max2(s->ready, max2(s->chan[0], s->chan[1]));
+    return max2(s->ready, s->chan);
 }
 
 /* ---- set-up ------------------------------------------------------------ */
