@@ -1,0 +1,187 @@
+#!/bin/sh
+# What a training step asks of the device's streams and of NCCL, checked
+# without a GPU on the emulated shardtrain (tests/gpu/emu/build_shardtrain.sh),
+# whose runtime trace (tests/gpu/emu/streams.c, ST_EMU_TRACE) records stream
+# priorities, every synchronisation and every NCCL collective with its
+# communicator and stream; NCCL itself is tests/gpu/emu/nccl_mpi.c, blocking
+# MPI collectives, so parallel.backend = nccl trains here on emulated
+# devices, one per rank (ST_EMU_DEVICES).  Checked (issue 13 item 5):
+#   - hybrid_shard 2x2 over nccl on 4 ranks gives the 1-rank emulated
+#     losses and weights (fsdp.sh's fp32 tolerance, 1e-5);
+#   - the communication stream has the device's greatest priority, above
+#     every other stream the process made (the compute stream);
+#   - every collective of every communicator goes to that one stream, and
+#     every rank issues the same sequence of (collective, communicator,
+#     count): the order comm_nccl.c documents, under which two
+#     communicators never need to progress at once; each replicate-group
+#     all-reduce of a gradient follows the shard-group reduce-scatter of the
+#     same size;
+#   - no device-wide synchronisation in the whole run (so none in a step),
+#     over nccl and over the host-staged mpi backend; the staged copies wait
+#     for the compute stream alone;
+#   - over nccl, one stream synchronisation per training step and rank (the
+#     read of the loss and the gradient norm together): the 3-step run makes
+#     exactly one more than the 2-step run.
+# Registered only where configure found the CUDA toolkit.  About two
+# minutes on two cores.
+. "$top_srcdir/tests/lib.sh"
+require command -v mpirun
+require command -v g++
+export OMP_NUM_THREADS=1
+
+EMU="$TMP/shardtrain-emu"
+if nice -n 10 sh "$top_srcdir/tests/gpu/emu/build_shardtrain.sh" "$EMU" "$top_srcdir" \
+        "$top_builddir" >"$TMP/build.log" 2>&1; then
+    ok "emulated shardtrain builds, importing no CUDA runtime or NCCL call but cudaGetErrorString"
+else
+    not_ok "emulated shardtrain builds"
+    diag "$(tail -n 20 "$TMP/build.log")"
+    exit 1
+fi
+
+prepare_test_data
+
+cat >"$TMP/gpt2.ini" <<EOF2
+[model]
+arch = gpt2
+n_layer = 1
+d_model = 128
+n_head = 2
+vocab_size = 256
+seq_len = 64
+[data]
+train = $TMP/data/sh_train_*.bin
+[train]
+micro_batch = 1
+global_batch = 4
+seed = 7
+device = cuda
+[optim]
+lr = 3e-3
+warmup_steps = 1
+[log]
+every = 1
+EOF2
+
+# run NAME NP STEPS [-s ...]: train into $TMP/NAME on NP ranks, each with
+# its own emulated device, tracing into $TMP/NAME.trace.PID
+run() {
+    name=$1 np=$2 steps=$3
+    shift 3
+    ST_EMU_DEVICES=$np ST_EMU_TRACE="$TMP/$name.trace" \
+        ranks "$np" 600 nice -n 10 "$EMU" train -s log.dir="$TMP/$name/logs" \
+        -s checkpoint.dir="$TMP/$name/ckpt" -s train.steps="$steps" "$@" "$TMP/gpt2.ini" \
+        >"$TMP/$name.out" 2>"$TMP/$name.err"
+}
+traces() { ls "$TMP/$1".trace.[0-9]* 2>/dev/null; }
+ran() { # NAME NP: the run finished and left one trace per rank
+    [ -s "$TMP/$1/ckpt/final/model.safetensors" ] && [ "$(traces "$1" | wc -l)" -eq "$2" ]
+}
+
+hyb="-s parallel.backend=nccl -s parallel.strategy=hybrid_shard -s parallel.shard_size=2"
+run ref 1 3 -s parallel.backend=mpi
+run hyb3 4 3 $hyb
+run hyb2 4 2 $hyb
+run staged 2 2 -s parallel.backend=mpi -s parallel.strategy=full_shard
+for r in "ref 1" "hyb3 4" "hyb2 4" "staged 2"; do
+    set -- $r
+    if ran "$1" "$2"; then ok "$1: the run completes on $2 rank(s), one trace each"
+    else not_ok "$1: the run completes"; diag "$(tail -n 8 "$TMP/$1.err")"; fi
+done
+
+check "hybrid_shard 2x2 over (emulated) nccl matches 1 rank within 1e-5" \
+    compare_runs "$TMP/hyb3" "$TMP/ref" 1e-5 3
+
+all_traces() { # NAME PREDICATE: PREDICATE holds for every trace of run NAME
+    for t in $(traces "$1"); do "$2" "$t" || return 1; done
+}
+
+# Every nccl line of a rank names one stream.
+one_comm_stream() { # TRACE
+    [ "$(awk '$1 == "nccl" { print $4 }' "$1" | sort -u | wc -l)" -eq 1 ]
+}
+check "nccl: every collective of every communicator on one stream" all_traces hyb3 one_comm_stream
+
+# The streams of the nccl lines were created at the greatest priority of
+# the range the device reported, and no other stream has that priority or
+# a higher one (CUDA: lower numbers are higher).
+comm_priority_ok() { # TRACE
+    awk '
+        $1 == "priority_range" { greatest = $3; have = 1 }
+        $1 == "stream" { prio[$2] = $4 }
+        $1 == "nccl" { comm[$4] = 1; n++ }
+        END {
+            if (!have || n == 0) exit 1
+            for (x in comm) if (prio[x] != greatest) exit 1
+            for (x in prio) if (!(x in comm) && prio[x] <= greatest) exit 1
+        }' "$1"
+}
+check "nccl: the communication stream has the device's greatest priority, above compute" \
+    all_traces hyb3 comm_priority_ok
+
+# The same sequence of collectives on every rank; the stream column (4th)
+# is a per-process handle, left out.
+sequence() { awk '$1 == "nccl" { print $2, $3, $5 }' "$1"; }
+same_sequence() { # NAME
+    first= i=0
+    for t in $(traces "$1"); do
+        i=$((i + 1))
+        sequence "$t" >"$TMP/seq$i"
+        [ -s "$TMP/seq$i" ] || return 1
+        if [ -z "$first" ]; then first=$TMP/seq$i; else cmp -s "$first" "$TMP/seq$i" || return 1; fi
+    done
+}
+check "nccl: every rank issues the same sequence of (collective, communicator, count)" \
+    same_sequence hyb3
+
+# Communicators are made in groups.c's order: 0 world, 1 shard, 2
+# replicate.  Each gradient all-reduce over the replicate group has a
+# reduce-scatter of the same count over the shard group before it.
+reduce_order_ok() { # TRACE
+    awk '
+        $1 == "comm" { size[$2] = $4 }
+        $1 == "nccl" && $2 == "reduce_scatter" && $3 == 1 { pending[$5]++ }
+        $1 == "nccl" && $2 == "all_reduce" && $3 == 2 {
+            if (pending[$5] < 1) exit 1
+            pending[$5]--; n++
+        }
+        END { if (n == 0 || size[1] != 2 || size[2] != 2) exit 1 }' "$1"
+}
+check "hybrid_shard: each replicate all-reduce follows the shard reduce-scatter of its gradient" \
+    all_traces hyb3 reduce_order_ok
+
+count() { # WORD TRACE: lines of the trace that start with WORD
+    awk -v w="$1" '$1 == w { n++ } END { print n + 0 }' "$2"
+}
+no_device_sync() { [ "$(count sync_device "$1")" -eq 0 ]; }
+check "nccl: no cudaDeviceSynchronize anywhere in the run" all_traces hyb3 no_device_sync
+check "staged mpi: no cudaDeviceSynchronize anywhere in the run" all_traces staged no_device_sync
+
+# The first stream a rank creates is the kernels' compute stream (the
+# kernels open before the groups); the staging copies wait for it alone.
+staged_waits_compute() {
+    awk '
+        $1 == "stream" && !first { first = $2 }
+        $1 == "sync_stream" { n++; if ($2 != first) bad = 1 }
+        END { exit !(n > 0 && !bad) }' "$1"
+}
+check "staged mpi: the staging copies wait for the compute stream only" \
+    all_traces staged staged_waits_compute
+
+# One more step, one more wait: the 3-step run's stream synchronisations
+# minus the 2-step run's, rank by rank.  Every rank of a hybrid_shard 2x2
+# run does the same, so the sorted counts pair up without naming ranks.
+syncs() { # NAME: each trace's sync_stream count, sorted
+    for t in $(traces "$1"); do count sync_stream "$t"; done | sort -n
+}
+one_wait_per_step() {
+    syncs hyb3 >"$TMP/s3"
+    syncs hyb2 >"$TMP/s2"
+    [ "$(wc -l <"$TMP/s3")" -eq 4 ] &&
+        paste "$TMP/s3" "$TMP/s2" | awk '{ if ($1 - $2 != 1) bad = 1 } END { exit bad }'
+}
+check "nccl: one host wait per training step and rank (loss and gradient norm in one read)" \
+    one_wait_per_step
+diag "stream synchronisations per rank, 3 steps: $(tr '\n' ' ' <"$TMP/s3")2 steps: $(tr '\n' ' ' <"$TMP/s2")"
+
+exit $((tap_fail > 0))
