@@ -242,7 +242,7 @@ static void run_head(st_fsdp *f, const step_args *a)
     f->k->ops->head_forward_backward(f->k, m, f->units[H].full, m->tied ? f->units[0].full : NULL,
                                 f->pdt, hg, eg, f->B, res_at(f, m->L), f->targets,
                                 a->grad_scale, f->dres_a, a->logits_out, f->scratch,
-                                &f->sums[0]);
+                                &f->sums[ST_FSDP_LOSS + f->n_losses]);
 }
 
 static void run_block_backward(st_fsdp *f, int64_t l)
@@ -350,22 +350,33 @@ static int run_micro_step(st_fsdp *f, int sync, const step_args *a)
     return rc;
 }
 
-/* The micro-batch's tokens into backend memory, and the loss sum cleared
- * unless it carries on a step's earlier micro-batches. */
+/* The micro-batch's tokens into backend memory, and its loss slot (the
+ * n_losses-th, made room for) cleared.  Each micro-batch keeps its own
+ * sum, which the host adds up in order after the step's one read: the
+ * same additions, so the same bits, as reading each micro-batch's. */
 static void begin_micro(st_fsdp *f, const int32_t *inputs, const int32_t *targets)
 {
     size_t bytes = sizeof(int32_t) * (size_t)(f->B * f->model->T);
     f->k->ops->from_host(f->k, f->inputs, inputs, bytes);
     f->k->ops->from_host(f->k, f->targets, targets, bytes);
-    if (!f->loss_open)
-        f->k->ops->zero(f->k, &f->sums[0], sizeof(double));
+    if (f->n_losses == f->loss_cap) {
+        int cap = 2 * f->loss_cap;
+        size_t old = sizeof(double) * (size_t)(ST_FSDP_LOSS + f->loss_cap);
+        double *sums = f->k->ops->alloc(f->k, sizeof(double) * (size_t)(ST_FSDP_LOSS + cap),
+                                        ST_MEM_OTHER);
+        f->k->ops->copy(f->k, sums, f->sums, old);
+        f->k->ops->free(f->k, f->sums);
+        f->sums = sums;
+        f->loss_cap = cap;
+    }
+    f->k->ops->zero(f->k, &f->sums[ST_FSDP_LOSS + f->n_losses], sizeof(double));
 }
 
-/* The loss crosses to the host once, after the whole schedule is queued:
- * the one point a device backend waits (forward only: every call). */
+/* Forward only: its loss crosses to the host at once, after the whole
+ * schedule is queued. */
 static void end_micro(st_fsdp *f, double *loss)
 {
-    f->k->ops->to_host(f->k, loss, &f->sums[0], sizeof(double));
+    f->k->ops->to_host(f->k, loss, &f->sums[ST_FSDP_LOSS], sizeof(double));
 }
 
 static int norm_sumsq_start(st_fsdp *f);
@@ -375,24 +386,28 @@ int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *t
 {
     step_args a = {1, grad_scale, NULL};
     begin_micro(f, inputs, targets);
-    f->loss_open = 1;
     f->norm_fresh = 0;
     int rc = run_micro_step(f, !f->opt.no_sync || last_micro, &a);
+    f->n_losses++;
     *loss = 0.0;
     if (rc || !last_micro)
         return rc;
     /* The step's gradients are complete (queued): their norm is queued
-     * behind them, and the loss and the norm's sum of squares, adjacent
-     * in sums, cross to the host in one read, the step's only wait. */
+     * behind them, and the norm's sums and every micro-batch's loss,
+     * adjacent in sums, cross to the host in one read, the step's only
+     * wait. */
     rc = norm_sumsq_start(f);
-    double all[3];
-    f->k->ops->to_host(f->k, all, f->sums, sizeof all);
-    *loss = all[0];
-    f->norm_sumsq = all[1];
-    f->norm_local = all[2];
+    const int n = ST_FSDP_LOSS + f->n_losses;
+    double *all = st_alloc(sizeof(double) * (size_t)n, ST_MEM_OTHER);
+    f->k->ops->to_host(f->k, all, f->sums, sizeof(double) * (size_t)n);
+    f->norm_sumsq = all[0];
+    f->norm_local = all[1];
+    for (int i = ST_FSDP_LOSS; i < n; i++)
+        *loss += all[i];
+    st_free(all);
     f->norm_fresh = !rc;
     f->grads_from_host = 0;
-    f->loss_open = 0;
+    f->n_losses = 0;
     return rc;
 }
 
@@ -402,8 +417,8 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
     const st_model *m = f->model;
     size_t logit_bytes = sizeof(float) * (size_t)(f->B * m->T * m->V);
     step_args a = {0, 0.0f, logits_out ? f->k->ops->alloc(f->k, logit_bytes, ST_MEM_OTHER) : NULL};
-    /* Not inside a training step: its own loss, from zero. */
-    f->loss_open = 0;
+    /* Not inside a training step: its own loss, in the first slot. */
+    f->n_losses = 0;
     begin_micro(f, inputs, targets);
     int rc = run_micro_step(f, 0, &a);
     /* Evaluation keeps nothing gathered afterwards. */
@@ -530,7 +545,8 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
     f->dres_b = k->ops->alloc(k, sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
     f->inputs = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
     f->targets = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
-    f->sums = k->ops->alloc(k, 3 * sizeof(double), ST_MEM_OTHER);
+    f->loss_cap = 1;
+    f->sums = k->ops->alloc(k, sizeof(double) * (ST_FSDP_LOSS + 1), ST_MEM_OTHER);
     return 0;
 }
 
@@ -569,18 +585,18 @@ void st_fsdp_zero_grads(st_fsdp *f)
         f->k->ops->zero(f->k, f->units[u].grads, sizeof(float) * (size_t)f->units[u].shard);
 }
 
-/* The gradient's sum of squares into sums[1], queued (backend memory
- * throughout; no wait). */
+/* The gradient's sum of squares into sums[0] and this rank's part of it
+ * into sums[1], queued (backend memory throughout; no wait). */
 static int norm_sumsq_start(st_fsdp *f)
 {
     /* Shards partition each unit inside a shard group, and every replicate
      * holds the same reduced shard, so summing over the shard group counts
      * each element once. */
-    double *ss = &f->sums[1];
+    double *ss = &f->sums[0];
     f->k->ops->zero(f->k, ss, sizeof(double));
     for (int u = 0; u < f->n_units; u++)
         f->k->ops->sumsq(f->k, f->units[u].grads, f->units[u].shard, ss);
-    f->k->ops->copy(f->k, &f->sums[2], ss, sizeof(double));
+    f->k->ops->copy(f->k, &f->sums[1], ss, sizeof(double));
     if (f->S > 1)
         return st_comm_allreduce_now(f->groups->shard, ss, 1, ST_DT_F64,
                                      st_desc("the gradient norm", -1));
@@ -598,19 +614,19 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
     if (!f->norm_fresh) {
         rc = norm_sumsq_start(f);
         double both[2];
-        f->k->ops->to_host(f->k, both, &f->sums[1], sizeof both);
+        f->k->ops->to_host(f->k, both, &f->sums[0], sizeof both);
         f->norm_sumsq = both[0];
         f->norm_local = both[1];
         f->grads_from_host = 0;
     } else if (f->grads_from_host) {
-        double *local = &f->sums[2], now = 0.0;
+        double *local = &f->sums[1], now = 0.0;
         f->k->ops->zero(f->k, local, sizeof(double));
         for (int u = 0; u < f->n_units; u++)
             f->k->ops->sumsq(f->k, f->units[u].grads, f->units[u].shard, local);
         f->k->ops->to_host(f->k, &now, local, sizeof now);
         f->norm_sumsq += now - f->norm_local;
         f->norm_local = now;
-        f->k->ops->from_host(f->k, &f->sums[1], &f->norm_sumsq, sizeof(double));
+        f->k->ops->from_host(f->k, &f->sums[0], &f->norm_sumsq, sizeof(double));
         f->grads_from_host = 0;
     }
     *norm = sqrt(f->norm_sumsq);

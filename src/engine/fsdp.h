@@ -112,17 +112,20 @@ typedef struct {
     void *scratch;
     float *dres_a, *dres_b;
     int32_t *inputs, *targets;   /* this micro-batch's tokens [B*T] (backend) */
-    double *sums;            /* [3] (backend): the loss, the gradient's sum of squares,
-                              * this rank's part of it */
-    int loss_open;           /* sums[0] holds this step's earlier micro-batches */
+    double *sums;            /* (backend) the gradient's sum of squares, this rank's
+                              * part of it, then each micro-batch's loss: ST_FSDP_LOSS */
+    int n_losses, loss_cap;  /* micro-batches of the open step; slots in sums */
     int norm_fresh;          /* the sums were read after the step's last micro-batch */
     int grads_from_host;     /* this rank's gradients were written since (a test hook) */
-    double norm_sumsq, norm_local;   /* host copies of sums[1] and sums[2] */
+    double norm_sumsq, norm_local;   /* host copies of sums[0] and sums[1] */
     int64_t opt_steps;
     /* Tests only: when set, each schedule event the engine acts on is
      * appended here.  NULL in every run of the tool. */
     st_sched_trace *trace;
 } st_fsdp;
+
+/* Where micro-batch i's loss sum lies in sums. */
+#define ST_FSDP_LOSS 2
 
 /* Allocate this rank's shards on backend k, zeroed: the caller loads the
  * initial weights (st_fsdp_shard_from_host, ST_FSDP_PARAMS).  Returns an
