@@ -59,8 +59,18 @@ struct seg_table {
  * 1 - beta^t, from the host's pow() in double, rounded once to fp32. */
 __global__ void adamw_unit_kernel(seg_table t, float *p, const float *g, float *m, float *v,
                                   uint16_t *p_bf16, float lr, float b1, float b2, float c1,
-                                  float c2, float eps, float weight_decay, float grad_scale)
+                                  float c2, float eps, float weight_decay, double scale,
+                                  const double *clip_sumsq, double clip)
 {
+    /* The clip factor, st_clip_factor's expression in IEEE fp64 (sqrt
+     * and division are correctly rounded on the device, no contraction
+     * applies), so the scale has the bits the host would have passed. */
+    if (clip_sumsq) {
+        const double norm = __dsqrt_rn(*clip_sumsq);
+        if (clip > 0.0 && norm > clip)
+            scale = __dmul_rn(scale, __ddiv_rn(clip, __dadd_rn(norm, 1e-6)));
+    }
+    const float grad_scale = (float)scale;
     const int64_t total = t.begin[t.n];
     const float one_b1 = 1.0f - b1, one_b2 = 1.0f - b2;
     int sg = 0;
@@ -92,7 +102,8 @@ extern "C" cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int
                                           float *p, const float *g, float *m, float *v,
                                           uint16_t *p_bf16, double lr, double beta1,
                                           double beta2, double eps, double weight_decay,
-                                          double grad_scale, int64_t t, cudaStream_t s)
+                                          double grad_scale, const double *clip_sumsq,
+                                          double clip, int64_t t, cudaStream_t s)
 {
     const float c1 = (float)(1.0 - pow(beta1, (double)t));
     const float c2 = (float)(1.0 - pow(beta2, (double)t));
@@ -112,7 +123,7 @@ extern "C" cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int
         if (total > 0)
             adamw_unit_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(
                 tab, p, g, m, v, p_bf16, (float)lr, (float)beta1, (float)beta2, c1, c2,
-                (float)eps, (float)weight_decay, (float)grad_scale);
+                (float)eps, (float)weight_decay, grad_scale, clip_sumsq, clip);
     }
     return launch_status();
 }

@@ -35,13 +35,18 @@ typedef struct {
 /* One AdamW step on the segments (host memory, read before the call
  * returns) of the device arrays p, g, m, v, st_adamw's meaning per segment
  * (weight_decay where decay is set, else 0).  When p_bf16 != NULL it also
- * writes st_pack_bf16 of each new parameter there.  Elements outside the
- * segments are not touched.  Asynchronous on s; returns the launch
- * status. */
+ * writes st_pack_bf16 of each new parameter there.  When clip_sumsq != NULL
+ * (device memory: the gradient's global sum of squares, written by work
+ * enqueued before on s) the kernel reads it and multiplies grad_scale by
+ * st_clip_factor(*clip_sumsq, clip) (src/kernels/kernels.h), in IEEE fp64
+ * as the host would: clipping with no host read of the norm.  Elements
+ * outside the segments are not touched.  Asynchronous on s; returns the
+ * launch status. */
 cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int n_segs, float *p,
                                const float *g, float *m, float *v, uint16_t *p_bf16,
                                double lr, double beta1, double beta2, double eps,
-                               double weight_decay, double grad_scale, int64_t t,
+                               double weight_decay, double grad_scale,
+                               const double *clip_sumsq, double clip, int64_t t,
                                cudaStream_t s);
 
 #ifdef __cplusplus

@@ -633,11 +633,15 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
     return rc;
 }
 
-void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale)
+void st_fsdp_optimizer_step(st_fsdp *f, double lr, double clip)
 {
     f->opt_steps++;
+    /* The clip is read where the update runs, from the sum of squares that
+     * the norm left in backend memory (sums[0]): no host value in the
+     * update. */
     const st_adamw_args a = {lr, f->opt.adamw.beta1, f->opt.adamw.beta2, f->opt.adamw.eps,
-                             f->opt.adamw.weight_decay, grad_scale, f->opt_steps};
+                             f->opt.adamw.weight_decay, 1.0, f->opt_steps,
+                             clip > 0.0 ? &f->sums[0] : NULL, clip};
     /* One call per unit (one launch on a device).  A stale bf16 copy is
      * left stale, not updated in part: the next gather packs all of it. */
     for (int u = 0; u < f->n_units; u++) {

@@ -154,7 +154,11 @@ int st_fsdp_forward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
  * read with the last micro-batch's loss when the gradients have not
  * changed since (no read), else computed and read now. */
 int st_fsdp_grad_norm(st_fsdp *f, double *norm);
-void st_fsdp_optimizer_step(st_fsdp *f, double lr, double grad_scale);
+/* One AdamW update of every shard, the gradient clipped to norm clip (0:
+ * not clipped) by st_clip_factor of the sum of squares that the last
+ * st_fsdp_forward_backward or st_fsdp_grad_norm left in backend memory,
+ * read there by the update, not by the host. */
+void st_fsdp_optimizer_step(st_fsdp *f, double lr, double clip);
 /* The full fp32 master parameters of unit u into out[numel] (host memory)
  * on every rank of the shard group (a collective).  Returns an exit
  * status. */

@@ -39,6 +39,7 @@
 #ifndef ST_KERNELS_H
 #define ST_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,11 +61,27 @@ typedef struct {
     int decay;               /* apply weight_decay (else 0) */
 } st_adamw_segment;
 
-/* One step's hyperparameters, st_adamw's meanings (cpu_adamw.h). */
+/* One step's hyperparameters, st_adamw's meanings (cpu_adamw.h).  With
+ * clip_sumsq (backend memory: the gradient's global sum of squares) and
+ * clip > 0, the gradient is clipped by its norm without the norm crossing
+ * to the host: grad_scale is multiplied by st_clip_factor(*clip_sumsq,
+ * clip), computed where the update runs. */
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay, grad_scale;
     int64_t t;               /* 1-based step of the bias correction */
+    const double *clip_sumsq;  /* NULL: no clipping */
+    double clip;
 } st_adamw_args;
+
+/* The factor that brings a gradient of norm sqrt(sumsq) down to clip: 1
+ * unless the norm exceeds clip (so also 1 for a NaN norm, a step the train
+ * loop skips anyway).  cuda/adamw.cu computes the same in IEEE fp64 on
+ * the device, bit for bit. */
+static inline double st_clip_factor(double sumsq, double clip)
+{
+    const double norm = sqrt(sumsq);
+    return clip > 0.0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
+}
 
 /* Backend operations; each backend fills one table (kernels_cpu.c,
  * kernels_cuda.c).  Every op receives the backend instance it runs on, as

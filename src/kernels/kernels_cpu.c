@@ -168,10 +168,12 @@ static void cpu_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_se
                            const st_adamw_args *a)
 {
     (void)k;
+    const double scale =
+        a->clip_sumsq ? a->grad_scale * st_clip_factor(*a->clip_sumsq, a->clip) : a->grad_scale;
     for (int i = 0; i < n_segs; i++) {
         const int64_t o = segs[i].offset, n = segs[i].length;
         st_adamw(p + o, g + o, m + o, v + o, n, a->lr, a->beta1, a->beta2, a->eps,
-                 segs[i].decay ? a->weight_decay : 0.0, a->grad_scale, a->t);
+                 segs[i].decay ? a->weight_decay : 0.0, scale, a->t);
         if (p_bf16)
             st_pack_bf16(p_bf16 + o, p + o, n);
     }

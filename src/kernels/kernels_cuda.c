@@ -360,7 +360,8 @@ static void cuda_sumsq(st_kernels *k, const float *x, int64_t n, double *acc)
 }
 
 /* One launch per unit (cuda/adamw.cu): the segments cross as the
- * launch's parameters, so nothing is copied or waited for. */
+ * launch's parameters and the clip is read from device memory, so nothing
+ * is copied or waited for. */
 static void cuda_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_segs, float *p,
                             const float *g, float *m, float *v, uint16_t *p_bf16,
                             const st_adamw_args *a)
@@ -373,7 +374,9 @@ static void cuda_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_s
             cs[i] = (st_cuda_adamw_segment){segs[first + i].offset, segs[first + i].length,
                                             segs[first + i].decay};
         check(st_cuda_adamw_unit(cs, n, p, g, m, v, p_bf16, a->lr, a->beta1, a->beta2, a->eps,
-                                 a->weight_decay, a->grad_scale, a->t, state(k)->stream),
+                                 a->weight_decay, a->grad_scale,
+                                 a->clip > 0.0 ? a->clip_sumsq : NULL, a->clip, a->t,
+                                 state(k)->stream),
               "st_cuda_adamw_unit");
     }
 }

@@ -361,10 +361,9 @@ static void apply_update(train_run *r, int64_t step, double t0, double loss, dou
                          double gnorm)
 {
     const st_config *cfg = r->cfg;
-    const double clip = cfg->train.grad_clip;
-    const double scale = clip > 0.0 && gnorm > clip ? clip / (gnorm + 1e-6) : 1.0;
     r->in_a_row = 0;
-    st_fsdp_optimizer_step(&r->fsdp, lr, scale);
+    /* The clip factor is computed on the device from the norm there. */
+    st_fsdp_optimizer_step(&r->fsdp, lr, cfg->train.grad_clip);
     if (r->log)
         train_log_step(r, step, loss, lr, gnorm, t0, st_runlog_now());
 }

@@ -23,6 +23,9 @@
  *   - the bf16 copy: exactly st_pack_bf16 of the kernel's own new
  *     parameters, bit for bit;
  *   - twice from the same inputs: the same bits (elementwise, no atomics);
+ *   - the clip read from device memory (clip_sumsq): the same bits as the
+ *     factor computed on the host and passed as grad_scale, with the norm
+ *     above the clip (scaled) and below it (unscaled);
  *   - under the emulation: one launch for up to ST_CUDA_ADAMW_MAX_SEGMENTS
  *     segments, one more per further batch. */
 #include <math.h>
@@ -86,13 +89,16 @@ template <class T> std::vector<T> host(const T *d, size_t n)
 Result run_gpu(const std::vector<st_cuda_adamw_segment> &segs, const Case &c,
                const std::vector<float> &p, const std::vector<float> &g,
                const std::vector<float> &m, const std::vector<float> &v,
-               const std::vector<uint16_t> &w)
+               const std::vector<uint16_t> &w, double sumsq = -1.0, double clip = 0.0)
 {
     float *dp = dev(p), *dg = dev(g), *dm = dev(m), *dv = dev(v);
     uint16_t *dw = dev(w);
+    double *dss = sumsq >= 0.0 ? dev(std::vector<double>{sumsq}) : nullptr;
     CK(st_cuda_adamw_unit(segs.data(), (int)segs.size(), dp, dg, dm, dv, dw, c.lr, c.b1, c.b2,
-                          c.eps, c.wd, c.gs, c.t, 0));
+                          c.eps, c.wd, c.gs, dss, clip, c.t, 0));
     CK(cudaDeviceSynchronize());
+    if (dss)
+        cudaFree(dss);
     Result r{host(dp, p.size()), host(dm, p.size()), host(dv, p.size()), host(dw, p.size())};
     cudaFree(dp);
     cudaFree(dg);
@@ -109,6 +115,46 @@ double ulp(float x)
 }
 
 bool same_bits(const void *a, const void *b, size_t bytes) { return !memcmp(a, b, bytes); }
+
+bool same_result(const Result &a, const Result &b, size_t n)
+{
+    return same_bits(a.p.data(), b.p.data(), 4 * n) && same_bits(a.m.data(), b.m.data(), 4 * n) &&
+           same_bits(a.v.data(), b.v.data(), 4 * n) && same_bits(a.w.data(), b.w.data(), 2 * n);
+}
+
+/* st_clip_factor (src/kernels/kernels.h), what the host would pass. */
+double clip_factor(double sumsq, double clip)
+{
+    const double norm = sqrt(sumsq);
+    return clip > 0.0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
+}
+
+/* The clip read on the device against the host's factor as grad_scale. */
+void clip_case(const Case &c)
+{
+    int64_t n;
+    std::vector<st_cuda_adamw_segment> segs = layout(12, &n);
+    std::vector<float> p(n), g(n), m(n), v(n);
+    std::vector<uint16_t> w(n, 0xabcd);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = uniform_pm1();
+        g[i] = uniform_pm1();
+        m[i] = 0.1f * uniform_pm1();
+        v[i] = 0.01f * fabsf(uniform_pm1());
+    }
+    const double sumsq = 7.3, clip = 1.0; /* norm 2.70...: clipped */
+    Case host = c;
+    host.gs = c.gs * clip_factor(sumsq, clip);
+    const Result on_host = run_gpu(segs, host, p, g, m, v, w);
+    const Result on_dev = run_gpu(segs, c, p, g, m, v, w, sumsq, clip);
+    tap_ok(host.gs != c.gs && same_result(on_dev, on_host, (size_t)n),
+           "%s: the clip read on the device gives the host factor's bits (scale %.6f)", c.name,
+           host.gs);
+    const Result unclipped = run_gpu(segs, c, p, g, m, v, w);
+    const Result below = run_gpu(segs, c, p, g, m, v, w, sumsq, 3.0);
+    tap_ok(same_result(below, unclipped, (size_t)n),
+           "%s: a norm below the clip leaves the gradient unscaled", c.name);
+}
 
 void run_case(const Case &c, int n_segs)
 {
@@ -218,5 +264,6 @@ int main(void)
         run_case(c, 10);
     /* More segments than one launch carries: the batching path. */
     run_case(cases[1], ST_CUDA_ADAMW_MAX_SEGMENTS + 6);
+    clip_case(cases[0]);
     return tap_done();
 }

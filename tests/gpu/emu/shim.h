@@ -86,6 +86,10 @@ inline double emu_dadd_rn(double a, double b) { return a + b; }
 inline double emu_dmul_rn(double a, double b) { return a * b; }
 inline float emu_fdiv_rn(float a, float b) { return a / b; }
 inline float emu_fsqrt_rn(float a) { return std::sqrt(a); }  // IEEE-exact, as on the GPU
+inline double emu_ddiv_rn(double a, double b) { return a / b; }
+inline double emu_dsqrt_rn(double a) { return std::sqrt(a); }  // IEEE-exact, as on the GPU
+#define __ddiv_rn emu_ddiv_rn
+#define __dsqrt_rn emu_dsqrt_rn
 #define __fdiv_rn emu_fdiv_rn
 #define __fsqrt_rn emu_fsqrt_rn
 #define __fadd_rn emu_fadd_rn
