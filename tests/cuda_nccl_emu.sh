@@ -22,8 +22,8 @@
 #   - over nccl, one stream synchronisation per training step and rank (the
 #     read of the loss and the gradient norm together): the 3-step run makes
 #     exactly one more than the 2-step run.
-# Registered only where configure found the CUDA toolkit.  About two
-# minutes on two cores.
+# Registered only where configure found the CUDA toolkit.  Four to nine
+# minutes on two shared cores (nine while another make check ran).
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 require command -v g++
