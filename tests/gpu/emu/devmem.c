@@ -14,9 +14,20 @@
  *
  * The block table (every live block) lets copies, memsets, frees and
  * kernel pointer arguments be checked against what a GPU could address;
- * searched from the newest block (most lookups are of recent ones). */
+ * searched from the newest block (most lookups are of recent ones).
+ *
+ * The launch record (bench/step_model.py reads it): ST_EMU_RECORD=FILE
+ * appends one line per device operation of the run to FILE (a kernel
+ * launch with its grid, block and scalar arguments, a cuBLASLt product
+ * with its shape, a runtime copy or memset with its size), in order.
+ * ST_EMU_RECORD_ONLY=1 goes further: the operations are recorded and
+ * checked (pointer arguments, gemm_check.h's rules) but not executed, no
+ * device page is ever touched, and a copy to the host writes zeros, so a
+ * full-size training step (gigabytes of activations) can be walked on the
+ * CPU in seconds for its launch list.  Its numbers are meaningless. */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +46,14 @@ void emu_dev_register(void *p, size_t n);
 size_t emu_dev_unregister(void *p);
 long emu_dev_find(const void *p, size_t n);
 int emu_dev_contains(const void *p);
+int emu_rec_only(void);
+int emu_recording(void);
+void emu_rec(const char *fmt, ...);
 
-static const size_t arena_cap = (size_t)8 << 30;
+/* Executing, the arena is backed by host memory as it is touched; recording
+ * only, nothing is touched, so it may be as large as a real device and
+ * more (blocks are never reused). */
+static size_t arena_cap = (size_t)8 << 30;
 static char *arena;
 static size_t used;
 static int depth;
@@ -72,14 +89,66 @@ static void arena_protect(int prot)
         die("mprotect of the device arena failed");
 }
 
+static FILE *rec_file;
+static int rec_state = -1; /* -1 not read yet, 0 off, 1 recording, 2 recording only */
+
+static void rec_init(void)
+{
+    if (rec_state >= 0)
+        return;
+    const char *f = getenv("ST_EMU_RECORD"), *only = getenv("ST_EMU_RECORD_ONLY");
+    rec_state = 0;
+    if (f && *f) {
+        rec_file = fopen(f, "a");
+        if (!rec_file)
+            die("cannot open ST_EMU_RECORD's file");
+        rec_state = 1;
+    }
+    if (only && *only == '1') {
+        if (!rec_file)
+            die("ST_EMU_RECORD_ONLY=1 needs ST_EMU_RECORD=FILE");
+        rec_state = 2;
+    }
+}
+
+int emu_recording(void)
+{
+    rec_init();
+    return rec_state > 0;
+}
+
+int emu_rec_only(void)
+{
+    rec_init();
+    return rec_state == 2;
+}
+
+/* One line of the record; flushed at once, so a run that dies later (the
+ * emulation aborts on a bad call) still leaves what came before it. */
+void emu_rec(const char *fmt, ...)
+{
+    if (!emu_recording())
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(rec_file, fmt, ap);
+    va_end(ap);
+    fputc('\n', rec_file);
+    fflush(rec_file);
+}
+
 void emu_dev_open(void)
 {
+    if (emu_rec_only())
+        return;
     if (depth++ == 0)
         arena_protect(PROT_READ | PROT_WRITE);
 }
 
 void emu_dev_close(void)
 {
+    if (emu_rec_only())
+        return;
     if (--depth == 0)
         arena_protect(PROT_NONE);
 }
@@ -87,6 +156,8 @@ void emu_dev_close(void)
 void *emu_dev_alloc_raw(size_t n)
 {
     if (!arena) {
+        if (emu_rec_only())
+            arena_cap = (size_t)1 << 40;
         arena = mmap(NULL, arena_cap, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                      -1, 0);
         if (arena == MAP_FAILED)
@@ -102,9 +173,11 @@ void *emu_dev_alloc_raw(size_t n)
         return NULL;
     char *p = arena + used;
     used += n;
-    emu_dev_open();
-    memset(p, 0xff, n);
-    emu_dev_close();
+    if (!emu_rec_only()) {
+        emu_dev_open();
+        memset(p, 0xff, n);
+        emu_dev_close();
+    }
     emu_dev_register(p, n);
     return p;
 }

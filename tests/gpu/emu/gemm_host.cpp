@@ -33,6 +33,11 @@
 extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
 extern "C" __attribute__((weak)) void emu_dev_open(void);
 extern "C" __attribute__((weak)) void emu_dev_close(void);
+/* devmem.c's launch record: each product is recorded with its shape after
+ * the checks, and not computed when recording only. */
+extern "C" __attribute__((weak)) int emu_rec_only(void);
+extern "C" __attribute__((weak)) int emu_recording(void);
+extern "C" __attribute__((weak)) void emu_rec(const char *fmt, ...);
 struct device_scope { /* the device arena is addressable inside one */
     device_scope() { if (emu_dev_open) emu_dev_open(); }
     ~device_scope() { if (emu_dev_close) emu_dev_close(); }
@@ -111,6 +116,12 @@ cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *, const st_cuda_gemm_desc *d, cuda
     device_operand(d->D, "D");
     device_operand(d->bias, "bias");
     device_operand(d->aux, "aux");
+    if (emu_recording && emu_recording())
+        emu_rec("gemm\t%lld\t%lld\t%lld\t%d\t%d\t%d\t%d\t%d\t%d\t%g\t%d", (long long)d->M,
+                (long long)d->N, (long long)d->K, d->ab_type, d->c_type, d->d_type, d->trans_a,
+                d->trans_b, d->epilogue, (double)d->beta, d->in_place);
+    if (emu_rec_only && emu_rec_only())
+        return cudaSuccess;
     device_scope open_device;
 
     /* P = op(A) op(B) + beta*C in fp32, M x N at row stride N; beta 0

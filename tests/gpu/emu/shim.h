@@ -147,10 +147,40 @@ inline long emu_launch_count(const char *prefix) {
     if (e.first.compare(0, strlen(prefix), prefix) == 0) c += e.second;
   return c;
 }
+// The launch record of the emulated shardtrain (devmem.c, ST_EMU_RECORD):
+// emu_check_args keeps the launch's arguments as text (integers and floats
+// by value, pointers as pN, N their element's size, or null, anything
+// else ?), emu_launch writes them
+// with the grid, block and dynamic shared memory, then, in record-only
+// mode, returns without running the kernel.
+extern "C" __attribute__((weak)) int emu_rec_only(void);
+extern "C" __attribute__((weak)) int emu_recording(void);
+extern "C" __attribute__((weak)) void emu_rec(const char *fmt, ...);
+inline bool emu_rec_on() { return emu_recording && emu_recording(); }
+inline bool emu_skip() { return emu_rec_only && emu_rec_only(); }
+inline std::string emu_rec_kernel, emu_rec_args;
+template <class T> inline void emu_rec_arg(const T &a) {
+  char b[48];
+  if constexpr (std::is_pointer_v<T>) {
+    using E = std::remove_cv_t<std::remove_pointer_t<T>>;  // element size: the storage type
+    if constexpr (std::is_void_v<E>) snprintf(b, sizeof b, "\t%s", a ? "p" : "0");
+    else if (a) snprintf(b, sizeof b, "\tp%zu", sizeof(E));
+    else snprintf(b, sizeof b, "\tnull");
+  }
+  else if constexpr (std::is_integral_v<T> || std::is_enum_v<T>) snprintf(b, sizeof b, "\t%lld", (long long)a);
+  else if constexpr (std::is_floating_point_v<T>) snprintf(b, sizeof b, "\t%.9g", (double)a);
+  else snprintf(b, sizeof b, "\t?");
+  emu_rec_args += b;
+}
 template <class... A> inline int emu_check_args(const char *kernel, const A &...a) {
   emu_count_launch(kernel);
   int i = 0;
   (emu_check_arg(kernel, i++, a), ...);
+  if (emu_rec_on()) {
+    emu_rec_kernel = kernel;
+    emu_rec_args.clear();
+    (emu_rec_arg(a), ...);
+  }
   return 0;
 }
 #include "tensor_core.h"  // mma, ldmatrix, cp.async (needs the fiber state above)
@@ -170,6 +200,10 @@ inline bool emu_reverse() {
 template <class F> void emu_call(void *f) { (*(F *)f)(); }
 template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_smem = 0) {
   const unsigned threads = block.x * block.y * block.z;
+  if (emu_rec_on())
+    emu_rec("launch\t%s\t%u,%u,%u\t%u,%u,%u\t%zu%s", emu_rec_kernel.c_str(), grid.x, grid.y,
+            grid.z, block.x, block.y, block.z, dynamic_smem, emu_rec_args.c_str());
+  if (emu_skip()) return;
   emu_dev_scope device_memory;
   emu_blockDim = {block.x, block.y, block.z};
   emu_gridDim = {grid.x, grid.y, grid.z};
@@ -209,7 +243,11 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_sm
       }
   }
 }
-// runtime API on host memory
+// runtime API on host memory (recorded, and skipped when recording only)
+inline const char *emu_kind(cudaMemcpyKind k) {
+  static const char *const n[] = {"h2h", "h2d", "d2h", "d2d", "default"};
+  return (unsigned)k < 5 ? n[k] : "?";
+}
 template <class T> cudaError_t emu_cudaMalloc(T **p, size_t n) {
   *p = (T *)(emu_dev_alloc_raw ? emu_dev_alloc_raw(n) : malloc(n ? n : 1));
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -222,22 +260,26 @@ inline cudaError_t emu_cudaFree(void *p) {
   }
   return cudaSuccess;  // the arena's blocks are never reused
 }
-inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) { if (emu_rec_on()) emu_rec("memcpy\t%s\t%zu", emu_kind(k), n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t emu_cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceProperties(cudaDeviceProp *p, int) { memset(p, 0, sizeof *p); strcpy(p->name, "host emulation"); return cudaSuccess; }
 inline cudaError_t emu_cudaGetLastError() { return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) { emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) { if (emu_rec_on()) emu_rec("memcpy\t%s\t%zu", emu_kind(k), n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
 inline cudaError_t emu_cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, cudaMemcpyKind, cudaStream_t) {
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
+  if (emu_rec_on()) emu_rec("memcpy2d\td2d\t%zu", width * height);
+  if (emu_skip()) return cudaSuccess;
   emu_dev_scope o;
   for (size_t r = 0; r < height; r++) memcpy((char *)d + r * dpitch, (const char *)s + r * spitch, width);
   return cudaSuccess;
 }
 inline cudaError_t emu_cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t height, cudaStream_t) {
   if (width > pitch) return cudaErrorInvalidPitchValue;
+  if (emu_rec_on()) emu_rec("memset2d\t%zu", width * height);
+  if (emu_skip()) return cudaSuccess;
   emu_dev_scope o;
   for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, v, width);
   return cudaSuccess;

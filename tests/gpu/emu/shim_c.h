@@ -51,6 +51,9 @@ void emu_dev_close(void);
 void emu_dev_register(void *p, size_t n);
 size_t emu_dev_unregister(void *p);
 long emu_dev_find(const void *p, size_t n);
+/* devmem.c's launch record (ST_EMU_RECORD, ST_EMU_RECORD_ONLY) */
+int emu_rec_only(void);
+void emu_rec(const char *fmt, ...);
 static int emu_device;
 
 /* Streams, events and the trace (streams.c). */
@@ -100,6 +103,8 @@ static inline void emu_dev_free(void *p, const char *call)
     size_t n = emu_dev_unregister(p);
     if (!n)
         emu_die(call, "not the start of a device block");
+    if (emu_rec_only())
+        return;
     emu_dev_open();
     memset(p, 0xff, n); /* poisoned; the arena never hands it out again */
     emu_dev_close();
@@ -250,6 +255,9 @@ static inline cudaError_t emu_c_cudaMemsetAsync(void *p, int v, size_t n, cudaSt
 {
     (void)s;
     emu_dev_range(p, n, "cudaMemsetAsync", "destination");
+    emu_rec("memset\t%zu", n);
+    if (emu_rec_only())
+        return cudaSuccess;
     emu_dev_open();
     memset(p, v, n);
     emu_dev_close();
@@ -275,6 +283,13 @@ static inline void emu_c_copy(void *d, const void *s, size_t n, enum cudaMemcpyK
         break;
     default:
         emu_die(call, "host-to-host copy");
+    }
+    static const char *const kind[] = {"h2h", "h2d", "d2h", "d2d", "default"};
+    emu_rec("memcpy\t%s\t%zu", kind[k], n);
+    if (emu_rec_only()) {
+        if (k == cudaMemcpyDeviceToHost)
+            memset(d, 0, n); /* nothing was computed: a zero loss and norm keep the run going */
+        return;
     }
     emu_dev_open();
     memmove(d, s, n);
