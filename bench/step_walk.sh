@@ -1,0 +1,51 @@
+#!/bin/sh
+# Walks one bf16 training step of gpt2-124m (micro-batch 64, seq 1024) and
+# llama-1b (micro-batch 8, seq 2048) on one rank through the emulated
+# shardtrain of tests/gpu/emu/build_shardtrain.sh in record-only mode
+# (ST_EMU_RECORD_ONLY=1, tests/gpu/emu/devmem.c): every kernel launch,
+# cuBLASLt product, copy and memset is recorded with its grid, block and
+# sizes, checked, and not executed, so the full-size step takes seconds.
+# Each model is walked for 1 and for 2 steps: bench/step_model.py takes
+# the difference of the two records, which is exactly one step's
+# operations whatever the set-up and the final weights cost.
+# Usage: bench/step_walk.sh EMU_SHARDTRAIN SHARDTRAIN OUTDIR [top_srcdir]
+# Writes OUTDIR/MODEL.steps1.rec and OUTDIR/MODEL.steps2.rec.
+set -eu
+emu=$1 st=$2 out=$3 top=${4:-.}
+mkdir -p "$out"
+text=
+for f in "$top/../shared/data/tinyshakespeare.txt" "$top/etc/data/tinyshakespeare.txt"; do
+    [ -f "$f" ] && { text=$f; break; }
+done
+[ -n "$text" ] || { echo "step_walk.sh: no tinyshakespeare.txt" >&2; exit 1; }
+# Byte-level tokens: below every vocabulary; the values never matter here.
+[ -s "$out/data/sh_train_000000.bin" ] ||
+    "$st" prepare "$text" "$out/data/sh" >/dev/null 2>"$out/prepare.err"
+walk() { # MODEL MICRO_BATCH
+    cat >"$out/$1.ini" <<EOC
+[model]
+preset = $1
+[data]
+train = $out/data/sh_train_*.bin
+[train]
+device = cuda
+precision = bf16
+micro_batch = $2
+global_batch = $2
+[parallel]
+backend = mpi
+EOC
+    for n in 1 2; do
+        rm -f "$out/$1.steps$n.rec"
+        ST_EMU_RECORD="$out/$1.steps$n.rec" ST_EMU_RECORD_ONLY=1 OMP_NUM_THREADS=1 \
+            "$emu" train -s train.steps=$n -s log.dir="$out/$1.$n/logs" \
+            -s checkpoint.dir="$out/$1.$n/ckpt" "$out/$1.ini" >"$out/$1.steps$n.log" 2>&1 || {
+            echo "step_walk.sh: the walk of $1 ($n steps) failed:" >&2
+            tail -n 5 "$out/$1.steps$n.log" >&2
+            exit 1
+        }
+        rm -rf "$out/$1.$n" # final weights of nothing: zeros
+    done
+}
+walk gpt2-124m 64
+walk llama-1b 8

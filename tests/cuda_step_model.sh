@@ -1,0 +1,79 @@
+#!/bin/sh
+# The whole-step table of docs/gpu.md is the step the code makes: the
+# emulated shardtrain (tests/gpu/emu/build_shardtrain.sh) walks one bf16
+# training step of gpt2-124m (B 64, T 1024) and llama-1b (B 8, T 2048) at
+# full size in record-only mode (bench/step_walk.sh: every launch,
+# cuBLASLt product, copy and memset recorded with its grid and sizes, and
+# checked, none executed), and bench/step_model.py regenerates the table
+# from those records; it must equal the committed block byte for byte.
+# So a launch added to or removed from the step, a changed grid or buffer
+# size, or a changed cost formula fails here until the table is
+# regenerated (bench/step_model.py DIR --write docs/gpu.md).  Self-checks:
+# one launch more in the record is told apart, and an operation without a
+# cost formula stops the generator.  About 6 minutes on two busy cores,
+# most of it the host's set-up of llama-1b's 1.2 billion parameters.
+# Registered only where configure found the CUDA toolkit.
+. "$top_srcdir/tests/lib.sh"
+require command -v g++
+require command -v python3
+export OMP_NUM_THREADS=1
+
+EMU="$TMP/shardtrain-emu"
+if nice -n 10 sh "$top_srcdir/tests/gpu/emu/build_shardtrain.sh" "$EMU" "$top_srcdir" \
+        "$top_builddir" >"$TMP/build.log" 2>&1; then
+    ok "emulated shardtrain builds"
+else
+    not_ok "emulated shardtrain builds"
+    diag "$(tail -n 20 "$TMP/build.log")"
+    exit 1
+fi
+
+W="$TMP/walk"
+if nice -n 10 sh "$top_srcdir/bench/step_walk.sh" "$EMU" "$SHARDTRAIN" "$W" "$top_srcdir" \
+        >"$TMP/walk.log" 2>&1; then
+    ok "full-size steps walked in record-only mode (gpt2-124m B 64 T 1024, llama-1b B 8 T 2048)"
+else
+    not_ok "full-size steps walked in record-only mode"
+    diag "$(tail -n 20 "$TMP/walk.log")"
+    exit 1
+fi
+
+tab=$(printf '\t')
+model() { python3 "$top_srcdir/bench/step_model.py" "$@"; }
+if model "$W" --check "$top_srcdir/docs/gpu.md" >"$TMP/diff" 2>&1; then
+    ok "docs/gpu.md's whole-step table matches the walked step's launches"
+else
+    not_ok "docs/gpu.md's whole-step table matches the walked step's launches" \
+        "(regenerate: bench/step_model.py DIR --write docs/gpu.md)"
+    diag "$(head -n 40 "$TMP/diff")"
+fi
+
+for m in gpt2-124m llama-1b; do
+    check "$m: the step has attention, GEMMs and AdamW in its record" \
+        sh -c "grep -q '^launch${tab}attn_fwd_tc_kernel' '$W/$m.steps2.rec' &&
+               grep -q '^gemm${tab}' '$W/$m.steps2.rec' &&
+               grep -q '^launch${tab}adamw_unit_kernel' '$W/$m.steps2.rec'"
+done
+
+# Self-checks on copies of the records: one launch more in gpt2's step (a
+# copy of one of its bias launches) changes the table against a document
+# regenerated from the unchanged records, and a kernel without a cost
+# formula stops the generator.
+cp -r "$W" "$TMP/extra"
+cp "$top_srcdir/docs/gpu.md" "$TMP/gpu.md"
+model "$W" --write "$TMP/gpu.md" 2>/dev/null
+grep -m1 "^launch${tab}add_bias_kernel" "$W/gpt2-124m.steps2.rec" >>"$TMP/extra/gpt2-124m.steps2.rec"
+if model "$TMP/extra" --check "$TMP/gpu.md" >/dev/null 2>&1; then
+    not_ok "self-check: one launch added to the step is told apart"
+else
+    ok "self-check: one launch added to the step is told apart"
+fi
+cp -r "$W" "$TMP/unknown"
+printf 'launch\tnew_kernel\t1,1,1\t32,1,1\t0\tp4\t64\n' >>"$TMP/unknown/llama-1b.steps2.rec"
+if model "$TMP/unknown" >/dev/null 2>"$TMP/unknown.err"; then
+    not_ok "self-check: a kernel without a cost formula stops the generator"
+else
+    check "self-check: a kernel without a cost formula stops the generator" \
+        grep -q "no cost formula for 'new_kernel'" "$TMP/unknown.err"
+fi
+exit $((tap_fail > 0))
