@@ -10,7 +10,7 @@ value, pointers as pK, K the element size, or null), `gemm M N K AB C D TA
 TB EPI BETA IN_PLACE`, `memset BYTES`, `memcpy KIND BYTES`.  A model is
 walked for 1 and for 2 steps; the multiset difference of the two records
 is one step (set-up and final weights cancel).  Identical lines are one
-row of the table, in the order they first appear in the step.
+row of the table, placed where it last occurs in the step.
 
 Each row's cost comes from its own recorded numbers through a formula per
 kind of operation (COSTS below; an operation without one stops the
@@ -185,7 +185,7 @@ def c_embed_sort(o, ctx):
 def c_embed_wte(o, ctx):
     C = o.ints()[-1]
     N = ctx["embed_rows"]
-    return 0, N * C, N * C * o.elem(3) + N * 8, None
+    return 0, N * C, N * C * o.elem(4) + N * 8, None  # dout, the keys
 
 
 def c_embed_wpe(o, ctx):
@@ -244,10 +244,10 @@ def c_adamw(o, ctx):
 def attention(kernel):
     def f(o, ctx):
         i = o.ints()
-        ldo = i[0]
         T, H, group = i[-3:]
         B = o.grid[2]
-        hd = ldo // H
+        # the narrowest row stride is that of out / dout / dq: H heads of hd
+        hd = min(i[:-3]) // H
         tc, sc, alu, l2 = am.walk(kernel, B, T, H, H // group, hd)
         hbm = am.hbm_bytes(kernel, B, T, H, H // group, hd)
         comp = tc / (ATTN_EFF * am.PEAK_TC) + sc / am.SFU + alu / am.FP32
@@ -305,14 +305,14 @@ def step_ops(d, model):
     extra = Counter(recs[1]) - Counter(recs[0])
     if Counter(recs[0]) - Counter(recs[1]):
         raise SystemExit(f"step_model.py: {model}: the 1-step record is not part of the 2-step one")
-    # first-seen order within the second step: walk the 2-step record
-    # backwards, so each line's position is that of its last occurrence
-    # (in the last step), then sort by it
+    # the order of the step: each line sorted by its last occurrence in the
+    # 2-step record, which lies in the second step (set-up lines that
+    # recur in the step count there too)
     last = {}
     for i, line in enumerate(recs[1]):
         if line in extra:
             last[line] = i
-    return sorted(extra.items(), key=lambda kv: last[kv[0]] - 0), recs[1]
+    return sorted(extra.items(), key=lambda kv: last[kv[0]]), recs[1]
 
 
 def describe(o):
