@@ -149,10 +149,10 @@ inline long emu_launch_count(const char *prefix) {
 }
 // The launch record of the emulated shardtrain (devmem.c, ST_EMU_RECORD):
 // emu_check_args keeps the launch's arguments as text (integers and floats
-// by value, pointers as pN, N their element's size, or null, anything
-// else ?), emu_launch writes them
-// with the grid, block and dynamic shared memory, then, in record-only
-// mode, returns without running the kernel.
+// by value, pointers as pN, N their element's size, p for void, or null;
+// anything else ?), emu_launch writes them with the grid, block and
+// dynamic shared memory, then, in record-only mode, returns without
+// running the kernel.
 extern "C" __attribute__((weak)) int emu_rec_only(void);
 extern "C" __attribute__((weak)) int emu_recording(void);
 extern "C" __attribute__((weak)) void emu_rec(const char *fmt, ...);
@@ -163,7 +163,7 @@ template <class T> inline void emu_rec_arg(const T &a) {
   char b[48];
   if constexpr (std::is_pointer_v<T>) {
     using E = std::remove_cv_t<std::remove_pointer_t<T>>;  // element size: the storage type
-    if constexpr (std::is_void_v<E>) snprintf(b, sizeof b, "\t%s", a ? "p" : "0");
+    if constexpr (std::is_void_v<E>) snprintf(b, sizeof b, "\t%s", a ? "p" : "null");
     else if (a) snprintf(b, sizeof b, "\tp%zu", sizeof(E));
     else snprintf(b, sizeof b, "\tnull");
   }
@@ -243,10 +243,17 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_sm
       }
   }
 }
-// runtime API on host memory (recorded, and skipped when recording only)
+// runtime API on host memory (recorded, and skipped when recording only:
+// then a copy to the host gives zeros, as in shim_c.h)
 inline const char *emu_kind(cudaMemcpyKind k) {
   static const char *const n[] = {"h2h", "h2d", "d2h", "d2d", "default"};
   return (unsigned)k < 5 ? n[k] : "?";
+}
+inline bool emu_skip_copy(void *d, size_t n, cudaMemcpyKind k) {
+  if (emu_rec_on()) emu_rec("memcpy\t%s\t%zu", emu_kind(k), n);
+  if (!emu_skip()) return false;
+  if (k == cudaMemcpyDeviceToHost) memset(d, 0, n);
+  return true;
 }
 template <class T> cudaError_t emu_cudaMalloc(T **p, size_t n) {
   *p = (T *)(emu_dev_alloc_raw ? emu_dev_alloc_raw(n) : malloc(n ? n : 1));
@@ -261,16 +268,16 @@ inline cudaError_t emu_cudaFree(void *p) {
   return cudaSuccess;  // the arena's blocks are never reused
 }
 inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) { if (emu_rec_on()) emu_rec("memcpy\t%s\t%zu", emu_kind(k), n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) { if (emu_skip_copy(d, n, k)) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t emu_cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceProperties(cudaDeviceProp *p, int) { memset(p, 0, sizeof *p); strcpy(p->name, "host emulation"); return cudaSuccess; }
 inline cudaError_t emu_cudaGetLastError() { return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) { if (emu_rec_on()) emu_rec("memcpy\t%s\t%zu", emu_kind(k), n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) { if (emu_skip_copy(d, n, k)) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, cudaMemcpyKind, cudaStream_t) {
+inline cudaError_t emu_cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, cudaMemcpyKind k, cudaStream_t) {
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
-  if (emu_rec_on()) emu_rec("memcpy2d\td2d\t%zu", width * height);
+  if (emu_rec_on()) emu_rec("memcpy2d\t%s\t%zu", emu_kind(k), width * height);
   if (emu_skip()) return cudaSuccess;
   emu_dev_scope o;
   for (size_t r = 0; r < height; r++) memcpy((char *)d + r * dpitch, (const char *)s + r * spitch, width);
