@@ -91,9 +91,6 @@ class Op:
         sizes = [int(a[1:]) for a in self.args if a.startswith("p") and a[1:].isdigit()]
         return sizes[i]
 
-    def blocks(self):
-        return self.grid[0] * self.grid[1] * self.grid[2]
-
 
 # Each cost function returns (tensor FLOPs, CUDA-core operations, bytes,
 # time override in seconds or None).  ctx carries what a kernel's own
