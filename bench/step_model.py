@@ -43,6 +43,7 @@ import os
 import sys
 from collections import Counter
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree (make check runs this)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attention_model as am  # noqa: E402
 
