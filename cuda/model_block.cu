@@ -7,7 +7,7 @@
  * layer (BIAS), GPT-2's fc and GELU (GELU_AUX_BIAS, keeping the
  * pre-activation for the backward's DGELU), and both residual adds (the
  * residual read as C, the sum written to D).  The parameter gradients of
- * the biases stay with the two-stage column sums of cuda/reduce.cu rather
+ * the biases stay with the two-stage column sums of cuda/elementwise.cu rather
  * than BGRADB: BGRADB overwrites its output, and the gradients accumulate
  * over micro-batches. */
 #include "model_units.cuh"
