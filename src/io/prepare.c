@@ -264,6 +264,9 @@ static int write_split(const char *out_prefix, const char *split, const token_so
             return rc;
         off += m;
     }
+    /* A mask that cannot be removed fails the run even when its shard
+     * went: the error is printed where it happens, the status kept here. */
+    int failed = 0;
     for (;; k++) {
         char *path = shard_path(out_prefix, split, k);
         if (!path) {
@@ -277,10 +280,10 @@ static int write_split(const char *out_prefix, const char *split, const token_so
         else if (e != ENOENT)
             st_error(path, "cannot remove stale shard: %s; delete it by hand",
                      strerror(e));
-        int mrc = remove_mask_of(path);
+        failed |= remove_mask_of(path) != 0;
         free(path);
         if (rc != 0)
-            return e == ENOENT && !mrc ? 0 : ST_EXIT_FAILURE;
+            return e == ENOENT && !failed ? 0 : ST_EXIT_FAILURE;
     }
 }
 
