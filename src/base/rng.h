@@ -18,6 +18,6 @@ double st_normal3(uint64_t a, uint64_t b, uint64_t c);
 uint64_t st_below3(uint64_t n, uint64_t a, uint64_t b, uint64_t c);
 
 /* Domain tags so different uses of one seed never collide. */
-enum { ST_RNG_INIT = 1, ST_RNG_DATA = 2, ST_RNG_SAMPLE = 3, ST_RNG_TEST = 4 };
+enum { ST_RNG_INIT = 1, ST_RNG_DATA = 2, ST_RNG_SAMPLE = 3, ST_RNG_TEST = 4, ST_RNG_DROPOUT = 5 };
 
 #endif

@@ -176,7 +176,7 @@ static void suggest(char *buf, size_t n, const char *word, const char *section)
         snprintf(buf + len, n - len, "; did you mean '%s'?", best);
     else if (!section)
         snprintf(buf + len, n - len, "; hint: sections are [model] [data] [train] [optim] "
-                 "[parallel] [checkpoint] [log]");
+                 "[parallel] [checkpoint] [log] [lora]");
     else
         snprintf(buf + len, n - len, "; hint: `shardtrain keys` lists the keys");
 }

@@ -85,6 +85,24 @@ typedef struct {
     int plot;                /* write LOG_DIR/plot.svg at the end of training */
 } st_log_config;
 
+/* The layers LoRA can target, per arch, in a block's order: bit i of
+ * st_lora_config.target_mask is st_lora_target_name(arch, i) (resolve.c). */
+#define ST_LORA_MAX_TARGETS 7
+int st_lora_n_targets(int arch);
+const char *st_lora_target_name(int arch, int i);
+
+/* LoRA adapters (lora.rank > 0): the base weights freeze, and only a
+ * low-rank update of the targeted matrices trains.  targets is the text as
+ * given; target_mask its bits in st_lora_targets' order for the arch, set
+ * by validation. */
+typedef struct {
+    int64_t rank;            /* 0: no LoRA, full fine-tuning */
+    double alpha;            /* scale of the update is alpha / rank */
+    double dropout;          /* of the adapters' input, in [0, 1) */
+    char *targets;
+    unsigned target_mask;
+} st_lora_config;
+
 typedef struct {
     st_model_config model;
     st_data_config data;
@@ -93,6 +111,7 @@ typedef struct {
     st_parallel_config parallel;
     st_checkpoint_config checkpoint;
     st_log_config log;
+    st_lora_config lora;
     char *path;              /* the INI file read, for messages */
     char *hf_config;         /* model.init's config.json when it gave keys, else NULL */
     struct st_config_origin *origin; /* where each key's value came from (schema.c) */

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 static struct st_config_origin *origin(const st_config *cfg, const char *sec, const char *key)
 {
@@ -112,6 +113,8 @@ static int apply_hf_shape(st_config *cfg)
     return 0;
 }
 
+static int resolve_lora_targets(st_config *cfg);
+
 int st_config_resolve(st_config *cfg)
 {
     st_model_config *m = &cfg->model;
@@ -156,7 +159,9 @@ int st_config_resolve(st_config *cfg)
         m->tie_embeddings = m->arch == ST_ARCH_GPT2;
     if (origin(cfg, "train", "global_batch")->src == ST_FROM_DEFAULT)
         cfg->train.global_batch = cfg->train.micro_batch;
-    return 0;
+    if (origin(cfg, "lora", "alpha")->src == ST_FROM_DEFAULT)
+        cfg->lora.alpha = (double)cfg->lora.rank;
+    return cfg->lora.rank > 0 ? resolve_lora_targets(cfg) : 0;
 }
 
 /* ---- cross-key checks ------------------------------------------------------ */
@@ -177,6 +182,73 @@ static int cross_key_error(const st_config *cfg, const char *sec, const char *pr
     int rc = st_config_verror(cfg, sec, key, fmt, ap);
     va_end(ap);
     return rc;
+}
+
+/* ---- LoRA targets ---------------------------------------------------------- */
+
+/* Canonical names first (what adapter_config.json's target_modules
+ * lists), in the block's order; the short llama names and gpt2's c_proj
+ * are accepted as aliases below. */
+static const char *const lora_gpt2[] = {"c_attn", "attn.c_proj", "c_fc", "mlp.c_proj", NULL};
+static const char *const lora_llama[] = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                         "gate_proj", "up_proj", "down_proj", NULL};
+
+int st_lora_n_targets(int arch) { return arch == ST_ARCH_GPT2 ? 4 : 7; }
+
+const char *st_lora_target_name(int arch, int i)
+{
+    return (arch == ST_ARCH_GPT2 ? lora_gpt2 : lora_llama)[i];
+}
+
+/* The bits one word of lora.targets names; 0 when it names none. */
+static unsigned lora_target_bits(int arch, const char *w, size_t n)
+{
+    if (n == 3 && !strncmp(w, "all", 3))
+        return (1u << st_lora_n_targets(arch)) - 1;
+    if (arch == ST_ARCH_GPT2 && n == 6 && !strncmp(w, "c_proj", 6))
+        return 1u << 1 | 1u << 3;
+    for (int i = 0; i < st_lora_n_targets(arch); i++) {
+        const char *t = st_lora_target_name(arch, i);
+        size_t tn = strlen(t);
+        if (n == tn && !strncmp(w, t, n))
+            return 1u << i;
+        /* llama: q for q_proj */
+        if (arch == ST_ARCH_LLAMA && n == tn - 5 && !strncmp(w, t, n))
+            return 1u << i;
+    }
+    return 0;
+}
+
+static int resolve_lora_targets(st_config *cfg)
+{
+    const int arch = cfg->model.arch;
+    const char *s = cfg->lora.targets;
+    unsigned mask = 0;
+    while (*s) {
+        while (*s == ',' || *s == ' ')
+            s++;
+        size_t n = strcspn(s, ", ");
+        if (!n)
+            break;
+        unsigned b = lora_target_bits(arch, s, n);
+        if (!b) {
+            char names[160] = "";
+            for (int i = 0; i < st_lora_n_targets(arch); i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         i ? ", " : "", st_lora_target_name(arch, i));
+            return cross_key_error(cfg, "lora", "targets", "arch",
+                                   "lora.targets names \"%.*s\", which arch %s does not have; "
+                                   "hint: targets are all or some of %s",
+                                   (int)n, s, arch == ST_ARCH_GPT2 ? "gpt2" : "llama", names);
+        }
+        mask |= b;
+        s += n;
+    }
+    if (!mask)
+        return cross_key_error(cfg, "lora", "targets", "rank",
+                               "lora.targets is empty; hint: name the layers to adapt, or all");
+    cfg->lora.target_mask = mask;
+    return 0;
 }
 
 int st_config_validate(const st_config *cfg)

@@ -172,11 +172,23 @@ const st_key st_schema[] = {
     ROW("log", "plot", ST_T_BOOL, "true", NULL, 0, 0, 0, NULL,
         "At the end of training (completed, stopped or preempted), rank 0 writes dir/plot.svg: loss, validation loss, tokens/s, MFU and learning rate against steps, as shardtrain plot does.",
         log.plot),
+
+    INT_IN("lora", "rank", "0", 0, 4096,
+           "Rank of the LoRA adapters; 0 trains every weight (full fine-tuning). Above 0 the base weights freeze (kept in the compute dtype, sharded and gathered as before, with no gradient and no optimizer state) and only the adapters' A [rank, in] and B [out, rank] matrices of the targeted layers train (see LORA).",
+           lora.rank),
+    ROW("lora", "alpha", ST_T_FLOAT, NULL, "rank", 0, 0, GT0, NULL,
+        "The adapters' update is scaled by alpha / rank, as PEFT's lora_alpha.", lora.alpha),
+    FLT("lora", "dropout", "0", 0, 1, UNIT_OPEN,
+        "Dropout of the adapters' input during training (PEFT's lora_dropout); the mask depends only on train.seed, the step and the sample, never on the world size.",
+        lora.dropout),
+    STR("lora", "targets", "all",
+        "Comma-separated layers that get adapters, or all. gpt2: c_attn, attn.c_proj, c_fc, mlp.c_proj (c_proj names both projections); llama: q, k, v, o, gate, up, down (or q_proj ... down_proj).",
+        lora.targets),
 };
 const int st_schema_n = (int)(sizeof st_schema / sizeof st_schema[0]);
 
 const char *const st_sections[] = {"model", "data", "train", "optim", "parallel",
-                                   "checkpoint", "log", NULL};
+                                   "checkpoint", "log", "lora", NULL};
 
 /* Shapes of the published models, so that a config can say "gpt2-124m"
  * instead of copying eight numbers (and getting one wrong). */

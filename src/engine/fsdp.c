@@ -46,12 +46,73 @@ static uint16_t *shard_words(st_fsdp *f, st_fsdp_unit *x)
     return x->params16;
 }
 
+/* The frozen part's gather (LoRA's base weights), started and waited with
+ * the trained part's: its shard is already in the compute dtype, so it is
+ * sent as it is. */
+static int frozen_gather_start(st_fsdp *f, int u)
+{
+    st_kernels *k = f->k;
+    st_fsdp_frozen *z = &f->units[u].frozen;
+    if (!z->numel)
+        return 0;
+    if (f->S == 1) {
+        if (f->bf16 && !keeps_words(f)) {
+            z->full = k->ops->alloc(k, sizeof(float) * (size_t)z->padded, ST_MEM_COMM);
+            k->ops->unpack_bf16(k, z->full, z->store, z->padded);
+        } else {
+            z->full = z->store;
+        }
+        return 0;
+    }
+    if (!keeps_words(f))
+        z->full = k->ops->alloc(k, sizeof(float) * (size_t)z->padded, ST_MEM_COMM);
+    if (f->bf16) {
+        z->gather_recv = k->ops->alloc(k, sizeof(uint16_t) * (size_t)z->padded, ST_MEM_COMM);
+        return st_comm_allgather(f->groups->shard, z->store, z->gather_recv, z->shard,
+                                 ST_DT_BF16, &z->gather_req, st_desc("frozen unit", u));
+    }
+    return st_comm_allgather(f->groups->shard, z->store, z->full, z->shard, ST_DT_F32,
+                             &z->gather_req, st_desc("frozen unit", u));
+}
+
+static int frozen_gather_wait(st_fsdp *f, int u)
+{
+    st_fsdp_frozen *z = &f->units[u].frozen;
+    if (!z->numel || f->S == 1)
+        return 0;
+    int rc = st_comm_wait(&z->gather_req);
+    if (f->bf16) {
+        if (keeps_words(f)) {
+            z->full = z->gather_recv;
+        } else {
+            f->k->ops->unpack_bf16(f->k, z->full, z->gather_recv, z->padded);
+            f->k->ops->free(f->k, z->gather_recv);
+        }
+        z->gather_recv = NULL;
+    }
+    return rc;
+}
+
+static void frozen_release(st_fsdp *f, int u)
+{
+    st_fsdp_frozen *z = &f->units[u].frozen;
+    if (z->full != z->store)
+        f->k->ops->free(f->k, z->full);
+    z->full = NULL;
+}
+
 static int gather_start(st_fsdp *f, int u)
 {
     st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[u];
     if (x->state != UNIT_SHARDED)
         return 0;
+    int frc = frozen_gather_start(f, u);
+    if (!x->numel) {
+        /* Nothing trains here (LoRA's embedding and head). */
+        x->state = f->S == 1 || !x->frozen.numel ? UNIT_GATHERED : UNIT_GATHERING;
+        return frc;
+    }
     if (f->S == 1) {
         /* Nothing to gather: the shard is the unit.  bf16 compute still
          * needs the rounded values an all-gather would have delivered: the
@@ -66,7 +127,7 @@ static int gather_start(st_fsdp *f, int u)
             x->full = x->params;
         }
         x->state = UNIT_GATHERED;
-        return 0;
+        return frc;
     }
     if (!keeps_words(f))
         x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
@@ -80,7 +141,7 @@ static int gather_start(st_fsdp *f, int u)
                                &x->gather_req, st_desc("unit", u));
     }
     x->state = UNIT_GATHERING;
-    return rc;
+    return frc ? frc : rc;
 }
 
 static int gather_wait(st_fsdp *f, int u)
@@ -88,8 +149,9 @@ static int gather_wait(st_fsdp *f, int u)
     st_fsdp_unit *x = &f->units[u];
     if (x->state != UNIT_GATHERING)
         return 0;
-    int rc = st_comm_wait(&x->gather_req);
-    if (f->bf16) {
+    int frc = frozen_gather_wait(f, u);
+    int rc = x->numel ? st_comm_wait(&x->gather_req) : 0;
+    if (f->bf16 && x->numel) {
         if (keeps_words(f)) {
             x->full = x->gather_recv;
         } else {
@@ -99,7 +161,7 @@ static int gather_wait(st_fsdp *f, int u)
         x->gather_recv = NULL;
     }
     x->state = UNIT_GATHERED;
-    return rc;
+    return frc ? frc : rc;
 }
 
 static int release(st_fsdp *f, int u)
@@ -109,6 +171,8 @@ static int release(st_fsdp *f, int u)
     /* The shard itself or its bf16 copy (one rank) is not the gather's. */
     if (x->state == UNIT_GATHERED && x->full != x->params && x->full != x->params16)
         f->k->ops->free(f->k, x->full);
+    if (x->state == UNIT_GATHERED)
+        frozen_release(f, u);
     x->full = NULL;
     x->state = UNIT_SHARDED;
     return rc;
@@ -153,7 +217,7 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
     st_fsdp_unit *x = &f->units[u];
     memset(p, 0, sizeof *p);
     p->unit = u;
-    if (f->S == 1 && f->R == 1)
+    if ((f->S == 1 && f->R == 1) || !x->numel)
         return 0;
     int rc = 0;
     if (f->reduce_bf16) {
@@ -185,6 +249,10 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
         return 0;
     st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[p->unit];
+    if (!x->numel) {
+        p->unit = -1;
+        return 0;
+    }
     int rc = st_comm_wait(&p->req);
     if (f->S > 1 && !f->reduce_bf16) {
         k->ops->free(k, x->full_grad);
@@ -231,15 +299,42 @@ typedef struct {
     float *logits_out;       /* backend memory, or NULL */
 } step_args;
 
+/* With LoRA the base weights are the frozen part and have no gradient;
+ * without it they are the trained part. */
+static int frozen_base(const st_fsdp *f) { return f->model->lora.rank > 0; }
+
+static const void *base_params(const st_fsdp *f, int u)
+{
+    return frozen_base(f) ? f->units[u].frozen.full : f->units[u].full;
+}
+
+static float *base_grad(st_fsdp *f, int u)
+{
+    return frozen_base(f) ? NULL : grad_target(f, u);
+}
+
+/* The block's adapters for one call: NULL without LoRA; dropout only in
+ * training. */
+static const st_lora_args *lora_for(st_fsdp *f, int64_t layer, int train, st_lora_args *la)
+{
+    if (!frozen_base(f))
+        return NULL;
+    const int u = (int)layer + 1;
+    *la = (st_lora_args){f->units[u].full, train ? grad_target(f, u) : NULL, layer,
+                         train ? f->model->lora.dropout : 0.0, f->sample.seed,
+                         f->sample.step, f->sample.first_seq};
+    return la;
+}
+
 static void run_head(st_fsdp *f, const step_args *a)
 {
     const st_model *m = f->model;
     const int H = head_unit(f);
     /* The schedule reduces the head's gradient after every training head
      * step, so a training walk always has one to reduce. */
-    float *hg = a->train ? grad_target(f, H) : NULL;
-    float *eg = a->train && m->tied ? grad_target(f, 0) : NULL;
-    f->k->ops->head_forward_backward(f->k, m, f->units[H].full, m->tied ? f->units[0].full : NULL,
+    float *hg = a->train ? base_grad(f, H) : NULL;
+    float *eg = a->train && m->tied ? base_grad(f, 0) : NULL;
+    f->k->ops->head_forward_backward(f->k, m, base_params(f, H), m->tied ? base_params(f, 0) : NULL,
                                 f->pdt, hg, eg, f->B, res_at(f, m->L), f->targets,
                                 a->grad_scale, f->dres_a, a->logits_out, f->scratch,
                                 &f->sums[ST_FSDP_LOSS + f->n_losses]);
@@ -252,14 +347,16 @@ static void run_block_backward(st_fsdp *f, int64_t l)
     void *acts = block_acts_mem(f, l);
     /* Rebuild this block's activations from its saved input; the output
      * lands in a buffer nothing reads any more. */
+    st_lora_args la;
+    const st_lora_args *lora = lora_for(f, l, 1, &la);
     if (recompute(f))
-        k->ops->block_forward(k, m, f->units[l + 1].full, f->pdt, f->B, res_at(f, l),
-                         res_at(f, l + 1), acts);
+        k->ops->block_forward(k, m, base_params(f, (int)l + 1), f->pdt, lora, f->B,
+                              res_at(f, l), res_at(f, l + 1), acts, f->scratch);
     /* dres ping-pongs: block L-1 reads dres_a (from the head). */
     int flip = (int)((m->L - 1 - l) % 2);
     float *dout = flip ? f->dres_b : f->dres_a, *din = flip ? f->dres_a : f->dres_b;
-    k->ops->block_backward(k, m, f->units[l + 1].full, f->pdt, grad_target(f, (int)l + 1), f->B,
-                      res_at(f, l), acts, dout, din, f->scratch);
+    k->ops->block_backward(k, m, base_params(f, (int)l + 1), f->pdt, base_grad(f, (int)l + 1),
+                           lora, f->B, res_at(f, l), acts, dout, din, f->scratch);
 }
 
 static void run_step(st_fsdp *f, const st_sched_step *s, const step_args *a)
@@ -268,17 +365,22 @@ static void run_step(st_fsdp *f, const st_sched_step *s, const step_args *a)
     st_kernels *k = f->k;
     switch (s->kind) {
     case ST_STEP_EMBED_FWD:
-        k->ops->embed_forward(k, m, f->units[0].full, f->pdt, f->inputs, f->B, res_at(f, 0));
+        k->ops->embed_forward(k, m, base_params(f, 0), f->pdt, f->inputs, f->B, res_at(f, 0));
         break;
-    case ST_STEP_BLOCK_FWD:
-        k->ops->block_forward(k, m, f->units[s->layer + 1].full, f->pdt, f->B, res_at(f, s->layer),
-                         res_at(f, s->layer + 1), block_acts_mem(f, s->layer));
+    case ST_STEP_BLOCK_FWD: {
+        st_lora_args la;
+        k->ops->block_forward(k, m, base_params(f, (int)s->layer + 1), f->pdt,
+                              lora_for(f, s->layer, a->train, &la), f->B, res_at(f, s->layer),
+                              res_at(f, s->layer + 1), block_acts_mem(f, s->layer), f->scratch);
         break;
+    }
     case ST_STEP_HEAD: run_head(f, a); break;
     case ST_STEP_BLOCK_BWD: run_block_backward(f, s->layer); break;
     case ST_STEP_EMBED_BWD: {
+        /* A frozen embedding (LoRA) has no gradient to make. */
         float *dout = m->L % 2 ? f->dres_b : f->dres_a;
-        k->ops->embed_backward(k, m, grad_target(f, 0), f->inputs, f->B, dout);
+        if (!frozen_base(f))
+            k->ops->embed_backward(k, m, grad_target(f, 0), f->inputs, f->B, dout);
         break;
     }
     }
@@ -474,16 +576,17 @@ static void build_segments(st_fsdp *f)
     const st_model *m = f->model;
     for (int u = 0; u < f->n_units; u++)
         f->units[u].n_segs = 0;
-    for (int i = 0; i < m->n_tensors; i++)
-        f->units[m->tensors[i].unit].n_segs++;
+    const int nt = st_model_n_train_tensors(m);
+    for (int i = 0; i < nt; i++)
+        f->units[st_model_train_tensor(m, i)->unit].n_segs++;
     for (int u = 0; u < f->n_units; u++) {
         st_fsdp_unit *x = &f->units[u];
         x->segs = st_alloc(sizeof(st_adamw_segment) * (size_t)(x->n_segs ? x->n_segs : 1),
                            ST_MEM_OTHER);
         x->n_segs = 0;
     }
-    for (int i = 0; i < m->n_tensors; i++) {
-        const st_tensor *t = &m->tensors[i];
+    for (int i = 0; i < nt; i++) {
+        const st_tensor *t = st_model_train_tensor(m, i);
         st_fsdp_unit *x = &f->units[t->unit];
         int64_t a = t->offset > x->lo ? t->offset : x->lo;
         int64_t b = t->offset + t->numel < x->lo + x->shard ? t->offset + t->numel
@@ -519,19 +622,30 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
     f->units = st_alloc(sizeof(st_fsdp_unit) * (size_t)m->n_units, ST_MEM_OTHER);
     for (int u = 0; u < m->n_units; u++) {
         st_fsdp_unit *x = &f->units[u];
-        x->numel = m->units[u].numel;
+        x->numel = st_model_train_numel(m, u);
         x->padded = (x->numel + f->S - 1) / f->S * f->S;
         x->shard = x->padded / f->S;
         x->lo = (int64_t)f->shard_rank * x->shard;
         size_t bytes = sizeof(float) * (size_t)x->shard;
-        x->params = k->ops->alloc(k, bytes, ST_MEM_PARAMS);
-        x->grads = k->ops->alloc(k, bytes, ST_MEM_GRADS);
-        x->adam_m = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
-        x->adam_v = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
-        /* Stale until the first gather packs it (params are about to be
-         * loaded anyway). */
-        if (f->bf16)
-            x->params16 = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_PARAMS);
+        if (x->numel) {
+            x->params = k->ops->alloc(k, bytes, ST_MEM_PARAMS);
+            x->grads = k->ops->alloc(k, bytes, ST_MEM_GRADS);
+            x->adam_m = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
+            x->adam_v = k->ops->alloc(k, bytes, ST_MEM_OPTIM);
+            /* Stale until the first gather packs it (params are about to
+             * be loaded anyway). */
+            if (f->bf16)
+                x->params16 =
+                    k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_PARAMS);
+        }
+        st_fsdp_frozen *z = &x->frozen;
+        z->numel = st_model_frozen_numel(m, u);
+        z->padded = (z->numel + f->S - 1) / f->S * f->S;
+        z->shard = z->padded / f->S;
+        z->lo = (int64_t)f->shard_rank * z->shard;
+        if (z->numel)
+            z->store = k->ops->alloc(k, (f->bf16 ? sizeof(uint16_t) : sizeof(float)) *
+                                            (size_t)z->shard, ST_MEM_PARAMS);
         x->state = UNIT_SHARDED;
     }
     build_segments(f);
@@ -564,6 +678,7 @@ void st_fsdp_destroy(st_fsdp *f)
         k->ops->free(k, x->adam_v);
         k->ops->free(k, x->params16);
         k->ops->free(k, x->full_grad);
+        k->ops->free(k, x->frozen.store);
         st_free(x->segs);
     }
     st_free(f->units);
@@ -582,7 +697,57 @@ void st_fsdp_zero_grads(st_fsdp *f)
 {
     f->norm_fresh = 0;
     for (int u = 0; u < f->n_units; u++)
-        f->k->ops->zero(f->k, f->units[u].grads, sizeof(float) * (size_t)f->units[u].shard);
+        if (f->units[u].numel)
+            f->k->ops->zero(f->k, f->units[u].grads,
+                            sizeof(float) * (size_t)f->units[u].shard);
+}
+
+void st_fsdp_set_sample(st_fsdp *f, uint64_t seed, uint64_t step, int64_t first_seq)
+{
+    f->sample.seed = seed;
+    f->sample.step = step;
+    f->sample.first_seq = first_seq;
+}
+
+void st_fsdp_frozen_from_host(st_fsdp *f, int u, int64_t off, int64_t n, const float *src)
+{
+    st_kernels *k = f->k;
+    st_fsdp_frozen *z = &f->units[u].frozen;
+    if (!f->bf16) {
+        k->ops->from_host(k, (float *)z->store + off, src, sizeof(float) * (size_t)n);
+        return;
+    }
+    float *tmp = k->ops->alloc(k, sizeof(float) * (size_t)n, ST_MEM_COMM);
+    k->ops->from_host(k, tmp, src, sizeof(float) * (size_t)n);
+    k->ops->pack_bf16(k, (uint16_t *)z->store + off, tmp, n);
+    k->ops->free(k, tmp);
+}
+
+/* The stored words widened to fp32 (bf16) or the floats, gathered. */
+int st_fsdp_gather_frozen(st_fsdp *f, int u, float *out)
+{
+    st_kernels *k = f->k;
+    st_fsdp_frozen *z = &f->units[u].frozen;
+    float *mine = z->store;
+    if (f->bf16) {
+        mine = k->ops->alloc(k, sizeof(float) * (size_t)z->shard, ST_MEM_COMM);
+        k->ops->unpack_bf16(k, mine, z->store, z->shard);
+    }
+    int rc = 0;
+    if (f->S == 1) {
+        k->ops->to_host(k, out, mine, sizeof(float) * (size_t)z->numel);
+    } else {
+        float *full = k->ops->alloc(k, sizeof(float) * (size_t)z->padded, ST_MEM_COMM);
+        st_comm_req r = {0};
+        rc = st_comm_allgather(f->groups->shard, mine, full, z->shard, ST_DT_F32, &r,
+                               st_desc("the frozen weights of unit", u));
+        rc = rc ? rc : st_comm_wait(&r);
+        k->ops->to_host(k, out, full, sizeof(float) * (size_t)z->numel);
+        k->ops->free(k, full);
+    }
+    if (mine != z->store)
+        k->ops->free(k, mine);
+    return rc;
 }
 
 /* The gradient's sum of squares into sums[0] and this rank's part of it

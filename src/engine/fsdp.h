@@ -45,6 +45,21 @@
  * gathered (the schedule's own record of the same is schedule.c's). */
 typedef enum { UNIT_SHARDED, UNIT_GATHERING, UNIT_GATHERED } st_unit_state;
 
+/* The frozen part of a unit (LoRA's base weights): sharded and gathered
+ * like the trained part, but stored only in the compute dtype, with no
+ * gradient and no optimizer state.  numel 0 without LoRA. */
+typedef struct {
+    int64_t numel, padded, shard, lo;
+    void *store;             /* [shard]: bf16 words in bf16 compute, else fp32 (backend) */
+    void *full;              /* gathered, of dtype st_fsdp.pdt (backend) */
+    st_comm_req gather_req;
+    uint16_t *gather_recv;
+} st_fsdp_frozen;
+
+/* A unit's trained part: the whole unit, or with LoRA its adapters (the
+ * base weights are then `frozen`).  A unit whose part is empty (LoRA's
+ * embedding and head) has numel 0: nothing is stored, gathered or
+ * reduced for it. */
 typedef struct {
     int64_t numel;           /* unpadded element count */
     int64_t padded;          /* numel rounded up to a multiple of S */
@@ -72,6 +87,7 @@ typedef struct {
     int params16_fresh;      /* params16 == st_pack_bf16(params), every element */
     /* Full-size gradient being accumulated (no_sync, tied embeddings). */
     float *full_grad;
+    st_fsdp_frozen frozen;
 } st_fsdp_unit;
 
 /* How the engine runs, decided by the layer above (the strategy itself is
@@ -119,6 +135,12 @@ typedef struct {
     int grads_from_host;     /* this rank's gradients were written since (a test hook) */
     double norm_sumsq, norm_local;   /* host copies of sums[0] and sums[1] */
     int64_t opt_steps;
+    /* LoRA dropout's key for the next training micro-batch
+     * (st_fsdp_set_sample). */
+    struct {
+        uint64_t seed, step;
+        int64_t first_seq;
+    } sample;
     /* Tests only: when set, each schedule event the engine acts on is
      * appended here.  NULL in every run of the tool. */
     st_sched_trace *trace;
@@ -135,6 +157,10 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
 void st_fsdp_destroy(st_fsdp *f);
 
 void st_fsdp_zero_grads(st_fsdp *f);
+/* Which samples the next training micro-batch holds, for LoRA's dropout
+ * mask: the run's seed, the 0-based step and the global index of its first
+ * sequence (the others follow it). */
+void st_fsdp_set_sample(st_fsdp *f, uint64_t seed, uint64_t step, int64_t first_seq);
 /* Forward and backward of one micro-batch on this rank (inputs and targets
  * in host memory); gradients land in the shards (reduced over every rank)
  * unless no_sync defers it to the micro-batch with last_micro set.  The
@@ -163,6 +189,13 @@ void st_fsdp_optimizer_step(st_fsdp *f, double lr, double clip);
  * on every rank of the shard group (a collective).  Returns an exit
  * status. */
 int st_fsdp_gather_master(st_fsdp *f, int u, float *out);
+
+/* The frozen base weights of unit u (LoRA): elements [off, off + n) of
+ * this rank's shard from host fp32 (rounded to bf16 in bf16 compute), and
+ * the whole unit, as computed with, into out[numel] on every rank of the
+ * shard group (a collective; returns an exit status). */
+void st_fsdp_frozen_from_host(st_fsdp *f, int u, int64_t off, int64_t n, const float *src);
+int st_fsdp_gather_frozen(st_fsdp *f, int u, float *out);
 
 /* Host access to this rank's shards (checkpoints, test hooks): elements
  * [off, off + n) of unit u's shard of one array, copied to or from host

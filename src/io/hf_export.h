@@ -34,6 +34,10 @@ int st_hf_add_tokenizer(const char *dir, int64_t vocab_size, int64_t max_len,
  * checkpoint manifest both hold it in this form. */
 json_t *st_hf_rope_scaling_json(const st_model_config *mc);
 
+/* DIR/name holds j as indented JSON, written atomically; j is not
+ * released.  Returns an exit status, the error printed. */
+int st_hf_write_json(const char *dir, const char *name, json_t *j);
+
 /* Copy src to dst, atomically.  Returns an exit status, the error printed. */
 int st_hf_copy_file(const char *src, const char *dst);
 

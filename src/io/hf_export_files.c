@@ -60,8 +60,8 @@ json_t *st_hf_rope_scaling_json(const st_model_config *mc)
                      "original_max_position_embeddings", (json_int_t)mc->rope_original_seq_len);
 }
 
-/* dir/name holds the JSON, written atomically. */
-static int write_json(const char *dir, const char *name, json_t *j)
+/* dir/name holds the JSON (not released), written atomically (hf_export.h). */
+int st_hf_write_json(const char *dir, const char *name, json_t *j)
 {
     char path[8400], tmp[8420];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -154,7 +154,7 @@ static int patch_ids(const char *dir, const char *name, int64_t bos, int64_t eos
         return ST_EXIT_USAGE;
     }
     set_ids(j, bos, eos);
-    int rc = write_json(dir, name, j);
+    int rc = st_hf_write_json(dir, name, j);
     json_decref(j);
     return rc;
 }
@@ -185,7 +185,7 @@ int st_hf_add_tokenizer(const char *dir, int64_t vocab_size, int64_t max_len,
         json_object_set_new(tc, "bos_token", json_string(st_tokenizer_token(tok, bos)));
     if (tc && eos >= 0)
         json_object_set_new(tc, "eos_token", json_string(st_tokenizer_token(tok, eos)));
-    rc = rc ? rc : write_json(dir, "tokenizer_config.json", tc);
+    rc = rc ? rc : st_hf_write_json(dir, "tokenizer_config.json", tc);
     json_decref(tc);
     st_tokenizer_free(tok);
     rc = rc ? rc : patch_ids(dir, "config.json", bos, eos);
@@ -199,8 +199,8 @@ int st_hf_write_model_files(const char *dir, const st_model *m, const st_model_c
     if (cfg && rs && m->arch == ST_ARCH_LLAMA)
         json_object_set(cfg, "rope_scaling", rs);
     json_decref(rs);
-    int rc = write_json(dir, "config.json", cfg);
-    rc = rc ? rc : write_json(dir, "generation_config.json", gen);
+    int rc = st_hf_write_json(dir, "config.json", cfg);
+    rc = rc ? rc : st_hf_write_json(dir, "generation_config.json", gen);
     json_decref(cfg);
     json_decref(gen);
     return rc || !tokenizer ? rc : st_hf_add_tokenizer(dir, m->V, m->T, tokenizer);

@@ -18,7 +18,8 @@
 typedef struct {
     const char *header;      /* the JSON */
     size_t header_len, padded_len;
-    const st_model *m;
+    const st_tensor *ts;
+    int n;
     float *const *unit_params;
 } weights_file;
 
@@ -33,8 +34,8 @@ static int write_weights(int fd, void *ctx)
         st_write_all(fd, spaces, w->padded_len - w->header_len))
         return -1;
     /* Tensors in table order, which is how the offsets were assigned. */
-    for (int i = 0; i < w->m->n_tensors; i++) {
-        const st_tensor *t = &w->m->tensors[i];
+    for (int i = 0; i < w->n; i++) {
+        const st_tensor *t = &w->ts[i];
         const float *src = w->unit_params[t->unit] + t->offset;
         if (st_write_all(fd, src, sizeof(float) * (size_t)t->numel))
             return -1;
@@ -43,17 +44,19 @@ static int write_weights(int fd, void *ctx)
 }
 
 /* The JSON header, keys sorted; NULL when out of memory. */
-static char *header_json(const st_model *m)
+static char *header_json(const st_tensor *ts, int nt, const char *prefix)
 {
     json_t *hdr = json_object();
     uint64_t off = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const st_tensor *t = &m->tensors[i];
+    char name[200];
+    for (int i = 0; i < nt; i++) {
+        const st_tensor *t = &ts[i];
+        snprintf(name, sizeof name, "%s%s", prefix, t->name);
         json_t *shape = t->ndim == 2 ? json_pack("[I,I]", (json_int_t)t->shape[0],
                                                  (json_int_t)t->shape[1])
                                      : json_pack("[I]", (json_int_t)t->shape[0]);
         uint64_t bytes = (uint64_t)t->numel * 4u;
-        json_object_set_new(hdr, t->name,
+        json_object_set_new(hdr, name,
                             json_pack("{s:s,s:o,s:[I,I]}", "dtype", "F32", "shape", shape,
                                       "data_offsets", (json_int_t)off,
                                       (json_int_t)(off + bytes)));
@@ -68,14 +71,20 @@ static char *header_json(const st_model *m)
 int st_safetensors_save_model(const char *path, const st_model *m,
                               float *const *unit_params)
 {
-    char *text = header_json(m);
+    return st_safetensors_save_tensors(path, m->tensors, m->n_tensors, "", unit_params);
+}
+
+int st_safetensors_save_tensors(const char *path, const st_tensor *ts, int nt,
+                                const char *prefix, float *const *unit_bufs)
+{
+    char *text = header_json(ts, nt, prefix);
     if (!text) {
         st_error(NULL, "out of memory writing %s", path);
         return ST_EXIT_FAILURE;
     }
     /* Pad the header with spaces so tensor data starts 8-byte aligned. */
     size_t n = strlen(text);
-    weights_file w = {text, n, (n + 7) / 8 * 8, m, unit_params};
+    weights_file w = {text, n, (n + 7) / 8 * 8, ts, nt, unit_bufs};
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
         free(text);

@@ -13,4 +13,10 @@
 int st_safetensors_save_model(const char *path, const st_model *m,
                               float *const *unit_params);
 
+/* The same for any tensor table (the LoRA adapters': model.h,
+ * lora_tensors), each tensor at its offset in unit_bufs[its unit] and
+ * named prefix + its name. */
+int st_safetensors_save_tensors(const char *path, const st_tensor *ts, int nt,
+                                const char *prefix, float *const *unit_bufs);
+
 #endif

@@ -4,6 +4,7 @@
  * is what lets it gather, compute and free units in turn. */
 #include "kernels/cpu_model.h"
 #include "kernels/cpu_gemm.h"
+#include "kernels/cpu_lora.h"
 #include "kernels/cpu_ops.h"
 
 #include <string.h>
@@ -17,9 +18,10 @@ static inline const float *tp(const st_model *m, int u, int idx, const float *p)
 {
     return p + m->tensors[m->units[u].first_tensor + idx].offset;
 }
+/* NULL for frozen weights (LoRA): no gradient is computed for them. */
 static inline float *tg(const st_model *m, int u, int idx, float *g)
 {
-    return g + m->tensors[m->units[u].first_tensor + idx].offset;
+    return g ? g + m->tensors[m->units[u].first_tensor + idx].offset : NULL;
 }
 
 /* Dense layers in both storage conventions.  Conv1D (GPT-2): W is
@@ -36,18 +38,21 @@ static void linear_forward(int conv1d, float *y, int64_t ldy, const float *x,
         st_gemm(0, 1, N, out, in, x, ldx, W, in, beta, y, ldy);
 }
 
-/* dW += x^T dy (in the layer's storage layout); dx = beta*dx + dy W^T. */
+/* dW += x^T dy (in the layer's storage layout; not when dW is NULL, a
+ * frozen weight); dx = beta*dx + dy W^T. */
 static void linear_backward(int conv1d, float *dx, float dx_beta, float *dW,
                             const float *dy, int64_t lddy, const float *x,
                             int64_t ldx, const float *W, int64_t N, int64_t in,
                             int64_t out)
 {
     if (conv1d) {
-        st_gemm(1, 0, in, out, N, x, ldx, dy, lddy, 1.0f, dW, out);
+        if (dW)
+            st_gemm(1, 0, in, out, N, x, ldx, dy, lddy, 1.0f, dW, out);
         if (dx)
             st_gemm(0, 1, N, in, out, dy, lddy, W, out, dx_beta, dx, in);
     } else {
-        st_gemm(1, 0, out, in, N, dy, lddy, x, ldx, 1.0f, dW, in);
+        if (dW)
+            st_gemm(1, 0, out, in, N, dy, lddy, x, ldx, 1.0f, dW, in);
         if (dx)
             st_gemm(0, 0, N, in, out, dy, lddy, W, in, dx_beta, dx, in);
     }
@@ -87,12 +92,19 @@ void st_block_acts_bind(st_block_acts *a, const st_model *m, int64_t B, float *m
 /* Rows processed at once by the head, bounding its logits buffer. */
 enum { HEAD_CHUNK = 256 };
 
-size_t st_model_scratch_floats(const st_model *m, int64_t B)
+/* block backward: d_act, d_fc, d_ln2/d_ln1, d_res_mid, d_att, d_qkv; the
+ * adapters' scratch follows. */
+static int64_t block_scratch_floats(const st_model *m, int64_t B)
 {
     int64_t N = B * m->T, C = m->C, F = m->F;
     int64_t fc = m->arch == ST_ARCH_LLAMA ? 2 * F : F;
-    /* block backward: d_act, d_fc, d_ln2/d_ln1, d_res_mid, d_att, d_qkv */
-    int64_t block = N * F + N * fc + 3 * N * C + N * qkv_width(m);
+    return N * F + N * fc + 3 * N * C + N * qkv_width(m);
+}
+
+size_t st_model_scratch_floats(const st_model *m, int64_t B)
+{
+    int64_t N = B * m->T, C = m->C;
+    int64_t block = block_scratch_floats(m, B) + (int64_t)st_lora_scratch_floats(m, B);
     /* head: normed input, mean, rstd, d_normed, one chunk of logits */
     int64_t chunk = N < HEAD_CHUNK ? N : HEAD_CHUNK;
     int64_t head = 2 * N * C + 2 * N + chunk * m->V;
@@ -142,24 +154,42 @@ void st_embed_backward(const st_model *m, float *g, const int32_t *tokens,
     }
 }
 
-void st_block_forward(const st_model *m, const float *p, int64_t B,
-                      const float *in, float *out, st_block_acts *a)
+/* Target i's adapter update of y (when it has one). */
+#define LORA_FWD(i, x, ldx, y, ldy)                                                   \
+    do {                                                                                \
+        if (st_lora_on(m, la, i))                                                       \
+            st_lora_forward(m, la, lp, i, B, x, ldx, y, ldy, lscratch);                 \
+    } while (0)
+#define LORA_BWD(i, x, ldx, dy, lddy, dx, lddx)                                        \
+    do {                                                                                \
+        if (st_lora_on(m, la, i))                                                       \
+            st_lora_backward(m, la, lp, la->g, i, B, x, ldx, dy, lddy, dx, lddx, lscratch); \
+    } while (0)
+
+void st_block_forward(const st_model *m, const float *p, const st_lora_args *la,
+                      const float *lp, int64_t B, const float *in, float *out,
+                      st_block_acts *a, float *scratch)
 {
     const int gpt2 = m->arch == ST_ARCH_GPT2;
     const int uu = 1; /* tensor offsets are the same in every block unit */
     const int64_t N = B * m->T, C = m->C, F = m->F, W = qkv_width(m);
     const int64_t qd = m->H * m->hd, kvd = m->KV * m->hd;
+    float *lscratch = scratch ? scratch + block_scratch_floats(m, B) : NULL;
 
     if (gpt2) {
         st_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, in,
                              tp(m, uu, G_LN1W, p), tp(m, uu, G_LN1B, p), N, C, m->eps);
         linear_forward(1, a->qkv, W, a->ln1, C, tp(m, uu, G_ATTW, p), N, C, 3 * C, 0.0f);
         st_add_bias(a->qkv, tp(m, uu, G_ATTB, p), N, 3 * C);
+        LORA_FWD(0, a->ln1, C, a->qkv, W);
     } else {
         st_rmsnorm_forward(a->ln1, a->ln1_rstd, in, tp(m, uu, L_NORM1, p), N, C, m->eps);
         linear_forward(0, a->qkv, W, a->ln1, C, tp(m, uu, L_Q, p), N, C, qd, 0.0f);
         linear_forward(0, a->qkv + qd, W, a->ln1, C, tp(m, uu, L_K, p), N, C, kvd, 0.0f);
         linear_forward(0, a->qkv + qd + kvd, W, a->ln1, C, tp(m, uu, L_V, p), N, C, kvd, 0.0f);
+        LORA_FWD(0, a->ln1, C, a->qkv, W);
+        LORA_FWD(1, a->ln1, C, a->qkv + qd, W);
+        LORA_FWD(2, a->ln1, C, a->qkv + qd + kvd, W);
         st_rope_apply(a->qkv, W, B, m->T, m->H, m->hd, m->rope_cos, m->rope_sin, 0);
         st_rope_apply(a->qkv + qd, W, B, m->T, m->KV, m->hd, m->rope_cos, m->rope_sin, 0);
     }
@@ -170,27 +200,34 @@ void st_block_forward(const st_model *m, const float *p, int64_t B,
     if (gpt2) {
         linear_forward(1, a->res_mid, C, a->att, C, tp(m, uu, G_CPRW, p), N, C, C, 1.0f);
         st_add_bias(a->res_mid, tp(m, uu, G_CPRB, p), N, C);
+        LORA_FWD(1, a->att, C, a->res_mid, C);
         st_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res_mid,
                              tp(m, uu, G_LN2W, p), tp(m, uu, G_LN2B, p), N, C, m->eps);
         linear_forward(1, a->fc, F, a->ln2, C, tp(m, uu, G_FCW, p), N, C, F, 0.0f);
         st_add_bias(a->fc, tp(m, uu, G_FCB, p), N, F);
+        LORA_FWD(2, a->ln2, C, a->fc, F);
         st_gelu_forward(a->act, a->fc, N * F);
         memcpy(out, a->res_mid, sizeof(float) * (size_t)(N * C));
         linear_forward(1, out, C, a->act, F, tp(m, uu, G_PRJW, p), N, F, C, 1.0f);
         st_add_bias(out, tp(m, uu, G_PRJB, p), N, C);
+        LORA_FWD(3, a->act, F, out, C);
     } else {
         linear_forward(0, a->res_mid, C, a->att, qd, tp(m, uu, L_O, p), N, qd, C, 1.0f);
+        LORA_FWD(3, a->att, qd, a->res_mid, C);
         st_rmsnorm_forward(a->ln2, a->ln2_rstd, a->res_mid, tp(m, uu, L_NORM2, p), N, C, m->eps);
         linear_forward(0, a->fc, 2 * F, a->ln2, C, tp(m, uu, L_GATE, p), N, C, F, 0.0f);
         linear_forward(0, a->fc + F, 2 * F, a->ln2, C, tp(m, uu, L_UP, p), N, C, F, 0.0f);
+        LORA_FWD(4, a->ln2, C, a->fc, 2 * F);
+        LORA_FWD(5, a->ln2, C, a->fc + F, 2 * F);
         st_swiglu_forward(a->act, a->fc, N, F);
         memcpy(out, a->res_mid, sizeof(float) * (size_t)(N * C));
         linear_forward(0, out, C, a->act, F, tp(m, uu, L_DOWN, p), N, F, C, 1.0f);
+        LORA_FWD(6, a->act, F, out, C);
     }
 }
 
-void st_block_backward(const st_model *m, const float *p, float *g, int64_t B,
-                       const float *in, const st_block_acts *a,
+void st_block_backward(const st_model *m, const float *p, float *g, const st_lora_args *la,
+                       const float *lp, int64_t B, const float *in, const st_block_acts *a,
                        const float *dout, float *din, float *scratch)
 {
     const int gpt2 = m->arch == ST_ARCH_GPT2;
@@ -204,15 +241,18 @@ void st_block_backward(const st_model *m, const float *p, float *g, int64_t B,
     float *d_res_mid = d_ln + N * C;
     float *d_att = d_res_mid + N * C;
     float *d_qkv = d_att + N * C;
+    float *lscratch = scratch + block_scratch_floats(m, B);
 
     /* MLP: out = res_mid + mlp(norm2(res_mid)) */
     if (gpt2) {
         linear_backward(1, d_act, 0.0f, tg(m, uu, G_PRJW, g), dout, C, a->act, F,
                         tp(m, uu, G_PRJW, p), N, F, C);
+        LORA_BWD(3, a->act, F, dout, C, d_act, F);
         st_bias_backward(tg(m, uu, G_PRJB, g), dout, N, C);
         st_gelu_backward(d_fc, a->fc, d_act, N * F);
         linear_backward(1, d_ln, 0.0f, tg(m, uu, G_FCW, g), d_fc, F, a->ln2, C,
                         tp(m, uu, G_FCW, p), N, C, F);
+        LORA_BWD(2, a->ln2, C, d_fc, F, d_ln, C);
         st_bias_backward(tg(m, uu, G_FCB, g), d_fc, N, F);
         memcpy(d_res_mid, dout, sizeof(float) * (size_t)(N * C));
         st_layernorm_backward(d_res_mid, tg(m, uu, G_LN2W, g), tg(m, uu, G_LN2B, g),
@@ -221,11 +261,14 @@ void st_block_backward(const st_model *m, const float *p, float *g, int64_t B,
     } else {
         linear_backward(0, d_act, 0.0f, tg(m, uu, L_DOWN, g), dout, C, a->act, F,
                         tp(m, uu, L_DOWN, p), N, F, C);
+        LORA_BWD(6, a->act, F, dout, C, d_act, F);
         st_swiglu_backward(d_fc, a->fc, d_act, N, F);
         linear_backward(0, d_ln, 0.0f, tg(m, uu, L_GATE, g), d_fc, 2 * F, a->ln2, C,
                         tp(m, uu, L_GATE, p), N, C, F);
         linear_backward(0, d_ln, 1.0f, tg(m, uu, L_UP, g), d_fc + F, 2 * F, a->ln2, C,
                         tp(m, uu, L_UP, p), N, C, F);
+        LORA_BWD(4, a->ln2, C, d_fc, 2 * F, d_ln, C);
+        LORA_BWD(5, a->ln2, C, d_fc + F, 2 * F, d_ln, C);
         memcpy(d_res_mid, dout, sizeof(float) * (size_t)(N * C));
         st_rmsnorm_backward(d_res_mid, tg(m, uu, L_NORM2, g), d_ln, a->res_mid,
                             tp(m, uu, L_NORM2, p), a->ln2_rstd, N, C);
@@ -235,10 +278,12 @@ void st_block_backward(const st_model *m, const float *p, float *g, int64_t B,
     if (gpt2) {
         linear_backward(1, d_att, 0.0f, tg(m, uu, G_CPRW, g), d_res_mid, C, a->att, C,
                         tp(m, uu, G_CPRW, p), N, C, C);
+        LORA_BWD(1, a->att, C, d_res_mid, C, d_att, C);
         st_bias_backward(tg(m, uu, G_CPRB, g), d_res_mid, N, C);
     } else {
         linear_backward(0, d_att, 0.0f, tg(m, uu, L_O, g), d_res_mid, C, a->att, qd,
                         tp(m, uu, L_O, p), N, qd, C);
+        LORA_BWD(3, a->att, qd, d_res_mid, C, d_att, qd);
     }
     st_attention_backward(d_qkv, W, d_qkv + qd, W, d_qkv + qd + kvd, W,
                           d_att, qd, a->att, qd, a->lse,
@@ -249,6 +294,7 @@ void st_block_backward(const st_model *m, const float *p, float *g, int64_t B,
     if (gpt2) {
         linear_backward(1, d_ln1, 0.0f, tg(m, uu, G_ATTW, g), d_qkv, W, a->ln1, C,
                         tp(m, uu, G_ATTW, p), N, C, 3 * C);
+        LORA_BWD(0, a->ln1, C, d_qkv, W, d_ln1, C);
         st_bias_backward(tg(m, uu, G_ATTB, g), d_qkv, N, 3 * C);
         st_layernorm_backward(din, tg(m, uu, G_LN1W, g), tg(m, uu, G_LN1B, g), d_ln1,
                               in, tp(m, uu, G_LN1W, p), a->ln1_mean, a->ln1_rstd, N, C);
@@ -262,6 +308,9 @@ void st_block_backward(const st_model *m, const float *p, float *g, int64_t B,
                         tp(m, uu, L_K, p), N, C, kvd);
         linear_backward(0, d_ln1, 1.0f, tg(m, uu, L_V, g), d_qkv + qd + kvd, W, a->ln1, C,
                         tp(m, uu, L_V, p), N, C, kvd);
+        LORA_BWD(0, a->ln1, C, d_qkv, W, d_ln1, C);
+        LORA_BWD(1, a->ln1, C, d_qkv + qd, W, d_ln1, C);
+        LORA_BWD(2, a->ln1, C, d_qkv + qd + kvd, W, d_ln1, C);
         st_rmsnorm_backward(din, tg(m, uu, L_NORM1, g), d_ln1, in,
                             tp(m, uu, L_NORM1, p), a->ln1_rstd, N, C);
     }
@@ -299,7 +348,8 @@ double st_head_forward_backward(const st_model *m, const float *head_p,
         if (backward) {
             /* logits now hold dlogits */
             st_gemm(0, 0, rows, C, V, logits, V, Wout, C, 0.0f, dxn + r0 * C, C);
-            st_gemm(1, 0, V, C, rows, logits, V, xn + r0 * C, C, 1.0f, dWout, C);
+            if (dWout)      /* NULL: a frozen output weight (LoRA) */
+                st_gemm(1, 0, V, C, rows, logits, V, xn + r0 * C, C, 1.0f, dWout, C);
         }
     }
     if (backward) {

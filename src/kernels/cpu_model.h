@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
 #include "model/model.h"
 
 #ifdef __cplusplus
@@ -39,11 +40,15 @@ void st_embed_forward(const st_model *m, const float *p, const int32_t *tokens,
 void st_embed_backward(const st_model *m, float *g, const int32_t *tokens,
                        int64_t B, const float *dout);
 
-void st_block_forward(const st_model *m, const float *p, int64_t B,
-                      const float *in, float *out, st_block_acts *a);
-/* g += parameter gradients; din overwritten. */
-void st_block_backward(const st_model *m, const float *p, float *g, int64_t B,
-                       const float *in, const st_block_acts *a,
+/* la and lp: the block's LoRA adapters (cpu_lora.h), NULL without them;
+ * the adapters use scratch (which may then not be NULL). */
+void st_block_forward(const st_model *m, const float *p, const st_lora_args *la,
+                      const float *lp, int64_t B, const float *in, float *out,
+                      st_block_acts *a, float *scratch);
+/* g += parameter gradients (none when g is NULL: frozen base weights);
+ * la->g += the adapters' gradients; din overwritten. */
+void st_block_backward(const st_model *m, const float *p, float *g, const st_lora_args *la,
+                       const float *lp, int64_t B, const float *in, const st_block_acts *a,
                        const float *dout, float *din, float *scratch);
 
 /* Final norm, output head and softmax cross-entropy, forward and (when

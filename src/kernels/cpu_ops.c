@@ -32,6 +32,8 @@ enum { COL_BLOCK = 64 };
 
 void st_bias_backward(float *dbias, const float *dout, int64_t N, int64_t C)
 {
+    if (!dbias)     /* a frozen bias (LoRA) */
+        return;
 #pragma omp parallel for schedule(static) if (parallel : N * C >= ST_PARALLEL_MIN)
     for (int64_t c0 = 0; c0 < C; c0 += COL_BLOCK) {
         const int64_t w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
@@ -103,6 +105,8 @@ static void norm_backward_params(float *dw, float *db, const float *dout,
                                  const float *x, const float *mean,
                                  const float *rstd, int64_t N, int64_t C, int centered)
 {
+    if (!dw)        /* frozen norm parameters (LoRA) */
+        return;
 #pragma omp parallel for schedule(static) if (parallel : N * C >= ST_PARALLEL_MIN)
     for (int64_t c0 = 0; c0 < C; c0 += COL_BLOCK) {
         const int64_t w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;

@@ -45,6 +45,7 @@
 
 #include "base/alloc.h"
 #include "base/dtype.h"
+#include "base/rng.h"
 #include "config/config.h"
 #include "model/model.h"
 
@@ -83,6 +84,32 @@ static inline double st_clip_factor(double sumsq, double clip)
     return clip > 0.0 && norm > clip ? clip / (norm + 1e-6) : 1.0;
 }
 
+/* LoRA for one block call (model.h, st_model_lora); NULL when the model
+ * has no adapters.  Dropout applies only when `dropout` is above 0 (the
+ * engine passes 0 outside training): element (row, col) of target i's
+ * input is kept as st_lora_keep says, from the run's seed, the optimizer
+ * step and the row's global sample, so the mask does not depend on the
+ * world size or the micro-batching. */
+typedef struct {
+    const void *p;           /* the block's gathered adapter buffer, of dtype pdt */
+    float *g;                /* its gradient (backward), accumulated */
+    int64_t layer;
+    double dropout;
+    uint64_t seed, step;
+    int64_t first_seq;       /* global index of the micro-batch's first sequence */
+} st_lora_args;
+
+/* Whether LoRA dropout keeps input element col of row n (sequence
+ * first_seq + n / T, position n % T) of target i in block `layer`. */
+static inline int st_lora_keep(const st_lora_args *la, int64_t T, int target, int64_t n,
+                               int64_t col, int64_t width)
+{
+    const uint64_t where = ((uint64_t)la->layer << 8 | (uint64_t)target) << 40 ^ la->step;
+    const uint64_t elem = ((uint64_t)(la->first_seq + n / T) * (uint64_t)T +
+                           (uint64_t)(n % T)) * (uint64_t)width + (uint64_t)col;
+    return st_uniform3(la->seed ^ ((uint64_t)ST_RNG_DROPOUT << 56), where, elem) >= la->dropout;
+}
+
 /* Backend operations; each backend fills one table (kernels_cpu.c,
  * kernels_cuda.c).  Every op receives the backend instance it runs on, as
  * comm ops receive their communicator. */
@@ -109,12 +136,18 @@ typedef struct {
                           const int32_t *tokens, int64_t B, float *out);
     void (*embed_backward)(st_kernels *k, const st_model *m, float *g,
                            const int32_t *tokens, int64_t B, const float *dout);
+    /* g is NULL when the base weights are frozen (LoRA): no parameter
+     * gradient is computed for them.  lora is NULL without adapters.  The
+     * forward may use the scratch while it runs. */
     void (*block_forward)(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                          int64_t B, const float *in, float *out, void *acts);
+                          const st_lora_args *lora, int64_t B, const float *in, float *out,
+                          void *acts, void *scratch);
     void (*block_backward)(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                           float *g, int64_t B, const float *in, const void *acts,
-                           const float *dout, float *din, void *scratch);
-    /* Adds the summed loss into *loss_sum (backend memory). */
+                           float *g, const st_lora_args *lora, int64_t B, const float *in,
+                           const void *acts, const float *dout, float *din, void *scratch);
+    /* Adds the summed loss into *loss_sum (backend memory).  head_g and
+     * embed_g are NULL for frozen weights (LoRA); din is still computed
+     * when grad_scale is not 0. */
     void (*head_forward_backward)(st_kernels *k, const st_model *m, const void *head_p,
                                   const void *embed_p, st_dtype pdt, float *head_g,
                                   float *embed_g, int64_t B, const float *in,

@@ -90,23 +90,25 @@ static void cpu_embed_backward(st_kernels *k, const st_model *m, float *g,
 }
 
 static void cpu_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                              int64_t B, const float *in, float *out, void *acts)
+                              const st_lora_args *la, int64_t B, const float *in, float *out,
+                              void *acts, void *scratch)
 {
     (void)k;
     st_block_acts a;
     st_block_acts_bind(&a, m, B, acts);
-    st_block_forward(m, f32(p, pdt), B, in, out, &a);
+    st_block_forward(m, f32(p, pdt), la, la ? f32(la->p, pdt) : NULL, B, in, out, &a, scratch);
 }
 
 static void cpu_block_backward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                               float *g, int64_t B, const float *in, const void *acts,
-                               const float *dout, float *din, void *scratch)
+                               float *g, const st_lora_args *la, int64_t B, const float *in,
+                               const void *acts, const float *dout, float *din, void *scratch)
 {
     (void)k;
     st_block_acts a;
     /* bind only computes pointers; backward reads through them. */
     st_block_acts_bind(&a, m, B, (float *)acts);
-    st_block_backward(m, f32(p, pdt), g, B, in, &a, dout, din, scratch);
+    st_block_backward(m, f32(p, pdt), g, la, la ? f32(la->p, pdt) : NULL, B, in, &a, dout,
+                      din, scratch);
 }
 
 static void cpu_head(st_kernels *k, const st_model *m, const void *head_p,
@@ -232,21 +234,46 @@ static void b16_embed_forward(st_kernels *k, const st_model *m, const void *p, s
     unwiden(w, p);
 }
 
+/* The adapters widened as the base is: a copy of the args pointing at the
+ * fp32 words. */
+static const st_lora_args *widen_lora(const st_model *m, const st_lora_args *la, st_dtype pdt,
+                                      st_lora_args *tmp)
+{
+    if (!la)
+        return NULL;
+    *tmp = *la;
+    tmp->p = widen(la->p, pdt, m->units[1].lora_numel);
+    return tmp;
+}
+
+static void unwiden_lora(const st_lora_args *w, const st_lora_args *la)
+{
+    if (la)
+        unwiden(w->p, la->p);
+}
+
 static void b16_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                              int64_t B, const float *in, float *out, void *acts)
+                              const st_lora_args *la, int64_t B, const float *in, float *out,
+                              void *acts, void *scratch)
 {
     const float *w = widen(p, pdt, block_numel(m));
-    cpu_block_forward(k, m, w, ST_DT_F32, B, in, out, acts);
+    st_lora_args tmp;
+    const st_lora_args *wl = widen_lora(m, la, pdt, &tmp);
+    cpu_block_forward(k, m, w, ST_DT_F32, wl, B, in, out, acts, scratch);
     unwiden(w, p);
+    unwiden_lora(wl, la);
 }
 
 static void b16_block_backward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                               float *g, int64_t B, const float *in, const void *acts,
-                               const float *dout, float *din, void *scratch)
+                               float *g, const st_lora_args *la, int64_t B, const float *in,
+                               const void *acts, const float *dout, float *din, void *scratch)
 {
     const float *w = widen(p, pdt, block_numel(m));
-    cpu_block_backward(k, m, w, ST_DT_F32, g, B, in, acts, dout, din, scratch);
+    st_lora_args tmp;
+    const st_lora_args *wl = widen_lora(m, la, pdt, &tmp);
+    cpu_block_backward(k, m, w, ST_DT_F32, g, wl, B, in, acts, dout, din, scratch);
     unwiden(w, p);
+    unwiden_lora(wl, la);
 }
 
 static void b16_head(st_kernels *k, const st_model *m, const void *head_p,

@@ -39,6 +39,12 @@
 int st_kernels_cuda_check(const st_config *cfg)
 {
     const int64_t hd = cfg->model.d_model / cfg->model.n_head;
+    /* The CUDA units have no adapter kernels yet (docs/gpu.md): say so
+     * before anything runs, instead of training the base weights. */
+    if (cfg->lora.rank > 0)
+        return st_config_error(cfg, "lora", "rank", "LoRA runs on the cpu backend only for "
+                               "now (the CUDA units have no adapter kernels); hint: set "
+                               "train.device = cpu, or lora.rank = 0");
     if (hd == 64 || hd == 128)
         return 0;
     return st_config_error(cfg, "model", "n_head", "the CUDA kernels take attention head "
@@ -266,9 +272,15 @@ static void cuda_embed_backward(st_kernels *k, const st_model *m, float *g,
     cuda_free(k, d);
 }
 
+/* st_kernels_cuda_check refuses LoRA, so no adapters and no frozen base
+ * weights reach these. */
 static void cuda_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                               int64_t B, const float *in, float *out, void *acts)
+                               const st_lora_args *la, int64_t B, const float *in, float *out,
+                               void *acts, void *scratch)
 {
+    (void)scratch;
+    if (la)
+        st_bug("LoRA adapters reached the cuda backend");
     expect_mode(k, pdt);
     st_cuda_model_ctx *c = ctx_for(k, m);
     st_cuda_block_acts a;
@@ -287,10 +299,12 @@ static void cuda_block_forward(st_kernels *k, const st_model *m, const void *p, 
 }
 
 static void cuda_block_backward(st_kernels *k, const st_model *m, const void *p,
-                                st_dtype pdt, float *g, int64_t B, const float *in,
-                                const void *acts, const float *dout, float *din,
-                                void *scratch)
+                                st_dtype pdt, float *g, const st_lora_args *la, int64_t B,
+                                const float *in, const void *acts, const float *dout,
+                                float *din, void *scratch)
 {
+    if (la || !g)
+        st_bug("LoRA adapters or frozen weights reached the cuda backend");
     expect_mode(k, pdt);
     st_cuda_model_ctx *c = ctx_for(k, m);
     st_cuda_block_acts a;

@@ -145,8 +145,73 @@ int st_model_init(st_model *m, const st_model_config *cfg)
     return 0;
 }
 
+/* The base weight of each target in a block's tensor list (model.c's
+ * layout order), matching st_lora_target_name's order. */
+static const int lora_base_gpt2[] = {2, 4, 8, 10};         /* c_attn, attn.c_proj, c_fc, mlp.c_proj */
+static const int lora_base_llama[] = {1, 2, 3, 4, 6, 7, 8}; /* q k v o gate up down */
+
+int st_model_add_lora(st_model *m, const st_lora_config *lc)
+{
+    if (lc->rank <= 0)
+        return 0;
+    st_model_lora *lo = &m->lora;
+    const int nt = st_lora_n_targets(m->arch);
+    const int64_t r = lc->rank;
+    lo->rank = (int)r;
+    lo->alpha = lc->alpha;
+    lo->scale = (float)(lc->alpha / (double)r);
+    lo->dropout = lc->dropout;
+    lo->targets = lc->target_mask;
+    int per_block = 0;
+    for (int i = 0; i < nt; i++)
+        per_block += (lc->target_mask >> i & 1) * 2;
+    m->lora_tensors = st_alloc(sizeof(st_tensor) * (size_t)(per_block * m->L + 1), ST_MEM_OTHER);
+    for (int i = 0; i < ST_LORA_MAX_TARGETS; i++)
+        lo->base[i] = -1, lo->a_off[i] = lo->b_off[i] = -1;
+    for (int u = 1; u <= m->L; u++) {
+        st_unit *un = &m->units[u];
+        un->first_lora = m->n_lora_tensors;
+        for (int i = 0; i < nt; i++) {
+            if (!(lc->target_mask >> i & 1))
+                continue;
+            const int bi = m->arch == ST_ARCH_GPT2 ? lora_base_gpt2[i] : lora_base_llama[i];
+            const st_tensor *w = &m->tensors[un->first_tensor + bi];
+            /* Conv1D (gpt2) stores [in, out], Linear (llama) [out, in]. */
+            const int64_t in = m->arch == ST_ARCH_GPT2 ? w->shape[0] : w->shape[1];
+            const int64_t out = m->arch == ST_ARCH_GPT2 ? w->shape[1] : w->shape[0];
+            const size_t stem = strlen(w->name) - strlen(".weight");
+            for (int ab = 0; ab < 2; ab++) {
+                st_tensor *t = &m->lora_tensors[m->n_lora_tensors++];
+                memset(t, 0, sizeof *t);
+                snprintf(t->name, sizeof t->name, "%.*s.lora_%c.weight", (int)stem, w->name,
+                         ab ? 'B' : 'A');
+                t->ndim = 2;
+                t->shape[0] = ab ? out : r;
+                t->shape[1] = ab ? r : in;
+                t->numel = r * (ab ? out : in);
+                t->unit = u;
+                t->offset = un->lora_numel;
+                /* PEFT's LoRA has no weight decay of its own beyond the
+                 * optimizer's, which applies to every matrix. */
+                t->decay = 1;
+                t->init = ab ? ST_INIT_ZERO : ST_INIT_NORMAL;
+                un->lora_numel += t->numel;
+                un->n_lora++;
+                if (u == 1) {
+                    lo->base[i] = bi;
+                    lo->in[i] = in;
+                    lo->out[i] = out;
+                    (ab ? lo->b_off : lo->a_off)[i] = t->offset;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 void st_model_free(st_model *m)
 {
+    st_free(m->lora_tensors);
     st_free(m->units);
     st_free(m->tensors);
     st_free(m->rope_cos);
@@ -204,6 +269,36 @@ void st_model_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
     /* Padding beyond the unit's tensors stays zero. */
     for (int64_t e = lo > un->numel ? lo : un->numel; e < hi; e++)
         out[e - lo] = 0.0f;
+}
+
+void st_model_lora_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
+                              float *out, uint64_t seed)
+{
+    const st_unit *un = &m->units[u];
+    for (int64_t e = lo; e < hi; e++)
+        out[e - lo] = 0.0f;
+    for (int i = un->first_lora; i < un->first_lora + un->n_lora; i++) {
+        const st_tensor *t = &m->lora_tensors[i];
+        int64_t a = t->offset > lo ? t->offset : lo;
+        int64_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (t->init == ST_INIT_ZERO || a >= b)
+            continue;
+        const double bound = 1.0 / sqrt((double)t->shape[1]);
+        const uint64_t stream = name_stream(t->name);
+        for (int64_t e = a; e < b; e++)
+            out[e - lo] = (float)(bound * (2.0 * st_uniform3(seed ^ ((uint64_t)ST_RNG_INIT << 56),
+                                                             stream, (uint64_t)(e - t->offset)) -
+                                           1.0));
+    }
+}
+
+void st_model_train_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
+                               float *out, uint64_t seed)
+{
+    if (m->lora.rank)
+        st_model_lora_init_range(m, u, lo, hi, out, seed);
+    else
+        st_model_init_range(m, u, lo, hi, out, seed);
 }
 
 double st_model_flops_per_token(const st_model *m)

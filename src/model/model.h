@@ -44,7 +44,34 @@ typedef struct {
     int layer;               /* block index, -1 otherwise */
     int first_tensor, n_tensors;
     int64_t numel;           /* unpadded element count */
+    /* LoRA: the unit's adapter part, a second flat buffer (block units
+     * only; 0 elsewhere and without LoRA). */
+    int first_lora, n_lora;
+    int64_t lora_numel;
 } st_unit;
+
+/* LoRA adapters (st_model_add_lora).  Each targeted matrix W of every
+ * block gets A [rank, in] and B [out, rank]; the layer computes
+ * y = x W' + scale * (dropout(x) A^T) B^T, with scale = alpha / rank, as
+ * PEFT's LoRA layers do.  The base weights are then frozen and only the
+ * adapters train, so the model has two parts: the base (units' flat
+ * buffers, tensors) and the adapters (each block's adapter buffer,
+ * lora_tensors, named as PEFT names them without its base_model.model.
+ * prefix).  What trains (st_model_train_*) is the adapters when rank > 0,
+ * else the base. */
+typedef struct {
+    int rank;                /* 0: no adapters */
+    double alpha;
+    float scale;             /* alpha / rank */
+    double dropout;
+    unsigned targets;        /* bit i: st_lora_target_name(arch, i) */
+    /* Per target, the same in every block: the base weight's index in
+     * the block's tensors, its in and out features, and the offsets of A
+     * and B in the block's adapter buffer (-1: not targeted). */
+    int base[ST_LORA_MAX_TARGETS];
+    int64_t in[ST_LORA_MAX_TARGETS], out[ST_LORA_MAX_TARGETS];
+    int64_t a_off[ST_LORA_MAX_TARGETS], b_off[ST_LORA_MAX_TARGETS];
+} st_model_lora;
 
 typedef struct {
     int arch;                /* enum st_arch */
@@ -58,6 +85,9 @@ typedef struct {
     st_tensor *tensors;
     int64_t n_params;        /* distinct parameters (tied weights once) */
     float *rope_cos, *rope_sin; /* [T, hd/2], llama only */
+    st_model_lora lora;
+    int n_lora_tensors;
+    st_tensor *lora_tensors;
 } st_model;
 
 /* Build the layout from a validated config.  Returns 0, or ST_EXIT_USAGE
@@ -68,6 +98,41 @@ const st_tensor *st_model_find(const st_model *m, const char *name);
 /* The head is the last unit.  Inline so that the CUDA units
  * (cuda/model_cuda.cu) need nothing back from libshardtrain.a. */
 static inline int st_model_head_unit(const st_model *m) { return m->n_units - 1; }
+
+/* Add the adapters lc describes (nothing when lc->rank is 0; the config
+ * layer has validated the targets).  Returns 0. */
+int st_model_add_lora(st_model *m, const st_lora_config *lc);
+
+/* What trains: the adapters with LoRA, else the base weights.  The engine
+ * keeps gradients and optimizer state, and checkpoints keep their state,
+ * for these tensors and unit parts only. */
+static inline int st_model_n_train_tensors(const st_model *m)
+{
+    return m->lora.rank ? m->n_lora_tensors : m->n_tensors;
+}
+static inline const st_tensor *st_model_train_tensor(const st_model *m, int i)
+{
+    return m->lora.rank ? &m->lora_tensors[i] : &m->tensors[i];
+}
+static inline int64_t st_model_train_numel(const st_model *m, int u)
+{
+    return m->lora.rank ? m->units[u].lora_numel : m->units[u].numel;
+}
+/* The frozen part of unit u: its base weights with LoRA, else nothing. */
+static inline int64_t st_model_frozen_numel(const st_model *m, int u)
+{
+    return m->lora.rank ? m->units[u].numel : 0;
+}
+
+/* Initial values of elements [lo, hi) of unit u's adapter buffer: A as
+ * PEFT's kaiming_uniform_(a = sqrt(5)), uniform in +-1/sqrt(in); B zero, so
+ * training starts from the base model. */
+void st_model_lora_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
+                              float *out, uint64_t seed);
+/* The trained part's initial values: the adapters' with LoRA, else the
+ * base weights' (st_model_init_range). */
+void st_model_train_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
+                               float *out, uint64_t seed);
 
 /* Initial values of elements [lo, hi) of unit u's flat buffer into out.
  * Each element's value depends only on (seed, tensor name, index), so any

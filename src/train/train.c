@@ -15,6 +15,7 @@
 #include "io/checkpoint.h"
 #include "io/data.h"
 #include "io/hf_export.h"
+#include "io/lora_files.h"
 #include "io/tokenizer.h"
 #include "comm/comm.h"
 #include "runtime/device.h"
@@ -182,6 +183,7 @@ static int train_setup(train_run *r)
     int rc = open_data(cfg, &r->train_ds, &r->val_ds);
     r->data_open = rc == 0;
     rc = rc ? rc : st_model_init(&r->model, &cfg->model);
+    rc = rc ? rc : st_model_add_lora(&r->model, &cfg->lora);
     rc = rc ? rc : st_engine_open(&r->fsdp, &r->model, cfg, &r->groups, r->kernels);
     if (!rc && r->rank == 0)
         rc = check_output_dirs(cfg);
@@ -322,6 +324,9 @@ static int accumulate_gradients(train_run *r, int64_t step, int64_t targets,
                         : targets > 0 ? (float)(1.0 / (double)targets) : 0.0f;
     for (int64_t micro = 0; micro < r->accum && !rc; micro++) {
         fill_train_batch(r, step, micro);
+        /* LoRA's dropout mask follows the samples (fill_train_batch's j). */
+        st_fsdp_set_sample(&r->fsdp, (uint64_t)r->cfg->train.seed, (uint64_t)step,
+                           (micro * r->dp + r->rank) * r->B);
         double l = 0.0;
         rc = st_fsdp_forward_backward(&r->fsdp, r->inputs, r->targets, scale,
                                       micro == r->accum - 1, &l);
@@ -459,20 +464,40 @@ static int train_step(train_run *r, int64_t step)
 
 /* ---- the run ---------------------------------------------------------- */
 
-/* Gather every unit's master parameters and write them (rank 0). */
+/* Gather every unit's weights and write them (rank 0).  With LoRA the
+ * final weights are the base with the adapters merged in (a model
+ * directory as any other), and the adapters alone go to final/adapter,
+ * the directory PEFT loads onto the base model. */
 static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
 {
     st_fault_at("final", rank);
+    const int lora = m->lora.rank > 0;
     float **full = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
+    float **adapters = lora ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
     int rc = 0;
     for (int u = 0; u < m->n_units; u++) {
         full[u] = st_alloc(sizeof(float) * (size_t)m->units[u].numel, ST_MEM_OTHER);
-        rc = rc ? rc : st_fsdp_gather_master(f, u, full[u]);
+        if (!lora) {
+            rc = rc ? rc : st_fsdp_gather_master(f, u, full[u]);
+            continue;
+        }
+        adapters[u] = st_alloc(sizeof(float) * (size_t)(m->units[u].lora_numel + 1), ST_MEM_OTHER);
+        rc = rc ? rc : st_fsdp_gather_frozen(f, u, full[u]);
+        if (m->units[u].lora_numel)
+            rc = rc ? rc : st_fsdp_gather_master(f, u, adapters[u]);
     }
     if (!rc && rank == 0) {
         char path[4096], dir[4096];
         snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
         rc = st_mkdir_p(dir);
+        if (!rc && lora) {
+            char adir[4200];
+            snprintf(adir, sizeof adir, "%s/adapter", dir);
+            rc = st_lora_write_adapter(adir, m, adapters, cfg->model.init);
+            st_lora_merge(m, full, adapters);
+            if (!rc)
+                st_info("shardtrain: wrote %s/adapter_model.safetensors", adir);
+        }
         st_final_weights_path(cfg, path, sizeof path);
         rc = rc ? rc : st_safetensors_save_model(path, m, full);
         /* config.json beside them makes DIR/final a model directory that
@@ -481,11 +506,15 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
                                                cfg->data.tokenizer[0] ? cfg->data.tokenizer
                                                                       : NULL);
         if (!rc)
-            st_info("shardtrain: wrote %s", path);
+            st_info("shardtrain: wrote %s%s", path, lora ? " (the adapters merged)" : "");
     }
-    for (int u = 0; u < m->n_units; u++)
+    for (int u = 0; u < m->n_units; u++) {
         st_free(full[u]);
+        if (adapters)
+            st_free(adapters[u]);
+    }
     st_free(full);
+    st_free(adapters);
     return rc;
 }
 

@@ -1,0 +1,21 @@
+/* LoRA adapters as files (lora_files.c): merged into the base weights, or
+ * written as the adapter directory Hugging Face's PEFT loads
+ * (adapter_model.safetensors and adapter_config.json).  Used by training's
+ * final weights and by `shardtrain export`. */
+#ifndef ST_LORA_FILES_H
+#define ST_LORA_FILES_H
+
+#include "model/model.h"
+
+/* base[u] (unit u's base weights, host fp32) += scale * B A of every
+ * adapter in lora[u] (unit u's adapter buffer), in each weight's storage
+ * layout: what PEFT's merge_and_unload computes. */
+void st_lora_merge(const st_model *m, float *const *base, float *const *lora);
+
+/* DIR/adapter_model.safetensors and DIR/adapter_config.json (DIR is
+ * created).  base_name goes to base_model_name_or_path.  Returns an exit
+ * status, the error printed. */
+int st_lora_write_adapter(const char *dir, const st_model *m, float *const *lora,
+                          const char *base_name);
+
+#endif
