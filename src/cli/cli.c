@@ -24,7 +24,7 @@ static const char usage_text[] =
     "                           [--intra-lat US] [--inter-bw GBS] [--inter-lat US]] CONFIG\n"
     "       shardtrain bench-comm [-s SECTION.KEY=VALUE]... [--min-bytes B] [--max-bytes B]\n"
     "                             [--iters N] [--warmup N] [--group world|shard|replicate] CONFIG\n"
-    "       shardtrain export [--tokenizer PATH] CHECKPOINT OUT_DIR\n"
+    "       shardtrain export [--tokenizer PATH] [--adapter] [--base PATH] CHECKPOINT OUT_DIR\n"
     "       shardtrain plot LOG_DIR... [-o FILE]\n"
     "       shardtrain keys [--man]\n"
     "       shardtrain --version | --help\n"

@@ -1,6 +1,7 @@
-/* `shardtrain export [--tokenizer PATH] CHECKPOINT OUT_DIR`: a checkpoint
- * of any world size and strategy, or a run's final weights, to a Hugging
- * Face model directory (io/export.c does the work).  One process, no MPI:
+/* `shardtrain export [--tokenizer PATH] [--adapter] [--base PATH]
+ * CHECKPOINT OUT_DIR`: a checkpoint of any world size and strategy, or a
+ * run's final weights, to a Hugging Face model directory, or a LoRA run's
+ * adapters to a PEFT adapter directory (io/export.c does the work).  One process, no MPI:
  * it only reads files. */
 #include "cli/commands.h"
 #include "cli/args.h"
@@ -12,10 +13,14 @@
 
 typedef struct {
     const char *tokenizer;
+    int adapter;
+    const char *base;
 } export_args;
 
 static const st_arg_option export_options[] = {
     {.name = "--tokenizer", .kind = ST_ARG_STRING, .offset = offsetof(export_args, tokenizer)},
+    {.name = "--adapter", .kind = ST_ARG_FLAG, .offset = offsetof(export_args, adapter)},
+    {.name = "--base", .kind = ST_ARG_STRING, .offset = offsetof(export_args, base)},
 };
 
 static const st_args_spec export_spec = {
@@ -34,8 +39,8 @@ int st_cmd_export(int argc, char **argv)
         return rc;
     char dir[8192];
     int64_t step = 0;
-    rc = st_ckpt_export_hf(a.positional[0], a.positional[1], o.tokenizer, dir, sizeof dir,
-                           &step);
+    rc = st_ckpt_export_hf(a.positional[0], a.positional[1], o.tokenizer, o.adapter, o.base,
+                           dir, sizeof dir, &step);
     if (rc == 0 && step >= 0)
         printf("shardtrain: exported %s (step %lld) to %s\n", dir, (long long)step,
                a.positional[1]);

@@ -9,7 +9,10 @@
  * AdamW's first moment, then of its second moment (each `shard` elements,
  * little-endian).  Replicas (hybrid_shard, no_shard) hold identical slices,
  * so only replicate index 0 writes.  The manifest records the layout, the
- * tensor table, the step, the optimizer's step count, the config, and an
+ * tensor table of what trains (with LoRA, the adapters: the frozen base
+ * weights are model.init's, read again on resume, and named in the
+ * manifest's "lora" object), the step, the optimizer's step count, the
+ * config, and an
  * XXH64 of every file and of every 1 MiB block of it, so that a rank that
  * reads only some byte ranges can still verify every byte it uses, and
  * ends with its own checksum (io/manifest_seal.h). */
@@ -61,6 +64,10 @@ typedef struct {
     char **file_path;
     int have_model;
     st_model_config model;   /* the model shape saved in the manifest */
+    /* Its LoRA adapters (rank 0: none): then the shards hold the
+     * adapters only, and the base weights are lora_base's (model.init). */
+    st_lora_config lora;
+    char lora_base[4096];
 } st_ckpt;
 
 /* Open the step directory `dir` and validate its manifest (format, fields,
@@ -99,8 +106,12 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
  * with final weights (DIR/final), or that final directory itself, exports
  * those, *step set to -1.  One process, no MPI.  On success dir (n bytes)
  * holds the directory read and *step its step.  Returns an exit status,
- * the error printed. */
+ * the error printed.
+ *
+ * A LoRA checkpoint exports the base weights with its adapters merged
+ * (base: the base model's files, NULL for the checkpoint's model.init), or,
+ * with adapter set, the PEFT adapter directory (io/lora_files.h). */
 int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,
-                      char *dir, size_t n, int64_t *step);
+                      int adapter, const char *base, char *dir, size_t n, int64_t *step);
 
 #endif

@@ -98,6 +98,35 @@ static int read_model(st_ckpt *c, json_t *mo)
     return 0;
 }
 
+/* The manifest's "lora" object, absent without adapters.  The targets are
+ * the names st_lora_target_name gives, in its order. */
+static int read_lora(st_ckpt *c, json_t *lo)
+{
+    memset(&c->lora, 0, sizeof c->lora);
+    c->lora.targets = (char *)"";
+    if (!lo)
+        return 0;
+    json_t *targets = json_object_get(lo, "targets");
+    const char *base = json_string_value(json_object_get(lo, "base"));
+    if (get_int(lo, "rank", 1, &c->lora.rank) || c->lora.rank > 4096 ||
+        get_real(lo, "alpha", &c->lora.alpha) || !(c->lora.alpha > 0) ||
+        get_real(lo, "dropout", &c->lora.dropout) || !(c->lora.dropout >= 0) ||
+        !(c->lora.dropout < 1) || !json_is_array(targets) || !base)
+        return -1;
+    snprintf(c->lora_base, sizeof c->lora_base, "%s", base);
+    for (size_t j = 0; j < json_array_size(targets); j++) {
+        const char *t = json_string_value(json_array_get(targets, j));
+        int found = -1;
+        for (int i = 0; t && i < st_lora_n_targets(c->model.arch); i++)
+            if (!strcmp(t, st_lora_target_name(c->model.arch, i)))
+                found = i;
+        if (found < 0)
+            return -1;
+        c->lora.target_mask |= 1u << found;
+    }
+    return c->lora.target_mask ? 0 : -1;
+}
+
 /* The saved tensor table must be this model's, entry by entry. */
 static int check_model(st_ckpt *c, json_t *root, const st_model *m, char *err, size_t n)
 {
@@ -119,13 +148,20 @@ static int check_model(st_ckpt *c, json_t *root, const st_model *m, char *err, s
             return fail(err, n, mp, "checkpoint is for a model with %s = %lld, this run "
                         "has %lld; %s", dims[i].k, (long long)dims[i].a,
                         (long long)dims[i].b, hint);
+    if (c->lora.rank != m->lora.rank)
+        return fail(err, n, mp, "checkpoint holds %s, this run %s (lora.rank %lld vs %d); %s",
+                    c->lora.rank ? "LoRA adapters" : "a full model",
+                    m->lora.rank ? "trains LoRA adapters" : "trains the full model",
+                    (long long)c->lora.rank, m->lora.rank,
+                    "hint: resume with the [lora] keys the checkpoint was saved with, or "
+                    "set checkpoint.resume = never");
+    const int nt = st_model_n_train_tensors(m);
     json_t *tensors = json_object_get(root, "tensors");
-    if (!json_is_array(tensors) || (int)json_array_size(tensors) != m->n_tensors)
+    if (!json_is_array(tensors) || (int)json_array_size(tensors) != nt)
         return fail(err, n, mp, "checkpoint has %d tensors, this model %d; %s",
-                    json_is_array(tensors) ? (int)json_array_size(tensors) : -1,
-                    m->n_tensors, hint);
-    for (int i = 0; i < m->n_tensors; i++) {
-        const st_tensor *t = &m->tensors[i];
+                    json_is_array(tensors) ? (int)json_array_size(tensors) : -1, nt, hint);
+    for (int i = 0; i < nt; i++) {
+        const st_tensor *t = st_model_train_tensor(m, i);
         json_t *e = json_array_get(tensors, (size_t)i), *shape = json_object_get(e, "shape");
         const char *name = json_string_value(json_object_get(e, "name"));
         int64_t unit, off;
@@ -143,10 +179,10 @@ static int check_model(st_ckpt *c, json_t *root, const st_model *m, char *err, s
         return fail(err, n, mp, "checkpoint has %d units, this model %d; %s", c->n_units,
                     m->n_units, hint);
     for (int u = 0; u < m->n_units; u++)
-        if (c->numel[u] != m->units[u].numel)
+        if (c->numel[u] != st_model_train_numel(m, u))
             return fail(err, n, mp, "unit %d has %lld elements in the checkpoint, %lld in "
                         "this model; %s", u, (long long)c->numel[u],
-                        (long long)m->units[u].numel, hint);
+                        (long long)st_model_train_numel(m, u), hint);
     return 0;
 }
 
@@ -183,7 +219,8 @@ static int read_units(st_ckpt *c, json_t *units, int64_t sh, const char *mp, con
     for (int u = 0; u < c->n_units; u++) {
         json_t *e = json_array_get(units, (size_t)u);
         int64_t bo_;
-        if (get_int(e, "numel", 1, &c->numel[u]) || get_int(e, "shard", 1, &c->shard[u]) ||
+        /* 0: a unit of which nothing trains (LoRA's embedding and head). */
+        if (get_int(e, "numel", 0, &c->numel[u]) || get_int(e, "shard", 0, &c->shard[u]) ||
             get_int(e, "byte_offset", 0, &bo_) || bo_ != off ||
             c->shard[u] * sh < c->numel[u] || c->shard[u] > ((int64_t)1 << 40))
             return fail(err, n, mp, "unit %d has an inconsistent size or offset; %s", u, hint);
@@ -355,7 +392,8 @@ int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size
         c->block > ((int64_t)1 << 30) ||
         !json_is_array(units) || json_array_size(units) == 0 || !json_is_array(files) ||
         (int64_t)json_array_size(files) != sh || !ck || strcmp(ck, "xxh64") || !bo ||
-        strcmp(bo, "little") || read_model(c, json_object_get(root, "model")))
+        strcmp(bo, "little") || read_model(c, json_object_get(root, "model")) ||
+        read_lora(c, json_object_get(root, "lora")))
         return fail(err, n, mp, "manifest lacks a field or has a bad value; %s", hint);
     c->n_files = (int)sh;
     rc = check_fields(c, root, sh, mp, hint, err, n);
@@ -510,6 +548,12 @@ static int latest_exists(const char *dir)
  * continuation of the same run, so say so. */
 static void warn_changed(const st_ckpt *c, const st_config *cfg)
 {
+    /* The frozen base is read again from model.init: another one would
+     * not be the run the adapters were trained on. */
+    if (c->lora.rank && strcmp(c->lora_base, cfg->model.init))
+        st_warn("%s: the adapters were trained on model.init = %s, this run has %s; the "
+                "run continues on the new base weights", c->manifest_path, c->lora_base,
+                cfg->model.init);
     json_t *train = json_object_get(json_object_get((json_t *)c->root, "config"), "train");
     const struct { const char *key; int64_t now; } keys[] = {
         {"seed", cfg->train.seed}, {"global_batch", cfg->train.global_batch},

@@ -210,8 +210,8 @@ static json_t *manifest_json(const st_fsdp *f, const st_config *cfg, const st_ru
                                                (json_int_t)off));
         off += 3 * x->shard * (int64_t)sizeof(float);
     }
-    for (int i = 0; i < m->n_tensors; i++) {
-        const st_tensor *t = &m->tensors[i];
+    for (int i = 0; i < st_model_n_train_tensors(m); i++) {
+        const st_tensor *t = st_model_train_tensor(m, i);
         json_t *shape = json_array();
         for (int d = 0; d < t->ndim; d++)
             json_array_append_new(shape, json_integer(t->shape[d]));
@@ -252,6 +252,16 @@ static json_t *manifest_json(const st_fsdp *f, const st_config *cfg, const st_ru
     json_object_set_new(root, "model", model_json(&cfg->model));
     json_object_set_new(root, "units", units);
     json_object_set_new(root, "tensors", tensors);
+    if (m->lora.rank) {
+        json_t *targets = json_array();
+        for (int i = 0; i < st_lora_n_targets(m->arch); i++)
+            if (m->lora.targets >> i & 1)
+                json_array_append_new(targets, json_string(st_lora_target_name(m->arch, i)));
+        json_object_set_new(root, "lora",
+                            json_pack("{s:i, s:f, s:f, s:o, s:s}", "rank", m->lora.rank,
+                                      "alpha", m->lora.alpha, "dropout", m->lora.dropout,
+                                      "targets", targets, "base", cfg->model.init));
+    }
     json_object_set_new(root, "data",
                         json_pack("{s:I, s:I, s:s}", "next_step", (json_int_t)step, "seed",
                                   (json_int_t)cfg->train.seed, "windows",

@@ -9,6 +9,8 @@
 #include "model/model.h"
 #include "base/files.h"
 #include "io/hf_export.h"
+#include "io/hf_import.h"
+#include "io/lora_files.h"
 #include "io/safetensors_write.h"
 
 #include <jansson.h>
@@ -74,14 +76,64 @@ static int export_final(const char *final, const char *out_dir, const char *toke
     return st_hf_add_tokenizer(out_dir, V, T, tokenizer);
 }
 
+/* A LoRA run's final directory holds the merged model, and its adapters
+ * in final/adapter: --adapter copies those. */
+static int export_final_adapter(const char *final, const char *out_dir)
+{
+    char src[8400], dst[8400];
+    int rc = st_mkdir_p(out_dir);
+    const char *files[] = {"adapter_model.safetensors", "adapter_config.json"};
+    for (int i = 0; i < 2 && !rc; i++) {
+        snprintf(src, sizeof src, "%s/adapter/%s", final, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", out_dir, files[i]);
+        struct stat st;
+        if (stat(src, &st) != 0) {
+            st_error(final, "no LoRA adapters in these final weights (no adapter/%s); hint: "
+                     "--adapter exports a run with lora.rank > 0", files[i]);
+            return ST_EXIT_USAGE;
+        }
+        rc = st_hf_copy_file(src, dst);
+    }
+    return rc;
+}
+
+/* The base weights a LoRA checkpoint's adapters merge into: the files of
+ * `base` (the checkpoint's model.init unless --base named others), or,
+ * for a random base, the initialisation the run made from its seed. */
+static int load_base(st_ckpt *c, const st_model *m, const char *base, float **full)
+{
+    if (strcmp(base, "random") != 0) {
+        int64_t *lo = calloc((size_t)m->n_units, sizeof(int64_t));
+        int64_t *len = calloc((size_t)m->n_units, sizeof(int64_t));
+        for (int u = 0; u < m->n_units; u++)
+            len[u] = m->units[u].numel;
+        int rc = st_hf_load_slices(base, m, &c->model, lo, len, full, NULL);
+        free(lo);
+        free(len);
+        return rc;
+    }
+    json_t *seed = json_object_get(
+        json_object_get(json_object_get((json_t *)c->root, "config"), "train"), "seed");
+    if (!json_is_integer(seed)) {
+        st_error(c->manifest_path, "no train.seed in the saved config to remake the random "
+                 "base weights; hint: give the base model with --base");
+        return ST_EXIT_USAGE;
+    }
+    for (int u = 0; u < m->n_units; u++)
+        st_model_init_range(m, u, 0, m->units[u].numel, full[u],
+                            (uint64_t)json_integer_value(seed));
+    return 0;
+}
+
 int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,
-                      char *dir, size_t n, int64_t *step)
+                      int adapter, const char *base, char *dir, size_t n, int64_t *step)
 {
     char err[1024], path[8400];
     int rc = st_ckpt_resolve(ckpt, dir, n, err, sizeof err);
     if (rc && final_weights_dir(ckpt, dir, n) == 0) {
         *step = -1;
-        return export_final(dir, out_dir, tokenizer);
+        return adapter ? export_final_adapter(dir, out_dir)
+                       : export_final(dir, out_dir, tokenizer);
     }
     st_ckpt c;
     memset(&c, 0, sizeof c);
@@ -95,30 +147,55 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
      * tensors; its table must then match the manifest's entry by entry. */
     st_model m = {0};
     st_model_config mc = c.model;
-    if ((rc = st_model_init(&m, &mc))) {
+    st_lora_config lc = c.lora;
+    if ((rc = st_model_init(&m, &mc)) || (rc = st_model_add_lora(&m, &lc))) {
         st_ckpt_close(&c);
         return rc;
     }
+    char lora_base[4096];
+    snprintf(lora_base, sizeof lora_base, "%s", base ? base : c.lora_base);
     st_ckpt_close(&c);
+    if (adapter && !m.lora.rank) {
+        st_error(dir, "not a LoRA checkpoint (it trained the full model); hint: export it "
+                 "without --adapter");
+        st_model_free(&m);
+        return ST_EXIT_USAGE;
+    }
     rc = st_ckpt_open(&c, dir, &m, err, sizeof err);
+    /* What the shards hold: the whole model, or the adapters (trained). */
     float **full = calloc((size_t)m.n_units, sizeof(float *));
+    float **trained = m.lora.rank ? calloc((size_t)m.n_units, sizeof(float *)) : full;
     for (int u = 0; u < m.n_units && !rc; u++) {
-        full[u] = malloc(sizeof(float) * (size_t)m.units[u].numel);
-        rc = st_ckpt_read_range(&c, u, 0, 0, m.units[u].numel, full[u], err, sizeof err);
+        const int64_t tn = st_model_train_numel(&m, u);
+        if (trained != full)
+            full[u] = malloc(sizeof(float) * (size_t)m.units[u].numel);
+        trained[u] = malloc(sizeof(float) * (size_t)(tn ? tn : 1));
+        rc = st_ckpt_read_range(&c, u, 0, 0, tn, trained[u], err, sizeof err);
     }
     if (rc)
         st_error(NULL, "%s", err);
-    rc = rc ? rc : st_mkdir_p(out_dir);
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
-        rc = st_safetensors_save_model(path, &m, full);
+    if (!rc && adapter) {
+        rc = st_lora_write_adapter(out_dir, &m, trained, lora_base);
+    } else if (!rc) {
+        if (m.lora.rank && !(rc = load_base(&c, &m, lora_base, full)))
+            st_lora_merge(&m, full, trained);
+        rc = rc ? rc : st_mkdir_p(out_dir);
+        if (!rc) {
+            snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+            rc = st_safetensors_save_model(path, &m, full);
+        }
+        if (!rc)
+            rc = st_hf_write_model_files(out_dir, &m, &c.model, tokenizer);
     }
     if (!rc)
-        rc = st_hf_write_model_files(out_dir, &m, &c.model, tokenizer);
-    if (!rc)
         *step = c.step;
-    for (int u = 0; u < m.n_units; u++)
+    for (int u = 0; u < m.n_units; u++) {
         free(full[u]);
+        if (trained != full)
+            free(trained[u]);
+    }
+    if (trained != full)
+        free(trained);
     free(full);
     st_ckpt_close(&c);
     st_model_free(&m);
