@@ -166,6 +166,7 @@ static int report(const st_config *cfg, options *o)
     }
     st_model m;
     int rc = st_model_init(&m, &cfg->model);
+    rc = rc ? rc : st_model_add_lora(&m, &cfg->lora);
     if (rc)
         return rc;
     if (o->json) {

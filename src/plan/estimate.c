@@ -25,7 +25,8 @@ typedef struct {
     st_sched sched;
     const st_sched_step *steps;  /* of the micro-step being walked */
     int S, R, bf16, reduce_bf16, no_sync;
-    int64_t *padded, *shard;
+    int64_t *padded, *shard;     /* the trained part (with LoRA, the adapters) */
+    int64_t *gathered;           /* what a gather brings: trained + frozen part */
     int *has_grad;               /* full-size gradient buffer alive, per unit */
     double comm, grad_comm, peak_comm, peak_grad;
     st_sched_trace *trace;       /* tests: the events walked, or NULL */
@@ -39,29 +40,31 @@ static void note_peak(sim *s)
     }
 }
 
+/* Both parts of a unit are gathered alike (fsdp.c's gather_start and
+ * frozen_gather_start), so a gather counts their sum. */
 static void gather_start(sim *s, int u)
 {
     if (s->S == 1) {
         if (s->bf16)
-            s->comm += 4.0 * (double)s->padded[u];
+            s->comm += 4.0 * (double)s->gathered[u];
         return;
     }
-    s->comm += 4.0 * (double)s->padded[u];
+    s->comm += 4.0 * (double)s->gathered[u];
     if (s->bf16)
-        s->comm += 2.0 * (double)s->padded[u];
+        s->comm += 2.0 * (double)s->gathered[u];
     note_peak(s);
 }
 
 static void gather_wait(sim *s, int u)
 {
-    if (s->bf16)
-        s->comm -= 2.0 * (double)s->padded[u];
+    if (s->bf16 && s->S > 1)
+        s->comm -= 2.0 * (double)s->gathered[u];
 }
 
 static void release(sim *s, int u)
 {
     if (s->S > 1 || s->bf16)
-        s->comm -= 4.0 * (double)s->padded[u];
+        s->comm -= 4.0 * (double)s->gathered[u];
 }
 
 static void grad_target(sim *s, int u)
@@ -164,18 +167,24 @@ void st_estimate_memory_traced(const st_model *m, const st_config *cfg, int stra
     s.trace = trace;
     st_sched_init(&s.sched, m->L, m->tied, strategy, s.S, s.R, (int)cfg->parallel.prefetch);
     int nu = m->n_units;
-    int64_t padded[nu], shard[nu];
+    int64_t padded[nu], shard[nu], gathered[nu];
     int h[nu];
-    s.padded = padded, s.shard = shard, s.has_grad = h;
-    double shard_total = 0.0;
+    s.padded = padded, s.shard = shard, s.gathered = gathered, s.has_grad = h;
+    double shard_total = 0.0, frozen_total = 0.0, frozen_max = 0.0;
     for (int u = 0; u < nu; u++) {
-        padded[u] = (m->units[u].numel + S - 1) / S * S;
+        padded[u] = (st_model_train_numel(m, u) + S - 1) / S * S;
         shard[u] = padded[u] / S;
         shard_total += (double)shard[u];
+        const int64_t fp = (st_model_frozen_numel(m, u) + S - 1) / S * S;
+        frozen_total += (double)(fp / S);
+        if ((double)(fp / S) > frozen_max)
+            frozen_max = (double)(fp / S);
+        gathered[u] = padded[u] + fp;
         h[u] = 0;
     }
-    /* bf16 training keeps the shard's bf16 copy beside the fp32 master. */
-    out->params = (s.bf16 ? 6.0 : 4.0) * shard_total;
+    /* bf16 training keeps the shard's bf16 copy beside the fp32 master;
+     * frozen base weights (LoRA) are kept in the compute dtype alone. */
+    out->params = (s.bf16 ? 6.0 : 4.0) * shard_total + (s.bf16 ? 2.0 : 4.0) * frozen_total;
     out->grads = 4.0 * shard_total;
     out->optim = 8.0 * shard_total;
 
@@ -190,7 +199,8 @@ void st_estimate_memory_traced(const st_model *m, const st_config *cfg, int stra
      * records, the window, the step list and the engine's two sums (the
      * engine's AdamW segments, at most a tensor's 24 bytes each, are left
      * out: well under a kilobyte a layer). */
-    out->other = (double)((m->L * 12 + 8) * sizeof(st_tensor)) + (double)nu * 64.0 * 2 +
+    out->other = (double)((m->L * 12 + 8 + m->n_lora_tensors) * sizeof(st_tensor)) +
+                 (double)nu * 64.0 * 2 +
                  (m->arch == ST_ARCH_LLAMA ? 8.0 * (double)(m->T * (m->hd / 2)) : 0.0) +
                  4.0 * (double)(m->T + 1) + 8.0 * (double)(2 * m->L + 4) + 16.0;
 
@@ -207,9 +217,13 @@ void st_estimate_memory_traced(const st_model *m, const st_config *cfg, int stra
     double state = out->params + out->grads + out->optim;
     out->peak = state + out->activations + out->other + s.peak_comm;
     /* Loading model.init stages this rank's slices of every unit on the
-     * host at once, before they cross into the engine's shards. */
+     * host at once, before they cross into the engine's shards (with
+     * LoRA, the frozen part's slices, which bf16 packs through an fp32
+     * copy of one unit's slice at a time). */
     if (strcmp(cfg->model.init, "random") != 0) {
-        double load = state + out->activations + out->other + 4.0 * shard_total;
+        double load = state + out->activations + out->other +
+                      4.0 * (m->lora.rank ? frozen_total : shard_total) +
+                      (m->lora.rank && s.bf16 ? 4.0 * frozen_max : 0.0);
         if (load > out->peak)
             out->peak = load;
     }
