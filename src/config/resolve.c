@@ -160,7 +160,9 @@ int st_config_resolve(st_config *cfg)
     if (origin(cfg, "train", "global_batch")->src == ST_FROM_DEFAULT)
         cfg->train.global_batch = cfg->train.micro_batch;
     if (origin(cfg, "lora", "alpha")->src == ST_FROM_DEFAULT)
-        cfg->lora.alpha = (double)cfg->lora.rank;
+        /* 1 without LoRA: unused, but printed by `check`, which must read
+         * back. */
+        cfg->lora.alpha = cfg->lora.rank > 0 ? (double)cfg->lora.rank : 1.0;
     return cfg->lora.rank > 0 ? resolve_lora_targets(cfg) : 0;
 }
 
