@@ -35,17 +35,33 @@ static void fixture_config(st_config *cfg, int arch, int tied, int64_t B, int64_
 }
 
 /* Randomise every parameter: N(0, 0.2) for matrices and biases, 1 +
- * N(0, 0.2) for norm weights. */
+ * N(0, 0.2) for norm weights.  With LoRA (st_model_add_lora) the base
+ * tensors, the same values as without, go to the frozen store, and the
+ * adapters, A and B alike, get N(0, 0.2) from a stream of their own: B
+ * non-zero, so that a wrong dA cannot hide behind B = 0 (one rank). */
 static void fixture_randomise(st_fsdp *e, uint64_t seed)
 {
     const st_model *m = e->model;
     for (int i = 0; i < m->n_tensors; i++) {
         const st_tensor *t = &m->tensors[i];
-        float *p = e->units[t->unit].params + t->offset;
+        float *p = m->lora.rank ? malloc(sizeof(float) * (size_t)t->numel)
+                                : e->units[t->unit].params + t->offset;
+        if (!p)
+            st_die(1, "out of memory");
         for (int64_t k = 0; k < t->numel; k++) {
             float r = (float)(0.2 * st_normal3(seed, (uint64_t)i, (uint64_t)k));
             p[k] = t->init == ST_INIT_ONE ? 1.0f + r : r;
         }
+        if (m->lora.rank) {
+            st_fsdp_frozen_from_host(e, t->unit, t->offset, t->numel, p);
+            free(p);
+        }
+    }
+    for (int i = 0; i < (m->lora.rank ? m->n_lora_tensors : 0); i++) {
+        const st_tensor *t = &m->lora_tensors[i];
+        float *p = e->units[t->unit].params + t->offset;
+        for (int64_t k = 0; k < t->numel; k++)
+            p[k] = (float)(0.2 * st_normal3(seed ^ 0x4c6f5241u, (uint64_t)i, (uint64_t)k));
     }
 }
 

@@ -2,8 +2,8 @@
 # Compares shardtrain's forward and backward pass with an independent PyTorch
 # reference (tests/torch_ref.py, float64): tests/test_dump writes the weights,
 # inputs, logits, loss and every gradient of a small model for each
-# architecture (and a Llama with Llama 3.1's RoPE scaling), and
-# torch_ref.py recomputes them.  Its TAP lines are passed
+# architecture (and a Llama with Llama 3.1's RoPE scaling, masked targets,
+# and LoRA adapters on every target), and torch_ref.py recomputes them.  Its TAP lines are passed
 # through, renumbered into this script's sequence.  A missing PyTorch is a
 # failure, never a skip.
 . "$top_srcdir/tests/lib.sh"
@@ -106,6 +106,32 @@ if [ -s "$TMP/gpt2-masked/dump.bin" ]; then
     else
         ok "the reference counting the ignored positions disagrees ($(grep -c '^not ok' "$TMP/nomask.out") checks fail)"
     fi
+fi
+
+# LoRA (rank 3, alpha 5, every target of the arch; gpt2 with its tied
+# embeddings, llama untied): the base weights frozen (no gradient record),
+# the loss, logits and every adapter's A and B gradient as PEFT's LoRA
+# computes them; and the proof that the comparison sees the adapters'
+# scale alpha / rank: the reference with a scale of 1 must disagree.
+for variant in gpt2:1 llama:0; do
+    arch=${variant%:*} tied=${variant#*:}
+    if "$dumper" $arch "$TMP/$arch-lora" $tied lora >"$TMP/dump-$arch-lora.log" 2>&1; then
+        ok "test_dump $arch with LoRA adapters"
+        run_tap "torch $arch-lora" "$TORCH_PYTHON" "$ref" "$TMP/$arch-lora"
+        if ST_REF_LORA_SCALE=1 "$TORCH_PYTHON" "$ref" "$TMP/$arch-lora" >"$TMP/$arch-lora-scale1.out" 2>&1; then
+            not_ok "$arch: the reference with LoRA scale 1 (not alpha/rank) still agrees: the LoRA case tests nothing"
+        else
+            ok "$arch: the reference with LoRA scale 1 (not alpha/rank) disagrees ($(grep -c '^not ok' "$TMP/$arch-lora-scale1.out") checks fail)"
+        fi
+    else
+        not_ok "test_dump $arch with LoRA adapters (exit status $?)"
+        diag "$(tail -n 20 "$TMP/dump-$arch-lora.log")"
+    fi
+done
+if [ -s "$TMP/llama-lora/dump.bin" ]; then
+    run_tap "torch llama-lora" "$TORCH_PYTHON" "$ref" "$TMP/llama-lora" --self-test
+else
+    not_ok "LoRA self-test: no dump to run it on"
 fi
 
 # The comparison must be able to fail: perturbed gradients, logits and loss,

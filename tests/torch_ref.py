@@ -14,6 +14,18 @@ run forward on the dumped inputs, the mean cross-entropy taken against the
 dumped targets, and backward run.  Loss, logits and every parameter gradient
 are compared with the dump; the result is printed as TAP.  Exit status 0 when
 every check passes, 1 otherwise (2 for usage errors, a crash is nonzero too).
+
+With a "lora" object in config.json ({"rank": r, "alpha": a, "targets":
+[...]}, PEFT's target_modules names) the model is PEFT's LoRA: each
+targeted linear layer computes base(x) + (alpha / r) * (x @ A.T) @ B.T with
+A [r, in] and B [out, r] (dropout 0), the base weights frozen.  Only the
+adapters (PEFT's names without the base_model.model. prefix, e.g.
+transformer.h.0.attn.c_attn.lora_A.weight) have gradients: the dump must
+hold every base weight without a grad: record and every adapter with one,
+and loss, logits and the adapters' gradients are compared.  The
+environment variable ST_REF_LORA_SCALE=1 makes the reference use a scale
+of 1 instead of alpha / r: tests/torch.sh's proof that the comparison sees
+the scale (it must then disagree).
 """
 import argparse
 import json
@@ -121,6 +133,17 @@ def load_config(dump_dir):
                             % (cfg["n_head"], cfg["n_kv_head"]))
         if (cfg["d_model"] // cfg["n_head"]) % 2:
             raise DumpError("config.json: odd head dim, RoPE needs it even")
+    if "lora" in cfg:
+        lo = cfg["lora"]
+        if not isinstance(lo, dict) or any(k not in lo for k in ("rank", "alpha", "targets")):
+            raise DumpError("config.json: lora wants rank, alpha and targets")
+        if not isinstance(lo["rank"], int) or lo["rank"] <= 0:
+            raise DumpError("config.json: lora.rank %r is not a positive integer" % lo["rank"])
+        known = LORA_MODULES[cfg["arch"]]
+        bad = [t for t in lo["targets"] if t not in known]
+        if bad or not lo["targets"]:
+            raise DumpError("config.json: lora.targets %r: want some of %s"
+                            % (lo["targets"], ", ".join(known)))
     return cfg
 
 
@@ -171,6 +194,63 @@ def param_shapes(cfg):
     return s
 
 
+# PEFT's target_modules names -> (module path in a block, in, out) per arch.
+LORA_MODULES = {
+    "gpt2": {
+        "c_attn": ("attn.c_attn", lambda c: (c["d_model"], 3 * c["d_model"])),
+        "attn.c_proj": ("attn.c_proj", lambda c: (c["d_model"], c["d_model"])),
+        "c_fc": ("mlp.c_fc", lambda c: (c["d_model"], c["d_ff"])),
+        "mlp.c_proj": ("mlp.c_proj", lambda c: (c["d_ff"], c["d_model"])),
+    },
+    "llama": {
+        "q_proj": ("self_attn.q_proj", lambda c: (c["d_model"], c["d_model"])),
+        "k_proj": ("self_attn.k_proj",
+                   lambda c: (c["d_model"], c["n_kv_head"] * (c["d_model"] // c["n_head"]))),
+        "v_proj": ("self_attn.v_proj",
+                   lambda c: (c["d_model"], c["n_kv_head"] * (c["d_model"] // c["n_head"]))),
+        "o_proj": ("self_attn.o_proj", lambda c: (c["d_model"], c["d_model"])),
+        "gate_proj": ("mlp.gate_proj", lambda c: (c["d_model"], c["d_ff"])),
+        "up_proj": ("mlp.up_proj", lambda c: (c["d_model"], c["d_ff"])),
+        "down_proj": ("mlp.down_proj", lambda c: (c["d_ff"], c["d_model"])),
+    },
+}
+
+
+def lora_shapes(cfg):
+    """Ordered dict of adapter name -> shape (empty without LoRA): for each
+    block and targeted module, lora_A [r, in] and lora_B [out, r]."""
+    s = {}
+    lo = cfg.get("lora")
+    if not lo:
+        return s
+    r = lo["rank"]
+    block = "transformer.h.%d." if cfg["arch"] == "gpt2" else "model.layers.%d."
+    for i in range(cfg["n_layer"]):
+        for t, (path, io) in LORA_MODULES[cfg["arch"]].items():
+            if t in lo["targets"]:
+                fin, fout = io(cfg)
+                s[block % i + path + ".lora_A.weight"] = (r, fin)
+                s[block % i + path + ".lora_B.weight"] = (fout, r)
+    return s
+
+
+def lora_scale(cfg):
+    # ST_REF_LORA_SCALE: tests/torch.sh's proof that the comparison sees
+    # the adapters' scale alpha / rank.
+    if os.environ.get("ST_REF_LORA_SCALE"):
+        return float(os.environ["ST_REF_LORA_SCALE"])
+    return float(cfg["lora"]["alpha"]) / float(cfg["lora"]["rank"])
+
+
+def lora_delta(cfg, P, module, x):
+    """PEFT's LoRA update of module's output, (alpha / r) * (x A^T) B^T
+    (dropout 0), or 0 where module has no adapter."""
+    a = P.get(module + ".lora_A.weight")
+    if a is None:
+        return 0.0
+    return lora_scale(cfg) * ((x @ a.t()) @ P[module + ".lora_B.weight"].t())
+
+
 def layer_norm(x, w, b, eps):
     mu = x.mean(dim=-1, keepdim=True)
     var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)      # biased
@@ -204,14 +284,18 @@ def gpt2_forward(cfg, P, idx):
     for i in range(cfg["n_layer"]):
         p = "transformer.h.%d." % i
         h = layer_norm(x, P[p + "ln_1.weight"], P[p + "ln_1.bias"], eps)
-        qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]
+        qkv = (h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]
+               + lora_delta(cfg, P, p + "attn.c_attn", h))
         q, k, v = qkv.split(C, dim=-1)
         q, k, v = (t.view(B, T, H, hd).transpose(1, 2) for t in (q, k, v))
         y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
-        x = x + y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+        x = x + (y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+                 + lora_delta(cfg, P, p + "attn.c_proj", y))
         h = layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"], eps)
-        h = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"])
-        x = x + h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
+        h = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"]
+                      + lora_delta(cfg, P, p + "mlp.c_fc", h))
+        x = x + (h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
+                 + lora_delta(cfg, P, p + "mlp.c_proj", h))
     x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
     w_out = P["transformer.wte.weight"] if cfg["tie_embeddings"] else P["lm_head.weight"]
     return x @ w_out.t()
@@ -266,27 +350,34 @@ def llama_forward(cfg, P, idx):
     for i in range(cfg["n_layer"]):
         p = "model.layers.%d." % i
         h = rms_norm(x, P[p + "input_layernorm.weight"], eps)
-        q = (h @ P[p + "self_attn.q_proj.weight"].t()).view(B, T, H, hd).transpose(1, 2)
-        k = (h @ P[p + "self_attn.k_proj.weight"].t()).view(B, T, KV, hd).transpose(1, 2)
-        v = (h @ P[p + "self_attn.v_proj.weight"].t()).view(B, T, KV, hd).transpose(1, 2)
+        q, k, v = (h @ P[p + "self_attn.%s_proj.weight" % n].t()
+                   + lora_delta(cfg, P, p + "self_attn.%s_proj" % n, h) for n in "qkv")
+        q = q.view(B, T, H, hd).transpose(1, 2)
+        k = k.view(B, T, KV, hd).transpose(1, 2)
+        v = v.view(B, T, KV, hd).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         k = k[:, kv_of_head]
         v = v[:, kv_of_head]
         y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * hd)
-        x = x + y @ P[p + "self_attn.o_proj.weight"].t()
+        x = x + y @ P[p + "self_attn.o_proj.weight"].t() + lora_delta(cfg, P, p + "self_attn.o_proj", y)
         h = rms_norm(x, P[p + "post_attention_layernorm.weight"], eps)
-        g = h @ P[p + "mlp.gate_proj.weight"].t()
-        u = h @ P[p + "mlp.up_proj.weight"].t()
-        x = x + (g * torch.sigmoid(g) * u) @ P[p + "mlp.down_proj.weight"].t()
+        g = h @ P[p + "mlp.gate_proj.weight"].t() + lora_delta(cfg, P, p + "mlp.gate_proj", h)
+        u = h @ P[p + "mlp.up_proj.weight"].t() + lora_delta(cfg, P, p + "mlp.up_proj", h)
+        a = g * torch.sigmoid(g) * u
+        x = x + a @ P[p + "mlp.down_proj.weight"].t() + lora_delta(cfg, P, p + "mlp.down_proj", a)
     x = rms_norm(x, P["model.norm.weight"], eps)
     w_out = P["model.embed_tokens.weight"] if cfg["tie_embeddings"] else P["lm_head.weight"]
     return x @ w_out.t()
 
 
 def reference(cfg, weights, inputs, targets):
-    """weights: name -> numpy (float32); returns dict of float64 numpy results."""
-    P = {n: torch.tensor(np.asarray(a, dtype=np.float64), dtype=F64, requires_grad=True)
+    """weights: name -> numpy (float32); returns dict of float64 numpy results.
+    With LoRA only the adapters require (and get) gradients."""
+    adapters = lora_shapes(cfg)
+    trained = adapters if adapters else weights
+    P = {n: torch.tensor(np.asarray(a, dtype=np.float64), dtype=F64,
+                         requires_grad=n in trained)
          for n, a in weights.items()}
     idx = torch.tensor(np.asarray(inputs, dtype=np.int64))
     tgt = torch.tensor(np.asarray(targets, dtype=np.int64))
@@ -306,7 +397,7 @@ def reference(cfg, weights, inputs, targets):
         "loss": np.array([loss.item()]),
         "logits": logits.detach().numpy(),
         "grads": {n: p.grad.detach().numpy().copy() if p.grad is not None
-                  else np.zeros(p.shape) for n, p in P.items()},
+                  else np.zeros(p.shape) for n, p in P.items() if n in trained},
     }
 
 
@@ -344,8 +435,10 @@ def validate_tokens(cfg, dump):
     return errs
 
 
-def names_check(shapes, dump):
-    expected = set(shapes) | {"grad:" + n for n in shapes} | set(DATA_NAMES)
+def names_check(shapes, dump, trained=None):
+    """trained: the names with a gradient (all of shapes when None)."""
+    trained = shapes if trained is None else trained
+    expected = set(shapes) | {"grad:" + n for n in trained} | set(DATA_NAMES)
     got = set(dump)
     missing = sorted(expected - got)
     extra = sorted(got - expected)
@@ -361,7 +454,19 @@ def compare(cfg, dump, ref, tol):
     """Returns a list of (passed, description) checks of dump against ref."""
     checks = []
     shapes = ref["shapes"]
-    checks.append(names_check(shapes, dump))
+    trained = ref["trained"]
+    checks.append(names_check(shapes, dump, trained))
+    if "lora" in cfg:
+        # Frozen base weights: the engine computes no gradient for them,
+        # and the dump must not claim one.
+        frozen = [n for n in shapes if n not in trained and "grad:" + n in dump]
+        checks.append((not frozen, "no grad: record for the %d frozen base tensors%s"
+                       % (len(shapes) - len(trained),
+                          (": " + ", ".join(frozen[:6])) if frozen else "")))
+        zero = [n for n in trained if n in dump and not np.any(dump[n])]
+        checks.append((not zero and len(trained) > 0,
+                       "every one of the %d adapter tensors (A and B) is non-zero%s"
+                       % (len(trained), (": " + ", ".join(zero[:6])) if zero else "")))
 
     bad = []
     for n, shp in shapes.items():
@@ -389,13 +494,15 @@ def compare(cfg, dump, ref, tol):
             checks.append((False, "%s shape %s != %s" % (label, list(a.shape), list(want.shape))))
             return
         r = relfn(a, want)
-        checks.append((r <= tol, "%s rel %.1e" % (label, r)))
+        diff = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(want, dtype=np.float64))
+        mabs = float(diff.max()) if diff.size and np.isfinite(diff).all() else float("inf")
+        checks.append((r <= tol, "%s rel %.1e (max abs %.1e)" % (label, r, mabs)))
 
     cmp("loss", "loss", ref["loss"],
         lambda a, b: float(abs(float(a.ravel()[0]) - b[0]) / max(abs(b[0]), 1e-30))
         if np.isfinite(a).all() else float("inf"))
     cmp("logits", "logits", ref["logits"], rel_norm)
-    for n in shapes:
+    for n in trained:
         cmp("grad " + n, "grad:" + n, ref["grads"][n], rel_norm)
     return checks
 
@@ -403,6 +510,8 @@ def compare(cfg, dump, ref, tol):
 def build_reference(cfg, dump):
     """Runs the reference on the dumped weights; raises DumpError when it cannot."""
     shapes = param_shapes(cfg)
+    trained = lora_shapes(cfg) or dict(shapes)
+    shapes.update(trained)
     problems = []
     for n, shp in shapes.items():
         if n not in dump:
@@ -416,6 +525,7 @@ def build_reference(cfg, dump):
                         + (" ... (%d problems)" % len(problems) if len(problems) > 6 else ""))
     ref = reference(cfg, {n: dump[n] for n in shapes}, dump["inputs"], dump["targets"])
     ref["shapes"] = shapes
+    ref["trained"] = trained
     return ref
 
 
@@ -439,7 +549,7 @@ def self_test(cfg, dump, tol):
     perfect = {n: dump[n] for n in list(ref["shapes"]) + ["inputs", "targets"]}
     perfect["logits"] = ref["logits"].astype(np.float32)
     perfect["loss"] = ref["loss"].astype(np.float32)
-    for n in ref["shapes"]:
+    for n in ref["trained"]:
         perfect["grad:" + n] = ref["grads"][n].astype(np.float32)
     res = compare(cfg, perfect, ref, tol)
     worst = [d for p, d in res if not p]
@@ -448,7 +558,7 @@ def self_test(cfg, dump, tol):
 
     # Perturb one gradient by 1e-3 relative (one element moved by 1e-3 ||g||),
     # in the perfect dump and in the real one.
-    names = [n for n in ref["shapes"] if len(ref["shapes"][n]) == 2
+    names = [n for n in ref["trained"] if len(ref["trained"][n]) == 2
              and np.linalg.norm(ref["grads"][n]) > 0]
     target = names[len(names) // 2]
     for label, base in (("reference", perfect), ("dumped", dump)):
@@ -494,6 +604,15 @@ def self_test(cfg, dump, tol):
     d["grad:" + target] = perfect["grad:" + target].reshape(1, -1)
     flagged = not all(p for p, _ in compare(cfg, d, ref, tol))
     checks.append((flagged, "self-test: wrong gradient shape %s" % ("detected" if flagged else "NOT detected")))
+    # LoRA: a gradient claimed for a frozen base tensor.
+    frozen = [n for n in ref["shapes"] if n not in ref["trained"]]
+    if "lora" in cfg and frozen:
+        d = dict(perfect)
+        d["grad:" + frozen[0]] = np.zeros(ref["shapes"][frozen[0]], dtype=np.float32)
+        flagged = any(not p and desc.startswith("no grad: record") for p, desc in
+                      compare(cfg, d, ref, tol))
+        checks.append((flagged, "self-test: grad record of frozen %s %s"
+                       % (frozen[0], "detected" if flagged else "NOT detected")))
     # A NaN must never pass.
     d = dict(perfect)
     g = np.array(perfect["grad:" + target])
@@ -578,7 +697,10 @@ def main(argv):
             try:
                 ref = build_reference(cfg, dump)
             except DumpError as e:
-                checks = [names_check(param_shapes(cfg), dump), (False, str(e))]
+                shapes = param_shapes(cfg)
+                trained = lora_shapes(cfg) or dict(shapes)
+                shapes.update(trained)
+                checks = [names_check(shapes, dump, trained), (False, str(e))]
             else:
                 checks = compare(cfg, dump, ref, a.tol)
     except (DumpError, OSError, ValueError, KeyError) as e:
