@@ -41,7 +41,15 @@ for arch in gpt2 llama; do
     sed -e 's/^steps = 1/steps = 4/' -e 's/^lr = 1e-30/lr = 1e-2/' \
         -e 's/^global_batch = 4/global_batch = 8/' -e 's/^eval_every = 1/eval_every = 2/' \
         "$TMP/$arch.ini" >"$ini"
-    printf '[model]\ninit = %s\n[lora]\nrank = 4\nalpha = 12\ndropout = 0.1\n' "$base" >>"$ini"
+    # optim.eps 1e-6: B starts at zero, so AdamW's first steps move each
+    # element of B by about lr whatever its gradient's size, and with eps
+    # 1e-8 a gradient element near zero has a sign that summation order
+    # decides; a larger eps keeps those elements still, so the comparisons
+    # below measure the gradients, not that amplification (at 1e-8, 2
+    # ranks in micro-batches of 2 differ from 1 rank by 2.9e-5 on llama,
+    # with the step-1 loss and gradient norm equal to 1e-8).
+    printf '[model]\ninit = %s\n[lora]\nrank = 4\nalpha = 12\ndropout = 0.1\n[optim]\neps = 1e-6\n' \
+        "$base" >>"$ini"
     # the [model] section appended twice is one section (inih merges them)
     ran "$arch-1" 1 "$ini"
 
@@ -59,6 +67,30 @@ for arch in gpt2 llama; do
     done
     check "$arch: 3 ranks full_shard equals 1 rank (9 sequences) at 1e-5" \
         compare_runs "$TMP/$arch-1b3" "$TMP/$arch-fs3" 1e-5
+    # Recomputed activations redo the forward with the same dropout mask;
+    # no_sync accumulates the adapters' full gradients.
+    ran "$arch-ckpt" 2 "$ini" -s train.activation_checkpointing=full -s train.micro_batch=2
+    check "$arch: activation checkpointing (2 ranks, micro-batches of 2) equals 1 rank at 1e-5" \
+        compare_runs "$TMP/$arch-1" "$TMP/$arch-ckpt" 1e-5
+    ran "$arch-nosync" 2 "$ini" -s parallel.no_sync=true -s train.micro_batch=2
+    check "$arch: no_sync (2 ranks) equals 1 rank at 1e-5" \
+        compare_runs "$TMP/$arch-1" "$TMP/$arch-nosync" 1e-5
+
+    # ---- bf16: the frozen base as bf16 words -------------------------------
+    # The test backend cpu-bf16params keeps the gathered words as they
+    # arrive (as the cuda backend does), so both parts of a unit travel as
+    # bf16 words: it must match the cpu backend, which widens them, bit for
+    # bit; and bf16 stays near fp32.
+    ran "$arch-bf" 2 "$ini" -s train.precision=bf16
+    SHARDTRAIN_TEST_KERNELS=cpu-bf16params run "$arch-bfw" 2 "$ini" -s train.precision=bf16
+    check "$arch: bf16 with the base kept as bf16 words equals the widening backend, bit for bit" \
+        cmp -s "$TMP/$arch-bf/ckpt/final/model.safetensors" "$TMP/$arch-bfw/ckpt/final/model.safetensors"
+    check "$arch: bf16 losses within 2e-2 of fp32" \
+        compare_runs --only metrics "$TMP/$arch-1" "$TMP/$arch-bf" 2e-2
+    # A poisoned gradient (the first block's adapters) skips the step.
+    SHARDTRAIN_TEST_NONFINITE_STEPS=2 run "$arch-nan" 2 "$ini"
+    check "$arch: a non-finite adapter gradient skips the step and the run goes on" \
+        grep -q '"step":2,"skipped":"nonfinite"' "$TMP/$arch-nan/logs/metrics.jsonl"
 
     # ---- the base is frozen, the adapters train ----------------------------
     check "$arch: final/adapter written beside the merged final weights" \

@@ -303,6 +303,9 @@ void st_model_train_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
 
 double st_model_flops_per_token(const st_model *m)
 {
+    /* A frozen matrix (LoRA) costs its forward and its input's gradient,
+     * 4 flops a parameter, not 6: no weight gradient is made. */
+    const double per = m->lora.rank ? 4.0 : 6.0;
     double matmul = 0.0;
     for (int i = 0; i < m->n_tensors; i++) {
         const st_tensor *t = &m->tensors[i];
@@ -312,7 +315,10 @@ double st_model_flops_per_token(const st_model *m)
     }
     if (m->tied)
         matmul += (double)(m->V * m->C);
-    return 6.0 * matmul + 12.0 * (double)(m->L * m->C * m->T);
+    double adapters = 0.0;
+    for (int i = 0; i < m->n_lora_tensors; i++)
+        adapters += (double)m->lora_tensors[i].numel;
+    return per * matmul + 6.0 * adapters + 12.0 * (double)(m->L * m->C * m->T);
 }
 
 /* Llama 3.1's scaling of one inverse frequency (Meta's reference, and

@@ -152,7 +152,8 @@ void st_rope_tables_for(float *cos_t, float *sin_t, int64_t T, int64_t hd,
 /* Training FLOPs per token: 6 x (matrix-multiply parameters, the output
  * head counted once even when tied) + 12 x n_layer x d_model x seq_len for
  * attention scores and values (forward + backward, causal mask ignored, as
- * PaLM's MFU convention). */
+ * PaLM's MFU convention).  With LoRA the frozen matrices count 4 (no
+ * weight gradient) and the adapters 6. */
 double st_model_flops_per_token(const st_model *m);
 
 #ifdef __cplusplus

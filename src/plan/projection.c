@@ -297,25 +297,35 @@ static double cost_units(const st_model *m, const st_config *cfg, const st_clust
     const double rbytes = cfg->parallel.reduce_dtype == ST_PREC_BF16 ? 2.0 : 4.0;
     const int nu = m->n_units, head = nu - 1;
 
-    /* Flops per token: the same terms as st_model_flops_per_token. */
+    /* Flops per token: the same terms as st_model_flops_per_token (with
+     * LoRA the frozen matrices' 4 a parameter and the adapters' 6; the
+     * steps below still split a unit's flops 1 : 2 between forward and
+     * backward, which LoRA's frozen matrices make 1 : 1, so the model
+     * errs towards a longer forward there). */
+    const double per = m->lora.rank ? 4.0 : 6.0;
     for (int i = 0; i < m->n_tensors; i++) {
         const st_tensor *t = &m->tensors[i];
         if (t->ndim == 2 && t->unit != 0)
-            uc->flops[t->unit] += 6.0 * (double)t->numel;
+            uc->flops[t->unit] += per * (double)t->numel;
     }
+    for (int i = 0; i < m->n_lora_tensors; i++)
+        uc->flops[m->lora_tensors[i].unit] += 6.0 * (double)m->lora_tensors[i].numel;
     if (m->tied)
-        uc->flops[head] += 6.0 * (double)(m->V * m->C);
+        uc->flops[head] += per * (double)(m->V * m->C);
     double shard_elems = 0.0;
     for (int u = 0; u < nu; u++) {
         if (m->units[u].kind == ST_UNIT_BLOCK)
             uc->flops[u] += 12.0 * (double)(m->C * m->T);
-        int64_t padded = (m->units[u].numel + S - 1) / S * S;
+        /* Gathers bring both parts of a unit; only the trained part (all
+         * of it without LoRA, the adapters with) is reduced. */
+        int64_t padded = (st_model_train_numel(m, u) + S - 1) / S * S;
+        int64_t gathered = padded + (st_model_frozen_numel(m, u) + S - 1) / S * S;
         double shard = (double)(padded / S);
         shard_elems += shard;
-        uc->ag_s[u] = ring(S, (double)padded * cbytes, shard_link);
+        uc->ag_s[u] = ring(S, (double)gathered * cbytes, shard_link);
         uc->rs_s[u] = ring(S, (double)padded * rbytes, shard_link);
         uc->ar_s[u] = 2.0 * ring(R, shard * rbytes, rep_link);
-        uc->ag_b[u] = S > 1 ? (double)padded * cbytes * (S - 1) / S : 0.0;
+        uc->ag_b[u] = S > 1 ? (double)gathered * cbytes * (S - 1) / S : 0.0;
         uc->rs_b[u] = S > 1 ? (double)padded * rbytes * (S - 1) / S : 0.0;
         uc->ar_b[u] = R > 1 ? 2.0 * shard * rbytes * (R - 1) / R : 0.0;
     }

@@ -336,7 +336,11 @@ static int accumulate_gradients(train_run *r, int64_t step, int64_t targets,
      * learn of the NaN only through the agreement. */
     if (!rc && r->rank == r->dp - 1 && st_fault_poisoned_step(step + 1)) {
         const float nan = NAN;
-        st_fsdp_shard_from_host(&r->fsdp, 0, ST_FSDP_GRADS, 0, 1, &nan);
+        /* The first unit that trains (with LoRA, the first block). */
+        int u = 0;
+        while (!r->fsdp.units[u].shard)
+            u++;
+        st_fsdp_shard_from_host(&r->fsdp, u, ST_FSDP_GRADS, 0, 1, &nan);
     }
     return rc;
 }
