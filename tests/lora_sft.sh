@@ -27,8 +27,12 @@ import json, sys
 v = [json.loads(l)["val_loss"] for l in open(sys.argv[1]) if "val_loss" in l]
 print(v[0], v[-1], len(v))' "$TMP/sft/logs/metrics.jsonl")
 set -- $vals
+# The random base predicts nearly uniformly over its 512 ids: ln 512 =
+# 6.24 nats is where the adapters start.
 check "the validation loss falls ($1 at the first evaluation, $2 at the last of $3)" \
-    python3 -c "import sys; sys.exit(not ($2 < $1 - 0.02))"
+    python3 -c "import sys; sys.exit(not ($2 < $1))"
+check "the last validation loss ($2) is at least 0.1 under ln 512 = 6.24, the untrained model's" \
+    python3 -c "import math, sys; sys.exit(not ($2 < math.log(512) - 0.1))"
 sample=$(sed -n '/^--- sample/,/^--- the adapter/p' "$TMP/sft.out" | sed '1d;$d')
 check "the sample starts with the prompt, decoded through the tokenizer" \
     sh -c "printf '%s' \"\$1\" | head -n 1 | grep -q '^Who says: Before we proceed'" _ "$sample"
