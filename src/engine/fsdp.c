@@ -46,33 +46,66 @@ static uint16_t *shard_words(st_fsdp *f, st_fsdp_unit *x)
     return x->params16;
 }
 
-/* The frozen part's gather (LoRA's base weights), started and waited with
- * the trained part's: its shard is already in the compute dtype, so it is
- * sent as it is. */
-static int frozen_gather_start(st_fsdp *f, int u)
+/* One flat buffer's gather, for both parts of a unit.  src is this rank's
+ * shard as it travels: bf16 words in bf16 compute, else fp32.  With one
+ * rank in the shard group the shard is the unit: the words as they are
+ * (a backend that reads them), widened (unpacking packed words gives
+ * round_bf16's bits), or the fp32 shard itself. */
+static void *buf_local(st_fsdp *f, void *src, int64_t padded)
+{
+    if (!f->bf16 || keeps_words(f))
+        return src;
+    float *w = f->k->ops->alloc(f->k, sizeof(float) * (size_t)padded, ST_MEM_COMM);
+    f->k->ops->unpack_bf16(f->k, w, src, padded);
+    return w;
+}
+
+static int buf_gather_start(st_fsdp *f, const void *src, int64_t shard, int64_t padded,
+                            void **full, uint16_t **recv, st_comm_req *req, const char *what,
+                            int u)
 {
     st_kernels *k = f->k;
+    if (!keeps_words(f))
+        *full = k->ops->alloc(k, sizeof(float) * (size_t)padded, ST_MEM_COMM);
+    if (f->bf16) {
+        *recv = k->ops->alloc(k, sizeof(uint16_t) * (size_t)padded, ST_MEM_COMM);
+        return st_comm_allgather(f->groups->shard, src, *recv, shard, ST_DT_BF16, req,
+                                 st_desc(what, u));
+    }
+    return st_comm_allgather(f->groups->shard, src, *full, shard, ST_DT_F32, req,
+                             st_desc(what, u));
+}
+
+static int buf_gather_wait(st_fsdp *f, int64_t padded, void **full, uint16_t **recv,
+                           st_comm_req *req)
+{
+    int rc = st_comm_wait(req);
+    if (f->bf16) {
+        if (keeps_words(f)) {
+            *full = *recv;
+        } else {
+            f->k->ops->unpack_bf16(f->k, *full, *recv, padded);
+            f->k->ops->free(f->k, *recv);
+        }
+        *recv = NULL;
+    }
+    return rc;
+}
+
+/* The frozen part (LoRA's base weights) is started and waited with the
+ * trained part; its shard is stored in the compute dtype, so it is sent
+ * as it is. */
+static int frozen_gather_start(st_fsdp *f, int u)
+{
     st_fsdp_frozen *z = &f->units[u].frozen;
     if (!z->numel)
         return 0;
     if (f->S == 1) {
-        if (f->bf16 && !keeps_words(f)) {
-            z->full = k->ops->alloc(k, sizeof(float) * (size_t)z->padded, ST_MEM_COMM);
-            k->ops->unpack_bf16(k, z->full, z->store, z->padded);
-        } else {
-            z->full = z->store;
-        }
+        z->full = buf_local(f, z->store, z->padded);
         return 0;
     }
-    if (!keeps_words(f))
-        z->full = k->ops->alloc(k, sizeof(float) * (size_t)z->padded, ST_MEM_COMM);
-    if (f->bf16) {
-        z->gather_recv = k->ops->alloc(k, sizeof(uint16_t) * (size_t)z->padded, ST_MEM_COMM);
-        return st_comm_allgather(f->groups->shard, z->store, z->gather_recv, z->shard,
-                                 ST_DT_BF16, &z->gather_req, st_desc("frozen unit", u));
-    }
-    return st_comm_allgather(f->groups->shard, z->store, z->full, z->shard, ST_DT_F32,
-                             &z->gather_req, st_desc("frozen unit", u));
+    return buf_gather_start(f, z->store, z->shard, z->padded, &z->full, &z->gather_recv,
+                            &z->gather_req, "frozen unit", u);
 }
 
 static int frozen_gather_wait(st_fsdp *f, int u)
@@ -80,17 +113,7 @@ static int frozen_gather_wait(st_fsdp *f, int u)
     st_fsdp_frozen *z = &f->units[u].frozen;
     if (!z->numel || f->S == 1)
         return 0;
-    int rc = st_comm_wait(&z->gather_req);
-    if (f->bf16) {
-        if (keeps_words(f)) {
-            z->full = z->gather_recv;
-        } else {
-            f->k->ops->unpack_bf16(f->k, z->full, z->gather_recv, z->padded);
-            f->k->ops->free(f->k, z->gather_recv);
-        }
-        z->gather_recv = NULL;
-    }
-    return rc;
+    return buf_gather_wait(f, z->padded, &z->full, &z->gather_recv, &z->gather_req);
 }
 
 static void frozen_release(st_fsdp *f, int u)
@@ -103,7 +126,6 @@ static void frozen_release(st_fsdp *f, int u)
 
 static int gather_start(st_fsdp *f, int u)
 {
-    st_kernels *k = f->k;
     st_fsdp_unit *x = &f->units[u];
     if (x->state != UNIT_SHARDED)
         return 0;
@@ -113,33 +135,15 @@ static int gather_start(st_fsdp *f, int u)
         x->state = f->S == 1 || !x->frozen.numel ? UNIT_GATHERED : UNIT_GATHERING;
         return frc;
     }
+    /* bf16 compute sends (or, alone, computes on) the shard's bf16 copy. */
+    void *src = f->bf16 ? (void *)shard_words(f, x) : (void *)x->params;
     if (f->S == 1) {
-        /* Nothing to gather: the shard is the unit.  bf16 compute still
-         * needs the rounded values an all-gather would have delivered: the
-         * shard's own bf16 copy, as words or widened (unpacking packed
-         * words gives round_bf16's bits). */
-        if (keeps_words(f)) {
-            x->full = shard_words(f, x);
-        } else if (f->bf16) {
-            x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
-            k->ops->unpack_bf16(k, x->full, shard_words(f, x), x->padded);
-        } else {
-            x->full = x->params;
-        }
+        x->full = buf_local(f, src, x->padded);
         x->state = UNIT_GATHERED;
         return frc;
     }
-    if (!keeps_words(f))
-        x->full = k->ops->alloc(k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
-    int rc;
-    if (f->bf16) {
-        x->gather_recv = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-        rc = st_comm_allgather(f->groups->shard, shard_words(f, x), x->gather_recv, x->shard,
-                               ST_DT_BF16, &x->gather_req, st_desc("unit", u));
-    } else {
-        rc = st_comm_allgather(f->groups->shard, x->params, x->full, x->shard, ST_DT_F32,
-                               &x->gather_req, st_desc("unit", u));
-    }
+    int rc = buf_gather_start(f, src, x->shard, x->padded, &x->full, &x->gather_recv,
+                              &x->gather_req, "unit", u);
     x->state = UNIT_GATHERING;
     return frc ? frc : rc;
 }
@@ -150,16 +154,9 @@ static int gather_wait(st_fsdp *f, int u)
     if (x->state != UNIT_GATHERING)
         return 0;
     int frc = frozen_gather_wait(f, u);
-    int rc = x->numel ? st_comm_wait(&x->gather_req) : 0;
-    if (f->bf16 && x->numel) {
-        if (keeps_words(f)) {
-            x->full = x->gather_recv;
-        } else {
-            f->k->ops->unpack_bf16(f->k, x->full, x->gather_recv, x->padded);
-            f->k->ops->free(f->k, x->gather_recv);
-        }
-        x->gather_recv = NULL;
-    }
+    int rc = x->numel ? buf_gather_wait(f, x->padded, &x->full, &x->gather_recv,
+                                        &x->gather_req)
+                      : 0;
     x->state = UNIT_GATHERED;
     return frc ? frc : rc;
 }
