@@ -86,7 +86,7 @@ typedef struct {
 } st_log_config;
 
 /* The layers LoRA can target, per arch, in a block's order: bit i of
- * st_lora_config.target_mask is st_lora_target_name(arch, i) (resolve.c). */
+ * st_lora_config.target_mask is st_lora_target_name(arch, i) (schema.c). */
 #define ST_LORA_MAX_TARGETS 7
 int st_lora_n_targets(int arch);
 const char *st_lora_target_name(int arch, int i);

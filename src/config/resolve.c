@@ -188,20 +188,6 @@ static int cross_key_error(const st_config *cfg, const char *sec, const char *pr
 
 /* ---- LoRA targets ---------------------------------------------------------- */
 
-/* Canonical names first (what adapter_config.json's target_modules
- * lists), in the block's order; the short llama names and gpt2's c_proj
- * are accepted as aliases below. */
-static const char *const lora_gpt2[] = {"c_attn", "attn.c_proj", "c_fc", "mlp.c_proj", NULL};
-static const char *const lora_llama[] = {"q_proj", "k_proj", "v_proj", "o_proj",
-                                         "gate_proj", "up_proj", "down_proj", NULL};
-
-int st_lora_n_targets(int arch) { return arch == ST_ARCH_GPT2 ? 4 : 7; }
-
-const char *st_lora_target_name(int arch, int i)
-{
-    return (arch == ST_ARCH_GPT2 ? lora_gpt2 : lora_llama)[i];
-}
-
 /* The bits one word of lora.targets names; 0 when it names none. */
 static unsigned lora_target_bits(int arch, const char *w, size_t n)
 {

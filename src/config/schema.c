@@ -204,6 +204,20 @@ const st_preset st_presets[] = {
 };
 const int st_presets_n = (int)(sizeof st_presets / sizeof st_presets[0]);
 
+/* lora.targets' words (resolve.c parses them): canonical names first
+ * (what adapter_config.json's target_modules lists), in a block's order;
+ * the short llama names and gpt2's c_proj are accepted as aliases. */
+static const char *const lora_gpt2[] = {"c_attn", "attn.c_proj", "c_fc", "mlp.c_proj", NULL};
+static const char *const lora_llama[] = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                         "gate_proj", "up_proj", "down_proj", NULL};
+
+int st_lora_n_targets(int arch) { return arch == ST_ARCH_GPT2 ? 4 : 7; }
+
+const char *st_lora_target_name(int arch, int i)
+{
+    return (arch == ST_ARCH_GPT2 ? lora_gpt2 : lora_llama)[i];
+}
+
 const st_preset *st_preset_find(const char *name)
 {
     for (int i = 0; i < st_presets_n; i++)

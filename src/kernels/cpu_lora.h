@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/kernels.h"
+#include "kernels/lora_args.h"
 #include "model/model.h"
 
 /* Whether target i of the block has an adapter in this call. */

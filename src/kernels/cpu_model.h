@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/kernels.h"
+#include "kernels/lora_args.h"
 #include "model/model.h"
 
 #ifdef __cplusplus
