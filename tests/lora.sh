@@ -4,7 +4,8 @@
 # every world size equals 1 rank (with dropout, whose mask follows the
 # samples); the base weights stay frozen; dropout is applied and
 # reproducible; state_bytes shows the saving and the estimate follows it;
-# checkpoints resume (bit-identical) and reshard; a full/LoRA mismatch is
+# checkpoints resume (bit-identical, also after a crash) and reshard; a
+# full/LoRA mismatch is
 # refused; export merges the adapters or writes the PEFT adapter
 # directory, which Hugging Face's peft loads onto the base model with the
 # merged model's logits (tests/peft_ref.py); bad keys are one error line.
@@ -168,6 +169,14 @@ EOF_PY
         -s checkpoint.resume="$TMP/$arch-A/ckpt/step_00000002"
     check "$arch: resumed on 4 ranks hybrid_shard 2x2 equals the run at 1e-5" \
         compare_runs --resumed-at 2 "$TMP/$arch-R4" "$TMP/$arch-A" 1e-5
+    # A crash right after the step-2 checkpoint, then checkpoint.resume =
+    # auto (what a requeued job does): the run continues exactly.
+    SHARDTRAIN_TEST_FAULT=0:ckpt_done:kill:1 run "$arch-K" 2 "$ini" -s checkpoint.every=2
+    check "$arch: killed after its first checkpoint (exit $?)" test -e "$TMP/$arch-K/ckpt/step_00000002" -a ! -e "$TMP/$arch-K/ckpt/final"
+    ranks 2 300 "$SHARDTRAIN" train -s log.dir="$TMP/$arch-K/logs" -s checkpoint.dir="$TMP/$arch-K/ckpt" \
+        -s checkpoint.every=2 "$ini" >"$TMP/$arch-K2.out" 2>"$TMP/$arch-K2.err"
+    check "$arch: the restarted run resumes from step 2 and ends with the uninterrupted run's weights" \
+        cmp -s "$TMP/$arch-A/ckpt/final/model.safetensors" "$TMP/$arch-K/ckpt/final/model.safetensors"
     refused "$arch: a LoRA checkpoint resumed without LoRA is refused" "holds LoRA adapters" \
         "$SHARDTRAIN" train -s lora.rank=0 -s log.dir="$TMP/x/logs" -s checkpoint.dir="$TMP/x/ckpt" \
         -s checkpoint.resume="$TMP/$arch-A/ckpt/step_00000002" "$ini"
