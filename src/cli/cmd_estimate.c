@@ -93,8 +93,10 @@ static void print_table(const st_model *m, const st_config *cfg, const options *
                                      o->device_gib * 1024.0 * 1024.0 * 1024.0));
             printf("\n");
         }
-    printf("(G = GiB.  params, grads, optim: this rank's fp32 shards.  gathered: units "
-           "gathered and in flight at the peak; grad_buf: full-size gradient buffers then.)\n");
+    printf("(G = GiB.  params, grads, optim: this rank's fp32 shards%s.  gathered: units "
+           "gathered and in flight at the peak; grad_buf: full-size gradient buffers then.)\n",
+           m->lora.rank ? " of the LoRA adapters, params also the frozen base in the compute "
+                          "dtype" : "");
 }
 
 static json_t *json_estimate(const st_model *m, const st_config *cfg, const options *o,
