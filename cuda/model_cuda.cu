@@ -167,8 +167,9 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
             const S *dl;
             TRY(dlogits_as(&dl, sc.logits, sc.dlogits_bf16, rows * Vp, s));
             TRY(mm(x, 0, 0, rows, C, V, dl, Vp, Wout, C, 0.0f, sc.dxn + r0 * C, C));
-            TRY(mm(x, 1, 0, V, C, rows, dl, Vp, (const S *)sc.xn + r0 * C, C, 1.0f, dWout,
-                   C));
+            if (dWout) /* NULL: a frozen output weight (LoRA) */
+                TRY(mm(x, 1, 0, V, C, rows, dl, Vp, (const S *)sc.xn + r0 * C, C, 1.0f, dWout,
+                       C));
         }
     }
     if (backward) {

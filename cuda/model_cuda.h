@@ -84,12 +84,29 @@ typedef struct {
     void *act;                 /* S [N, F] GELU or SwiGLU output */
 } st_cuda_block_acts;
 
+/* LoRA adapters of one block call (model.h's st_model_lora; kernels.h's
+ * st_lora_args, whose meanings these are): NULL when the model has none.
+ * p is the block's gathered adapter buffer in the mode's storage type, g
+ * its fp32 gradient (backward; accumulated).  Dropout applies when
+ * dropout > 0, element by element as st_lora_keep_at decides. */
+typedef struct {
+    const void *p;
+    float *g;
+    int64_t layer;
+    double dropout;
+    uint64_t seed, step;
+    int64_t first_seq;
+} st_cuda_lora;
+
 /* dtype: ST_CUDA_F32 or ST_CUDA_BF16.  Sizes include the padding that
  * keeps every field 256-byte aligned. */
 size_t st_cuda_block_acts_bytes(const st_model *m, int64_t B, int dtype);
 void st_cuda_block_acts_bind(st_cuda_block_acts *a, const st_model *m, int64_t B,
                              int dtype, void *mem);
-/* Scratch any backward or the head needs for B sequences in mode dtype. */
+/* Scratch any backward or the head needs for B sequences in mode dtype
+ * (with LoRA, the adapters' buffers after the block's: model_units.cuh,
+ * layout_lora_scratch).  The block forward uses the same scratch for its
+ * adapters. */
 size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype);
 
 /* The head's logits chunk.  Its rows are st_cuda_head_ld(m) = V rounded up
@@ -125,16 +142,21 @@ cudaError_t st_cuda_model_embed_forward_f32(const st_model *m, const float *p,
 cudaError_t st_cuda_model_embed_backward_f32(const st_model *m, float *g,
                                              const int32_t *tokens, int64_t B,
                                              const float *dout, st_cuda_model_ctx *ctx);
-cudaError_t st_cuda_model_block_forward_f32(const st_model *m, const float *p, int64_t B,
+/* Block units: lora NULL without adapters; g NULL for frozen base weights
+ * (LoRA), whose gradients (weights, biases, norms) are then not computed. */
+cudaError_t st_cuda_model_block_forward_f32(const st_model *m, const float *p,
+                                            const st_cuda_lora *lora, int64_t B,
                                             const float *in, float *out,
-                                            const st_cuda_block_acts *a,
+                                            const st_cuda_block_acts *a, void *scratch,
                                             st_cuda_model_ctx *ctx);
 cudaError_t st_cuda_model_block_backward_f32(const st_model *m, const float *p, float *g,
-                                             int64_t B, const float *in,
+                                             const st_cuda_lora *lora, int64_t B,
+                                             const float *in,
                                              const st_cuda_block_acts *a,
                                              const float *dout, float *din, void *scratch,
                                              st_cuda_model_ctx *ctx);
-/* As st_head_forward_backward, except that the loss is not returned: the
+/* As st_head_forward_backward (head_g, embed_g NULL: frozen weights, no
+ * parameter gradient), except that the loss is not returned: the
  * sum of the B*T losses is ADDED to the device double *loss_sum (each
  * chunk's sum in order, in double, like the CPU's accumulation), so a
  * caller sums micro-batches without synchronising.  logits_out, when not
@@ -156,11 +178,13 @@ cudaError_t st_cuda_model_embed_backward_bf16(const st_model *m, float *g,
                                               const uint16_t *dout,
                                               st_cuda_model_ctx *ctx);
 cudaError_t st_cuda_model_block_forward_bf16(const st_model *m, const uint16_t *p,
-                                             int64_t B, const uint16_t *in, uint16_t *out,
-                                             const st_cuda_block_acts *a,
+                                             const st_cuda_lora *lora, int64_t B,
+                                             const uint16_t *in, uint16_t *out,
+                                             const st_cuda_block_acts *a, void *scratch,
                                              st_cuda_model_ctx *ctx);
 cudaError_t st_cuda_model_block_backward_bf16(const st_model *m, const uint16_t *p,
-                                              float *g, int64_t B, const uint16_t *in,
+                                              float *g, const st_cuda_lora *lora,
+                                              int64_t B, const uint16_t *in,
                                               const st_cuda_block_acts *a,
                                               const uint16_t *dout, uint16_t *din,
                                               void *scratch, st_cuda_model_ctx *ctx);

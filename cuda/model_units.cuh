@@ -33,9 +33,10 @@ const S *tp(const st_model *m, int u, int idx, const S *p)
 {
     return p + m->tensors[m->units[u].first_tensor + idx].offset;
 }
+/* NULL for frozen weights (LoRA): no gradient is computed for them. */
 inline float *tg(const st_model *m, int u, int idx, float *g)
 {
-    return g + m->tensors[m->units[u].first_tensor + idx].offset;
+    return g ? g + m->tensors[m->units[u].first_tensor + idx].offset : nullptr;
 }
 inline int64_t qkv_width(const st_model *m) { return (m->H + 2 * m->KV) * m->hd; }
 
@@ -61,12 +62,63 @@ struct Carve {
 
 inline size_t elem_bytes(int dtype) { return dtype == ST_CUDA_BF16 ? 2 : 4; }
 
+/* LoRA adapters' buffers (model_block.cu), reused by each target in turn:
+ * the rank-sized products keep their [rows, rank] results at a row stride
+ * of the rank rounded up to a multiple of 8 (rp), so that every row stride
+ * is 16 bytes in bf16 and fp32 alike (the fast path of cuda/gemm_check.h)
+ * for any rank; the products read only the first `rank` columns.  For the
+ * same reason B [out, rank] is copied to Bp [out, rp] and its gradient
+ * computed into dBp [out, rp] and added to the adapter gradient.  A [rank,
+ * in] is used where it lies: its row stride is `in`, as the base layer's
+ * input, and its offset in the adapter buffer a sum of rank x (in + out)
+ * terms, so it meets the rules whenever the base layers do. */
+template <class S> struct LoraScratch {
+    int64_t rp;
+    S *xd, *dxd;          /* [N, widest in] dropped input; its gradient (dropout only) */
+    float *xa32, *dxa32;  /* [N, rp] the products in fp32 */
+    S *xa, *dxa;          /* [N, rp] times scale in S (fp32 mode: xa32, dxa32) */
+    S *Bp;                /* [widest out, rp] */
+    float *dBp;           /* [widest out, rp] */
+    S *lo;                /* [N, F] gpt2 c_fc's adapter output, added before GELU */
+};
+inline int64_t lora_rank_padded(const st_model *m) { return (m->lora.rank + 7) / 8 * 8; }
+template <class S>
+void layout_lora_scratch(LoraScratch<S> *l, const st_model *m, int64_t B, Carve &c)
+{
+    *l = LoraScratch<S>();
+    if (!m->lora.rank)
+        return;
+    const int64_t N = B * m->T, rp = lora_rank_padded(m);
+    int64_t in = 0, out = 0;
+    for (int i = 0; i < ST_LORA_MAX_TARGETS; i++)
+        if (m->lora.a_off[i] >= 0) {
+            in = m->lora.in[i] > in ? m->lora.in[i] : in;
+            out = m->lora.out[i] > out ? m->lora.out[i] : out;
+        }
+    l->rp = rp;
+    if (m->lora.dropout > 0.0) {
+        l->xd = c.take<S>(N * in);
+        l->dxd = c.take<S>(N * in);
+    }
+    l->xa32 = c.take<float>(N * rp);
+    l->dxa32 = c.take<float>(N * rp);
+    const bool f32 = dtype_of<S>::v == ST_CUDA_F32;
+    l->xa = f32 ? (S *)l->xa32 : c.take<S>(N * rp);
+    l->dxa = f32 ? (S *)l->dxa32 : c.take<S>(N * rp);
+    l->Bp = c.take<S>(out * rp);
+    l->dBp = c.take<float>(out * rp);
+    if (m->arch == ST_ARCH_GPT2 && m->lora.a_off[2] >= 0)
+        l->lo = c.take<S>(N * m->F);
+}
+
 /* Block backward scratch, as the CPU's (d_ln holds d_ln2, later d_ln1),
  * plus the attention backward's workspace and the partial column sums of
- * the bias and norm gradients (reused by each of those calls in turn). */
+ * the bias and norm gradients (reused by each of those calls in turn),
+ * then the adapters' (none without LoRA; the forward uses them too). */
 template <class S> struct BlockScratch {
     S *d_act, *d_fc, *d_ln, *d_res_mid, *d_att, *d_qkv;
     void *attn_ws, *red_ws;
+    LoraScratch<S> lora;
 };
 template <class S>
 size_t layout_block_scratch(BlockScratch<S> *s, const st_model *m, int64_t B, void *mem)
@@ -85,6 +137,7 @@ size_t layout_block_scratch(BlockScratch<S> *s, const st_model *m, int64_t B, vo
     const size_t bias_ws = st_cuda_bias_backward_workspace_bytes(N, widest_bias);
     const size_t norm_ws = st_cuda_norm_backward_workspace_bytes(N, C);
     s->red_ws = c.take_bytes(bias_ws > norm_ws ? bias_ws : norm_ws);
+    layout_lora_scratch(&s->lora, m, B, c);
     return c.off;
 }
 
@@ -273,7 +326,8 @@ cudaError_t linear_forward_epi(st_cuda_model_ctx *x, int conv1d, S *d, int64_t l
  * pre-activation fc that GELU_AUX_BIAS kept in the forward. */
 template <class S>
 cudaError_t mlp_dgelu(st_cuda_model_ctx *x, S *d_fc, const S *dout, const S *W_proj,
-                      const S *fc, int64_t N, int64_t C, int64_t F)
+                      const S *fc, int64_t N, int64_t C, int64_t F,
+                      const S *d_act_extra = nullptr)
 {
     st_cuda_gemm_desc g = {};
     g.ab_type = g.c_type = g.d_type = dtype_of<S>::v;
@@ -285,6 +339,10 @@ cudaError_t mlp_dgelu(st_cuda_model_ctx *x, S *d_fc, const S *dout, const S *W_p
     g.lda = C;
     g.B = W_proj;
     g.ldb = C;
+    /* d_act_extra (LoRA's share of d_act) joins the product before the
+     * GELU derivative, as beta * C. */
+    g.beta = d_act_extra ? 1.0f : 0.0f;
+    g.C = d_act_extra;
     g.ldc = F;
     g.D = d_fc;
     g.ldd = F;
@@ -300,11 +358,13 @@ cudaError_t linear_backward(st_cuda_model_ctx *x, int conv1d, S *dx, float dx_be
                             const S *W, int64_t N, int64_t n_in, int64_t n_out)
 {
     if (conv1d) {
-        TRY(mm(x, 1, 0, n_in, n_out, N, in, ldx, dy, lddy, 1.0f, dW, n_out));
+        if (dW) /* NULL: a frozen weight (LoRA) */
+            TRY(mm(x, 1, 0, n_in, n_out, N, in, ldx, dy, lddy, 1.0f, dW, n_out));
         if (dx)
             TRY(mm(x, 0, 1, N, n_in, n_out, dy, lddy, W, n_out, dx_beta, dx, n_in));
     } else {
-        TRY(mm(x, 1, 0, n_out, n_in, N, dy, lddy, in, ldx, 1.0f, dW, n_in));
+        if (dW)
+            TRY(mm(x, 1, 0, n_out, n_in, N, dy, lddy, in, ldx, 1.0f, dW, n_in));
         if (dx)
             TRY(mm(x, 0, 0, N, n_in, n_out, dy, lddy, W, n_in, dx_beta, dx, n_in));
     }

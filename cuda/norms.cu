@@ -235,9 +235,12 @@ cudaError_t norm_backward(T *dx, float *dw, float *db, const T *dout, const T *x
             <<<dim3((unsigned)R, (unsigned)((C + 255) / 256)), 256, 0, s>>>(
                 pw, pb, dout, x, mean, rstd, N, C);
     }
-    colsum_finish_kernel<0><<<colsum_finish_blocks(C), dim3(32, kFinishRows), 0, s>>>(
-        dw, pw, R, C);
-    if (centered)
+    /* dw (and db) NULL: frozen norm weights (LoRA), whose partials the
+     * first stage wrote in passing but no one adds up. */
+    if (dw)
+        colsum_finish_kernel<0><<<colsum_finish_blocks(C), dim3(32, kFinishRows), 0, s>>>(
+            dw, pw, R, C);
+    if (centered && db)
         colsum_finish_kernel<0><<<colsum_finish_blocks(C), dim3(32, kFinishRows), 0, s>>>(
             db, pb, R, C);
     return launch_status();

@@ -123,7 +123,9 @@ cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rs
  * ws), a second adds the partials in a fixed order: ws must hold
  * st_cuda_norm_backward_workspace_bytes(N, C) bytes of device memory
  * (NULL: cudaErrorInvalidValue).  Rows wider than 8192 take an unfused
- * path (dx and the partials in two kernels), same partials, same stage 2. */
+ * path (dx and the partials in two kernels), same partials, same stage 2.
+ * dw (db) NULL: that gradient is not added (frozen weights; stage 1 still
+ * writes its partials to ws, beside dx). */
 size_t st_cuda_norm_backward_workspace_bytes(int64_t N, int64_t C);
 cudaError_t st_cuda_layernorm_backward_f32(float *dx, float *dw, float *db,
                                            const float *dout, const float *x,

@@ -21,7 +21,11 @@
 # emulation's launch log shows.  Instruction data's masked targets (-1,
 # ignored by the loss) give the CPU's losses and weights.  A few minutes
 # on two cores.  Four ranks on the one device (full_shard, and hybrid_shard
-# 2 x 2) match one rank within 1e-5.  Not covered:
+# 2 x 2) match one rank within 1e-5.  LoRA (rank 4, alpha 12, every target,
+# dropout 0.1; cuda/model_block.cu's adapters over a frozen base) matches
+# the CPU backend as above, the adapters (final/adapter) and the gradient
+# norm compared on their own too, in fp32 and bf16 for gpt2 and llama, and
+# on 2 ranks full_shard matches 1 rank.  Not covered:
 # cuBLASLt (the CPU st_gemm stands in), real streams and concurrency,
 # NCCL.  Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
@@ -202,6 +206,63 @@ import sys
 m = open('$TMP/data/inst_train_000000.mask', 'rb').read()[1024:]
 sys.exit(not 0 < sum(b & 1 for b in m) < len(m) // 2 + len(m) // 4)"
 
+# LoRA on the CUDA units: the adapters of every target, dropout masks from
+# the device's st_lora_keep_at, frozen base weights (no gradient products).
+# The merged final weights are mostly the frozen base, so the adapters
+# themselves (PEFT's adapter file) and the gradient norm (the adapters'
+# gradient alone) are compared as well, at the same tolerances.
+for arch in gpt2 llama; do
+    { cat "$TMP/$arch.ini"
+      printf '[lora]\nrank = 4\nalpha = 12\ntargets = all\ndropout = 0.1\n'; } \
+        >"$TMP/lora_$arch.ini"
+    run cpu_lora_$arch "$SHARDTRAIN" 1 "$TMP/lora_$arch.ini" -s train.device=cpu
+    run cpu_lora_${arch}_bf16 "$SHARDTRAIN" 1 "$TMP/lora_$arch.ini" -s train.device=cpu \
+        -s train.precision=bf16
+    run emu_lora_$arch "$EMU" 1 "$TMP/lora_$arch.ini" -s train.device=cuda &
+    run emu_lora_${arch}_bf16 "$EMU" 1 "$TMP/lora_$arch.ini" -s train.device=cuda \
+        -s train.precision=bf16
+    wait
+done
+# same_lora NAME REF TOL WHAT: as same, plus the adapters and the gradient norm
+same_lora() {
+    same "$@"
+    if [ -s "$TMP/$1/ckpt/final/adapter/adapter_model.safetensors" ] &&
+       python3 "$top_srcdir/tests/compare_runs.py" --only weights \
+           "$TMP/$1/ckpt/final/adapter/adapter_model.safetensors" \
+           "$TMP/$2/ckpt/final/adapter/adapter_model.safetensors" "$3" &&
+       python3 "$top_srcdir/tests/compare_runs.py" --only metrics --field grad_norm \
+           "$TMP/$1" "$TMP/$2" "$3" "$STEPS"; then
+        ok "$4: adapters and gradient norms"
+    else
+        not_ok "$4: adapters and gradient norms"
+    fi
+}
+for arch in gpt2 llama; do
+    check "$arch LoRA: emulated run reports device cuda:0" on_device emu_lora_$arch 1 cuda:0
+    same_lora emu_lora_$arch cpu_lora_$arch 1e-4 \
+        "$arch LoRA fp32: cuda backend matches the cpu backend within 1e-4"
+    same_lora emu_lora_${arch}_bf16 cpu_lora_${arch}_bf16 2e-2 \
+        "$arch LoRA bf16: cuda backend matches the cpu backend within 2e-2"
+    check "$arch LoRA: the adapters' dropout ran on the device" \
+        sh -c "grep -q ' lora_dropout_kernel' '$TMP/emu_lora_$arch.launches' &&
+               grep -q ' lora_mask_add_kernel' '$TMP/emu_lora_$arch.launches'"
+    if launched emu_$arch lora_; then
+        not_ok "$arch without LoRA: no adapter kernel launched"
+    else
+        ok "$arch without LoRA: no adapter kernel launched"
+    fi
+done
+# Self-check: the adapter comparison at fp32's 1e-4 tells bf16 adapters
+# from fp32 ones.
+if python3 "$top_srcdir/tests/compare_runs.py" --only weights \
+       "$TMP/emu_lora_gpt2/ckpt/final/adapter/adapter_model.safetensors" \
+       "$TMP/cpu_lora_gpt2_bf16/ckpt/final/adapter/adapter_model.safetensors" 1e-4 \
+       >/dev/null 2>&1; then
+    not_ok "self-check: fp32 and bf16 LoRA adapters are told apart at 1e-4"
+else
+    ok "self-check: fp32 and bf16 LoRA adapters are told apart at 1e-4"
+fi
+
 # Two ranks sharing the one device, host-staged mpi collectives.
 fs="-s parallel.strategy=full_shard -s train.device=cuda"
 run emu_gpt2_np2 "$EMU" 2 "$TMP/gpt2.ini" $fs
@@ -211,6 +272,12 @@ run emu_gpt2_bf16_np2 "$EMU" 2 "$TMP/gpt2.ini" $fs -s train.precision=bf16 \
     -s checkpoint.every=1
 same emu_gpt2_bf16_np2 emu_gpt2_bf16 1e-3 \
     "bf16 full_shard on 2 ranks (staged mpi) matches 1 rank within 1e-3"
+run emu_lora_llama_np2 "$EMU" 2 "$TMP/lora_llama.ini" $fs
+same_lora emu_lora_llama_np2 emu_lora_llama 1e-5 \
+    "LoRA fp32 full_shard on 2 ranks (staged mpi) matches 1 rank within 1e-5"
+run emu_lora_gpt2_bf16_np2 "$EMU" 2 "$TMP/lora_gpt2.ini" $fs -s train.precision=bf16
+same_lora emu_lora_gpt2_bf16_np2 emu_lora_gpt2_bf16 1e-3 \
+    "LoRA bf16 full_shard on 2 ranks (staged mpi) matches 1 rank within 1e-3"
 n=$(launches emu_gpt2_bf16_np2 adamw_unit_kernel)
 check "bf16 on 2 ranks: one AdamW launch per unit per step on each rank ($n)" \
     test "$n" -eq $((2 * STEPS * units))

@@ -3,23 +3,16 @@
 
 #include <math.h>
 
-static uint64_t mix64(uint64_t z)
-{
-    /* splitmix64's finaliser: a bijective avalanche mix. */
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
+/* The hash and the uniform are rng.h's inline bodies (shared with the
+ * CUDA kernels). */
 uint64_t st_hash3(uint64_t a, uint64_t b, uint64_t c)
 {
-    return mix64(mix64(mix64(a) ^ b) ^ c);
+    return st_hash3_inline(a, b, c);
 }
 
 double st_uniform3(uint64_t a, uint64_t b, uint64_t c)
 {
-    return (double)(st_hash3(a, b, c) >> 11) * 0x1.0p-53;
+    return st_uniform3_inline(a, b, c);
 }
 
 double st_normal3(uint64_t a, uint64_t b, uint64_t c)
@@ -27,7 +20,7 @@ double st_normal3(uint64_t a, uint64_t b, uint64_t c)
     uint64_t h = st_hash3(a, b, c);
     /* u1 in (0, 1] so log() is finite. */
     double u1 = ((double)(h >> 11) + 1.0) * 0x1.0p-53;
-    double u2 = (double)(mix64(h) >> 11) * 0x1.0p-53;
+    double u2 = (double)(st_mix64(h) >> 11) * 0x1.0p-53;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
@@ -37,6 +30,6 @@ uint64_t st_below3(uint64_t n, uint64_t a, uint64_t b, uint64_t c)
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t h = st_hash3(a, b, c);
     while (h >= limit)
-        h = mix64(h);
+        h = st_mix64(h);
     return h % n;
 }

@@ -35,16 +35,11 @@
 #include "config/origin.h"
 
 /* The fused attention kernels (cuda/attention.h) are written for two head
- * widths; say so before any work rather than fail at the first block. */
+ * widths; say so before any work rather than fail at the first block.
+ * LoRA adapters run in the CUDA units too (cuda/model_block.cu). */
 int st_kernels_cuda_check(const st_config *cfg)
 {
     const int64_t hd = cfg->model.d_model / cfg->model.n_head;
-    /* The CUDA units have no adapter kernels yet (docs/gpu.md): say so
-     * before anything runs, instead of training the base weights. */
-    if (cfg->lora.rank > 0)
-        return st_config_error(cfg, "lora", "rank", "LoRA runs on the cpu backend only for "
-                               "now (the CUDA units have no adapter kernels); hint: set "
-                               "train.device = cpu, or lora.rank = 0");
     if (hd == 64 || hd == 128)
         return 0;
     return st_config_error(cfg, "model", "n_head", "the CUDA kernels take attention head "
@@ -196,6 +191,12 @@ static size_t cuda_block_acts_bytes(st_kernels *k, const st_model *m, int64_t B)
     return round256(st_cuda_block_acts_bytes(m, B, dtype(k)));
 }
 
+/* With LoRA the CUDA scratch holds the adapters' buffers in its own layout
+ * (model_units.cuh's LoraScratch: rank-sized products at a row stride of
+ * the rank rounded up to 8, B padded to that stride, bf16 copies beside
+ * the fp32 products), not the CPU's st_lora_scratch_floats that `shardtrain
+ * estimate` counts: a few N x 8 buffers more, well inside the estimate's
+ * margin at the ranks LoRA uses. */
 static size_t cuda_scratch_bytes(st_kernels *k, const st_model *m, int64_t B)
 {
     return round256(st_cuda_model_scratch_bytes(m, B, dtype(k)));
@@ -272,27 +273,38 @@ static void cuda_embed_backward(st_kernels *k, const st_model *m, float *g,
     cuda_free(k, d);
 }
 
-/* st_kernels_cuda_check refuses LoRA, so no adapters and no frozen base
- * weights reach these. */
+/* kernels.h's LoRA arguments as the CUDA units take them (NULL: none). */
+static const st_cuda_lora *lora_args(const st_lora_args *la, st_cuda_lora *out)
+{
+    if (!la)
+        return NULL;
+    *out = (st_cuda_lora){la->p, la->g, la->layer, la->dropout, la->seed, la->step,
+                          la->first_seq};
+    return out;
+}
+
+/* The adapters (la) and frozen base weights (g NULL, LoRA) go to the units
+ * as they are; the forward's adapters use the scratch. */
 static void cuda_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
                                const st_lora_args *la, int64_t B, const float *in, float *out,
                                void *acts, void *scratch)
 {
-    (void)scratch;
-    if (la)
-        st_bug("LoRA adapters reached the cuda backend");
     expect_mode(k, pdt);
     st_cuda_model_ctx *c = ctx_for(k, m);
     st_cuda_block_acts a;
     st_cuda_block_acts_bind(&a, m, B, dtype(k), acts);
+    st_cuda_lora lb;
+    const st_cuda_lora *lora = lora_args(la, &lb);
     if (!state(k)->bf16) {
-        check(st_cuda_model_block_forward_f32(m, p, B, in, out, &a, c), "block forward");
+        check(st_cuda_model_block_forward_f32(m, p, lora, B, in, out, &a, scratch, c),
+              "block forward");
         return;
     }
     const int64_t n = rows(m, B) * m->C;
     uint16_t *i16 = tmp16(k, n), *o16 = tmp16(k, n);
     pack(k, i16, in, n);
-    check(st_cuda_model_block_forward_bf16(m, p, B, i16, o16, &a, c), "block forward");
+    check(st_cuda_model_block_forward_bf16(m, p, lora, B, i16, o16, &a, scratch, c),
+          "block forward");
     unpack(k, out, o16, n);
     cuda_free(k, i16);
     cuda_free(k, o16);
@@ -303,15 +315,16 @@ static void cuda_block_backward(st_kernels *k, const st_model *m, const void *p,
                                 const float *in, const void *acts, const float *dout,
                                 float *din, void *scratch)
 {
-    if (la || !g)
-        st_bug("LoRA adapters or frozen weights reached the cuda backend");
     expect_mode(k, pdt);
     st_cuda_model_ctx *c = ctx_for(k, m);
     st_cuda_block_acts a;
     /* bind only computes pointers; backward reads through them. */
     st_cuda_block_acts_bind(&a, m, B, dtype(k), (void *)acts);
+    st_cuda_lora lb;
+    const st_cuda_lora *lora = lora_args(la, &lb);
     if (!state(k)->bf16) {
-        check(st_cuda_model_block_backward_f32(m, p, g, B, in, &a, dout, din, scratch, c),
+        check(st_cuda_model_block_backward_f32(m, p, g, lora, B, in, &a, dout, din, scratch,
+                                               c),
               "block backward");
         return;
     }
@@ -319,7 +332,7 @@ static void cuda_block_backward(st_kernels *k, const st_model *m, const void *p,
     uint16_t *i16 = tmp16(k, n), *d16 = tmp16(k, n), *x16 = tmp16(k, n);
     pack(k, i16, in, n);
     pack(k, d16, dout, n);
-    check(st_cuda_model_block_backward_bf16(m, p, g, B, i16, &a, d16, x16, scratch, c),
+    check(st_cuda_model_block_backward_bf16(m, p, g, lora, B, i16, &a, d16, x16, scratch, c),
           "block backward");
     unpack(k, din, x16, n);
     cuda_free(k, i16);

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "base/rng.h"
+#include "model/model.h"
 
 /* LoRA for one block call (model.h, st_model_lora); NULL when the model
  * has no adapters.  Dropout applies only when `dropout` is above 0 (the
@@ -29,10 +29,8 @@ typedef struct {
 static inline int st_lora_keep(const st_lora_args *la, int64_t T, int target, int64_t n,
                                int64_t col, int64_t width)
 {
-    const uint64_t where = ((uint64_t)la->layer << 8 | (uint64_t)target) << 40 ^ la->step;
-    const uint64_t elem = ((uint64_t)(la->first_seq + n / T) * (uint64_t)T +
-                           (uint64_t)(n % T)) * (uint64_t)width + (uint64_t)col;
-    return st_uniform3(la->seed ^ ((uint64_t)ST_RNG_DROPOUT << 56), where, elem) >= la->dropout;
+    return st_lora_keep_at(la->seed, la->layer, target, la->step, la->first_seq, T, n, col,
+                           width, la->dropout);
 }
 
 #endif

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/rng.h"
 #include "config/config.h"
 
 #ifdef __cplusplus
@@ -102,6 +103,23 @@ static inline int st_model_head_unit(const st_model *m) { return m->n_units - 1;
 /* Add the adapters lc describes (nothing when lc->rank is 0; the config
  * layer has validated the targets).  Returns 0. */
 int st_model_add_lora(st_model *m, const st_lora_config *lc);
+
+/* LoRA dropout's decision for element col (of width `width`) of row n
+ * (sequence first_seq + n / T, position n % T) of target `target`'s input
+ * in block `layer` at optimizer step `step`: kept when a uniform draw from
+ * (seed, where, element) is at least `dropout`.  kernels/lora_args.h's st_lora_keep
+ * wraps it; inline and host/device (base/rng.h) so that the CUDA kernels
+ * (cuda/model_block.cu) compute the same mask from the same text. */
+static inline ST_RNG_HD int st_lora_keep_at(uint64_t seed, int64_t layer, int target,
+                                            uint64_t step, int64_t first_seq, int64_t T,
+                                            int64_t n, int64_t col, int64_t width,
+                                            double dropout)
+{
+    const uint64_t where = ((uint64_t)layer << 8 | (uint64_t)target) << 40 ^ step;
+    const uint64_t elem = ((uint64_t)(first_seq + n / T) * (uint64_t)T + (uint64_t)(n % T)) *
+                              (uint64_t)width + (uint64_t)col;
+    return st_uniform3_inline(seed ^ ((uint64_t)ST_RNG_DROPOUT << 56), where, elem) >= dropout;
+}
 
 /* What trains: the adapters with LoRA, else the base weights.  The engine
  * keeps gradients and optimizer state, and checkpoints keep their state,

@@ -234,18 +234,19 @@ static void run_case(int arch, bool bf, int vocab, int64_t head_rows)
     std::vector<float> acts_mem(st_block_acts_floats(&m, B)), x1((size_t)(N * C));
     st_block_acts acts;
     st_block_acts_bind(&acts, &m, B, acts_mem.data());
-    st_block_forward(&m, pb.data(), B, x0.data(), x1.data(), &acts);
+    st_block_forward(&m, pb.data(), NULL, NULL, B, x0.data(), x1.data(), &acts, NULL);
     void *d_in = up(x0, bf), *d_x1 = poisoned(N * C, bf);
     size_t acts_bytes = st_cuda_block_acts_bytes(&m, B, dtype);
     void *d_acts_mem = dalloc(acts_bytes);
     CK(cudaMemset(d_acts_mem, 0xff, acts_bytes));
     st_cuda_block_acts da;
     st_cuda_block_acts_bind(&da, &m, B, dtype, d_acts_mem);
-    CK(bf ? st_cuda_model_block_forward_bf16(&m, (const uint16_t *)d_pb, B,
+    CK(bf ? st_cuda_model_block_forward_bf16(&m, (const uint16_t *)d_pb, NULL, B,
                                              (const uint16_t *)d_in, (uint16_t *)d_x1, &da,
-                                             ctx)
-          : st_cuda_model_block_forward_f32(&m, (const float *)d_pb, B, (const float *)d_in,
-                                            (float *)d_x1, &da, ctx));
+                                             NULL, ctx)
+          : st_cuda_model_block_forward_f32(&m, (const float *)d_pb, NULL, B,
+                                            (const float *)d_in, (float *)d_x1, &da, NULL,
+                                            ctx));
     CK(cudaStreamSynchronize(stream));
     {
         const int64_t W = (m.H + 2 * m.KV) * m.hd, F = m.F;
@@ -337,15 +338,15 @@ static void run_case(int arch, bool bf, int vocab, int64_t head_rows)
     for (auto &x : gb)
         x = 0.01f * urand(); /* checks that gradients accumulate */
     std::vector<float> gb0 = gb;
-    st_block_backward(&m, pb.data(), gb.data(), B, x0.data(), &acts, dx1.data(), dx0.data(),
+    st_block_backward(&m, pb.data(), gb.data(), NULL, NULL, B, x0.data(), &acts, dx1.data(), dx0.data(),
                       cpu_scratch.data());
     float *d_gb = (float *)up(gb0, false);
     void *d_dout = up(dx1, bf), *d_dx0 = poisoned(N * C, bf);
-    CK(bf ? st_cuda_model_block_backward_bf16(&m, (const uint16_t *)d_pb, d_gb, B,
+    CK(bf ? st_cuda_model_block_backward_bf16(&m, (const uint16_t *)d_pb, d_gb, NULL, B,
                                               (const uint16_t *)d_in, &da,
                                               (const uint16_t *)d_dout, (uint16_t *)d_dx0,
                                               scratch, ctx)
-          : st_cuda_model_block_backward_f32(&m, (const float *)d_pb, d_gb, B,
+          : st_cuda_model_block_backward_f32(&m, (const float *)d_pb, d_gb, NULL, B,
                                              (const float *)d_in, &da, (const float *)d_dout,
                                              (float *)d_dx0, scratch, ctx));
     CK(cudaStreamSynchronize(stream));
