@@ -192,11 +192,13 @@ static size_t cuda_block_acts_bytes(st_kernels *k, const st_model *m, int64_t B)
 }
 
 /* With LoRA the CUDA scratch holds the adapters' buffers in its own layout
- * (model_units.cuh's LoraScratch: rank-sized products at a row stride of
- * the rank rounded up to 8, B padded to that stride, bf16 copies beside
- * the fp32 products), not the CPU's st_lora_scratch_floats that `shardtrain
- * estimate` counts: a few N x 8 buffers more, well inside the estimate's
- * margin at the ranks LoRA uses. */
+ * (model_units.cuh's LoraScratch), not the CPU's st_lora_scratch_floats
+ * that `shardtrain estimate` counts (plan/estimate.c): the rank-sized
+ * products at a row stride of the rank rounded up to 8 (fp32, plus bf16
+ * copies in bf16 mode), B and its gradient padded to that stride, and for
+ * GPT-2's c_fc adapter its [N, F] share in the storage type; the dropout
+ * buffers [N, widest in] are the CPU's, in the storage type.  The scratch
+ * is the larger of this and the head's, which usually dominates. */
 static size_t cuda_scratch_bytes(st_kernels *k, const st_model *m, int64_t B)
 {
     return round256(st_cuda_model_scratch_bytes(m, B, dtype(k)));
