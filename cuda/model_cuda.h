@@ -84,7 +84,7 @@ typedef struct {
     void *act;                 /* S [N, F] GELU or SwiGLU output */
 } st_cuda_block_acts;
 
-/* LoRA adapters of one block call (model.h's st_model_lora; kernels.h's
+/* LoRA adapters of one block call (model.h's st_model_lora; kernels/lora_args.h's
  * st_lora_args, whose meanings these are): NULL when the model has none.
  * p is the block's gathered adapter buffer in the mode's storage type, g
  * its fp32 gradient (backward; accumulated).  Dropout applies when
