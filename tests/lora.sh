@@ -82,7 +82,12 @@ for arch in gpt2 llama; do
     # arrive (as the cuda backend does), so both parts of a unit travel as
     # bf16 words: it must match the cpu backend, which widens them, bit for
     # bit; and bf16 stays near fp32.
-    ran "$arch-bf" 2 "$ini" -s train.precision=bf16
+    ran "$arch-bf" 2 "$ini" -s train.precision=bf16 -s checkpoint.every=4
+    # The merge is into model.init's fp32 base, not the bf16 copy training
+    # computed with: the final weights equal export's of the last checkpoint.
+    "$SHARDTRAIN" export "$TMP/$arch-bf/ckpt" "$TMP/$arch-bf-x" >/dev/null 2>&1
+    check "$arch: bf16: the merged final weights equal export's (the fp32 base merged)" \
+        same_tensors "$TMP/$arch-bf-x/model.safetensors" "$TMP/$arch-bf/ckpt/final/model.safetensors"
     SHARDTRAIN_TEST_KERNELS=cpu-bf16params run "$arch-bfw" 2 "$ini" -s train.precision=bf16
     check "$arch: bf16 with the base kept as bf16 words equals the widening backend, bit for bit" \
         cmp -s "$TMP/$arch-bf/ckpt/final/model.safetensors" "$TMP/$arch-bfw/ckpt/final/model.safetensors"

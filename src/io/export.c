@@ -102,27 +102,14 @@ static int export_final_adapter(const char *final, const char *out_dir)
  * for a random base, the initialisation the run made from its seed. */
 static int load_base(st_ckpt *c, const st_model *m, const char *base, float **full)
 {
-    if (strcmp(base, "random") != 0) {
-        int64_t *lo = calloc((size_t)m->n_units, sizeof(int64_t));
-        int64_t *len = calloc((size_t)m->n_units, sizeof(int64_t));
-        for (int u = 0; u < m->n_units; u++)
-            len[u] = m->units[u].numel;
-        int rc = st_hf_load_slices(base, m, &c->model, lo, len, full, NULL);
-        free(lo);
-        free(len);
-        return rc;
-    }
     json_t *seed = json_object_get(
         json_object_get(json_object_get((json_t *)c->root, "config"), "train"), "seed");
-    if (!json_is_integer(seed)) {
+    if (strcmp(base, "random") == 0 && !json_is_integer(seed)) {
         st_error(c->manifest_path, "no train.seed in the saved config to remake the random "
                  "base weights; hint: give the base model with --base");
         return ST_EXIT_USAGE;
     }
-    for (int u = 0; u < m->n_units; u++)
-        st_model_init_range(m, u, 0, m->units[u].numel, full[u],
-                            (uint64_t)json_integer_value(seed));
-    return 0;
+    return st_lora_load_base(base, m, &c->model, (uint64_t)json_integer_value(seed), full);
 }
 
 int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,

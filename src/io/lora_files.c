@@ -7,10 +7,12 @@
 #include "base/log.h"
 #include "config/config.h"
 #include "io/hf_export.h"
+#include "io/hf_import.h"
 #include "io/safetensors_write.h"
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void st_lora_merge(const st_model *m, float *const *base, float *const *lora)
@@ -35,6 +37,30 @@ void st_lora_merge(const st_model *m, float *const *base, float *const *lora)
                 }
         }
     }
+}
+
+int st_lora_load_base(const char *init, const st_model *m, const st_model_config *mc,
+                      uint64_t seed, float *const *full)
+{
+    if (strcmp(init, "random") == 0) {
+        for (int u = 0; u < m->n_units; u++)
+            st_model_init_range(m, u, 0, m->units[u].numel, full[u], seed);
+        return 0;
+    }
+    int64_t *lo = calloc((size_t)m->n_units, sizeof(int64_t));
+    int64_t *len = calloc((size_t)m->n_units, sizeof(int64_t));
+    if (!lo || !len) {
+        free(lo);
+        free(len);
+        st_error(NULL, "out of memory reading the base weights %s", init);
+        return ST_EXIT_FAILURE;
+    }
+    for (int u = 0; u < m->n_units; u++)
+        len[u] = m->units[u].numel;
+    int rc = st_hf_load_slices(init, m, mc, lo, len, full, NULL);
+    free(lo);
+    free(len);
+    return rc;
 }
 
 static json_t *adapter_config(const st_model *m, const char *base_name)

@@ -12,6 +12,15 @@
  * layout: what PEFT's merge_and_unload computes. */
 void st_lora_merge(const st_model *m, float *const *base, float *const *lora);
 
+/* The base weights the adapters merge into, whole and in fp32 on the
+ * host (full[u]: unit u's numel floats): init's Hugging Face files, or for
+ * init "random" the initialisation seed makes.  Training kept the base in
+ * the compute dtype; merging into these instead keeps a bf16 run's merged
+ * weights what peft's merge of its adapter gives.  Returns an exit status,
+ * the error printed. */
+int st_lora_load_base(const char *init, const st_model *m, const st_model_config *mc,
+                      uint64_t seed, float *const *full);
+
 /* DIR/adapter_model.safetensors and DIR/adapter_config.json (DIR is
  * created).  base_name goes to base_model_name_or_path.  Returns an exit
  * status, the error printed. */

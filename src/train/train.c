@@ -469,9 +469,9 @@ static int train_step(train_run *r, int64_t step)
 /* ---- the run ---------------------------------------------------------- */
 
 /* Gather every unit's weights and write them (rank 0).  With LoRA the
- * final weights are the base with the adapters merged in (a model
- * directory as any other), and the adapters alone go to final/adapter,
- * the directory PEFT loads onto the base model. */
+ * final weights are the base (model.init's, in fp32) with the adapters
+ * merged in (a model directory as any other), and the adapters alone go
+ * to final/adapter, the directory PEFT loads onto the base model. */
 static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
 {
     st_fault_at("final", rank);
@@ -486,7 +486,6 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
             continue;
         }
         adapters[u] = st_alloc(sizeof(float) * (size_t)(m->units[u].lora_numel + 1), ST_MEM_OTHER);
-        rc = rc ? rc : st_fsdp_gather_frozen(f, u, full[u]);
         if (m->units[u].lora_numel)
             rc = rc ? rc : st_fsdp_gather_master(f, u, adapters[u]);
     }
@@ -494,6 +493,11 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
         char path[4096], dir[4096];
         snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
         rc = st_mkdir_p(dir);
+        /* The base in fp32 from model.init, not the compute-dtype copy
+         * training kept: a bf16 run's merge then equals peft's. */
+        if (!rc && lora)
+            rc = st_lora_load_base(cfg->model.init, m, &cfg->model, (uint64_t)cfg->train.seed,
+                                   full);
         if (!rc && lora) {
             char adir[4200];
             snprintf(adir, sizeof adir, "%s/adapter", dir);
