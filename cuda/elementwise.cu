@@ -321,6 +321,17 @@ __global__ void unpack_bf16_kernel(float *dst, const uint16_t *src, int64_t n)
         dst[i] = __uint_as_float((uint32_t)src[i] << 16);
 }
 
+__global__ void unpack_bf16_rows_kernel(float *dst, int64_t ldd, const uint16_t *src,
+                                        int64_t lds, int64_t rows, int64_t cols)
+{
+    const int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / cols, c = i - r * cols;
+        dst[r * ldd + c] = __uint_as_float((uint32_t)src[r * lds + c] << 16);
+    }
+}
+
 /* ---- host-side launchers, one template per op ------------------------------ */
 
 template <typename T>
@@ -560,6 +571,17 @@ cudaError_t st_cuda_unpack_bf16(float *dst, const uint16_t *src, int64_t n,
 {
     if (n > 0)
         unpack_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst, src, n);
+    return launch_status();
+}
+cudaError_t st_cuda_unpack_bf16_rows(float *dst, int64_t ldd, const uint16_t *src,
+                                     int64_t lds, int64_t rows, int64_t cols,
+                                     cudaStream_t s)
+{
+    if (ldd < cols || lds < cols)
+        return cudaErrorInvalidValue;
+    if (rows > 0 && cols > 0)
+        unpack_bf16_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(
+            dst, ldd, src, lds, rows, cols);
     return launch_status();
 }
 

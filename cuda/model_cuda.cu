@@ -4,10 +4,11 @@
  * a template over the storage type S (float, or uint16_t bf16 words) and
  * keeps the CPU's order of operations and buffer reuse, so that the two
  * backends can be compared step by step; the only structural differences
- * are that the loss stays on the device, that in bf16 mode the head
- * rounds each chunk's logit gradient to bf16 before its two products
- * (cuBLASLt wants both inputs of a product in one type), and that the
- * head pads and chunks its logits its own way (model_cuda.h says why).
+ * are that the loss stays on the device, that in bf16 mode the head's
+ * logits are bf16 (the CPU's are fp32; the cross-entropy reads them into
+ * fp32 and writes their gradient back in place as bf16, the two backward
+ * products' input), and that the head pads and chunks its logits its own
+ * way (model_cuda.h says why).
  *
  * Memory layout of the saved activations and of the scratch is computed by
  * one function per buffer (layout_acts, layout_*_scratch) that serves both
@@ -43,14 +44,15 @@ size_t layout_acts(st_cuda_block_acts *a, const st_model *m, int64_t B, int dtyp
 }
 
 /* Head scratch: the normed input and its statistics and gradient for all
- * rows, then one chunk of fp32 logits (overwritten by their gradient), in
- * bf16 mode that gradient rounded to bf16, the chunk's row losses and its
- * loss sum, and the norm backward's partial column sums.  Logit rows are
- * st_cuda_head_ld apart (16-byte aligned). */
+ * rows, then one chunk of logits in the storage type (overwritten in place
+ * by their gradient, which the two backward products then read: bf16 in
+ * bf16 mode, so nothing is converted between the cross-entropy and the
+ * products), the chunk's row losses and its loss sum, and the norm
+ * backward's partial column sums.  Logit rows are st_cuda_head_ld apart
+ * (16-byte aligned). */
 template <class S> struct HeadScratch {
-    S *xn, *dxn;
-    float *mean, *rstd, *logits, *row_loss;
-    uint16_t *dlogits_bf16;
+    S *xn, *dxn, *logits;
+    float *mean, *rstd, *row_loss;
     double *chunk_loss;
     void *red_ws;
 };
@@ -58,14 +60,13 @@ template <class S>
 size_t layout_head_scratch(HeadScratch<S> *s, const st_model *m, int64_t B, void *mem)
 {
     const int64_t N = B * m->T, C = m->C, Vp = st_cuda_head_ld(m);
-    const int64_t chunk = st_cuda_head_chunk_rows(m, B);
+    const int64_t chunk = st_cuda_head_chunk_rows(m, B, dtype_of<S>::v);
     Carve c(mem);
     s->xn = c.take<S>(N * C);
     s->mean = c.take<float>(N);
     s->rstd = c.take<float>(N);
     s->dxn = c.take<S>(N * C);
-    s->logits = c.take<float>(chunk * Vp);
-    s->dlogits_bf16 = dtype_of<S>::v == ST_CUDA_BF16 ? c.take<uint16_t>(chunk * Vp) : nullptr;
+    s->logits = c.take<S>(chunk * Vp);
     s->row_loss = c.take<float>(chunk);
     s->chunk_loss = c.take<double>(1);
     s->red_ws = c.take_bytes(st_cuda_norm_backward_workspace_bytes(N, C));
@@ -105,21 +106,28 @@ cudaError_t embed_backward_t(const st_model *m, float *g, const int32_t *tokens,
     return embed_backward(g, dwpe, tokens, dout, B, m->T, m->C, x->embed_ws, x->stream);
 }
 
-/* The gradient of a logits chunk in the product type: in fp32 mode the
- * logits buffer itself (overwritten in place by the cross-entropy, as on
- * the CPU); in bf16 mode a rounded copy, since cuBLASLt takes both inputs
- * of a product in one type and the weight is bf16 (whole padded rows). */
-inline cudaError_t dlogits_as(const float **out, float *logits, uint16_t *, int64_t,
-                              cudaStream_t)
+/* The cross-entropy in place on logits of the storage type, and the
+ * logits copied out as fp32 rows of width V (ld apart on the device). */
+inline cudaError_t xent_inplace(float *l, const int32_t *t, int64_t rows, int64_t V,
+                                int64_t ld, float gs, float *rl, double *ls, cudaStream_t s)
 {
-    *out = logits;
-    return cudaSuccess;
+    return st_cuda_softmax_xent_f32(l, t, rows, V, ld, gs, rl, ls, s);
 }
-inline cudaError_t dlogits_as(const uint16_t **out, float *logits, uint16_t *buf,
-                              int64_t n, cudaStream_t s)
+inline cudaError_t xent_inplace(uint16_t *l, const int32_t *t, int64_t rows, int64_t V,
+                                int64_t ld, float gs, float *rl, double *ls, cudaStream_t s)
 {
-    *out = buf;
-    return st_cuda_pack_bf16(buf, logits, n, s);
+    return st_cuda_softmax_xent_bf16(l, t, rows, V, ld, gs, rl, ls, s);
+}
+inline cudaError_t logits_copy_out(float *dst, const float *l, int64_t rows, int64_t V,
+                                   int64_t ld, cudaStream_t s)
+{
+    return cudaMemcpy2DAsync(dst, sizeof(float) * V, l, sizeof(float) * ld,
+                             sizeof(float) * V, rows, cudaMemcpyDeviceToDevice, s);
+}
+inline cudaError_t logits_copy_out(float *dst, const uint16_t *l, int64_t rows, int64_t V,
+                                   int64_t ld, cudaStream_t s)
+{
+    return st_cuda_unpack_bf16_rows(dst, V, l, ld, rows, V, s);
 }
 
 template <class S>
@@ -146,26 +154,22 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     else
         TRY(rmsnorm_forward(sc.xn, sc.rstd, in, normw, N, C, m->eps, s));
 
-    /* The padding the bf16 rounding copies along is zeroed, never read. */
-    const int64_t Vp = st_cuda_head_ld(m), chunk = st_cuda_head_chunk_rows(m, B);
-    if (backward && dtype_of<S>::v == ST_CUDA_BF16 && Vp > V)
-        TRY(cudaMemset2DAsync(sc.logits + V, sizeof(float) * Vp, 0,
-                              sizeof(float) * (Vp - V), chunk, s));
+    /* bf16 mode: bf16 logits, whose gradient the cross-entropy writes in
+     * place as the products' bf16 input.  No product and not the
+     * cross-entropy touches the columns past V. */
+    const int64_t Vp = st_cuda_head_ld(m), chunk = st_cuda_head_chunk_rows(m, B, dtype_of<S>::v);
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
         TRY(mm(x, 0, 1, rows, V, C, (const S *)sc.xn + r0 * C, C, Wout, C, 0.0f, sc.logits,
                Vp));
         if (logits_out)
-            TRY(cudaMemcpy2DAsync(logits_out + r0 * V, sizeof(float) * V, sc.logits,
-                                  sizeof(float) * Vp, sizeof(float) * V, rows,
-                                  cudaMemcpyDeviceToDevice, s));
-        TRY(st_cuda_softmax_xent_f32(sc.logits, targets + r0, rows, V, Vp, grad_scale,
-                                     sc.row_loss, sc.chunk_loss, s));
+            TRY(logits_copy_out(logits_out + r0 * V, sc.logits, rows, V, Vp, s));
+        TRY(xent_inplace(sc.logits, targets + r0, rows, V, Vp, grad_scale, sc.row_loss,
+                         sc.chunk_loss, s));
         add_double_kernel<<<1, 1, 0, s>>>(loss_sum, sc.chunk_loss);
         TRY(cudaGetLastError());
         if (backward) {
-            const S *dl;
-            TRY(dlogits_as(&dl, sc.logits, sc.dlogits_bf16, rows * Vp, s));
+            const S *dl = sc.logits;
             TRY(mm(x, 0, 0, rows, C, V, dl, Vp, Wout, C, 0.0f, sc.dxn + r0 * C, C));
             if (dWout) /* NULL: a frozen output weight (LoRA) */
                 TRY(mm(x, 1, 0, V, C, rows, dl, Vp, (const S *)sc.xn + r0 * C, C, 1.0f, dWout,
@@ -239,13 +243,19 @@ void st_cuda_block_acts_bind(st_cuda_block_acts *a, const st_model *m, int64_t B
     layout_acts(a, m, B, dtype, mem);
 }
 
-int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B)
+int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B, int dtype)
 {
     const size_t budget = g_head_chunk_bytes ? g_head_chunk_bytes : ST_CUDA_HEAD_CHUNK_BYTES;
     const int64_t N = B * m->T;
-    int64_t rows = (int64_t)(budget / (sizeof(float) * (size_t)st_cuda_head_ld(m)));
-    rows = rows < N ? rows : N;
-    return rows > 1 ? rows : 1;
+    const int64_t most = (int64_t)(budget / (elem_bytes(dtype) * (size_t)st_cuda_head_ld(m)));
+    if (most >= N)
+        return N > 1 ? N : 1;
+    if (most <= 1)
+        return 1;
+    /* Equal chunks (the last at most one row short): as many products as
+     * the budget forces, none of them a thin remainder. */
+    const int64_t n_chunks = (N + most - 1) / most;
+    return (N + n_chunks - 1) / n_chunks;
 }
 
 size_t st_cuda_set_head_chunk_bytes(size_t bytes)

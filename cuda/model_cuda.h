@@ -114,21 +114,25 @@ size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype);
  * product touching the logits has 16-byte row strides and pointers (the
  * fast path of cuda/gemm_check.h) whatever V is: GPT-2's 50257 becomes
  * 50304.  No product and not the cross-entropy computes or reads the
- * columns past V (bf16 mode zeroes them once per call, since its rounding
- * copy runs over whole padded rows).  The head
- * takes as many rows at once as keep one chunk's fp32 logits within the
- * budget (ST_CUDA_HEAD_CHUNK_BYTES unless st_cuda_set_head_chunk_bytes
- * changed it), at least 1 and at most B*T: the fewer chunks, the fewer
- * times the fp32 gradient of the output weight is read and written.  The
- * chunking moves only the order in which the head's double loss sum adds
- * its rows, not any value. */
+ * columns past V.  The logits are in the storage type (bf16 in bf16 mode)
+ * and their gradient overwrites them in place.  The head takes as many
+ * rows at once as keep one chunk's logits within the budget
+ * (ST_CUDA_HEAD_CHUNK_BYTES unless st_cuda_set_head_chunk_bytes changed
+ * it), at least 1 and at most B*T, in chunks of equal size: the fewer
+ * chunks, the fewer times the fp32 gradient of the output weight [V, C]
+ * is read and written by the weight-gradient product (beta 1), which is
+ * the whole reason for a large budget.  1 GiB takes gpt2-124m's 65,536
+ * rows in 7 chunks and llama-1b's 16,384 in 4 (bf16), where 256 MiB of
+ * fp32 logits took 49 and 32.  The chunking moves only the order in which
+ * the head's double loss sum adds its rows, not any value. */
 #define ST_CUDA_HEAD_LD_ALIGN 128
-#define ST_CUDA_HEAD_CHUNK_BYTES ((size_t)256 << 20)
+#define ST_CUDA_HEAD_CHUNK_BYTES ((size_t)1 << 30)
 static inline int64_t st_cuda_head_ld(const st_model *m)
 {
     return (m->V + ST_CUDA_HEAD_LD_ALIGN - 1) / ST_CUDA_HEAD_LD_ALIGN * ST_CUDA_HEAD_LD_ALIGN;
 }
-int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B);
+/* dtype: ST_CUDA_F32 or ST_CUDA_BF16, the logits' element type. */
+int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B, int dtype);
 /* Sets the budget (0: back to ST_CUDA_HEAD_CHUNK_BYTES) and returns the old
  * one.  Process-wide, for tests that need several chunks from a small
  * model; set it before sizing the scratch that the head is given. */

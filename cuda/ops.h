@@ -107,6 +107,11 @@ cudaError_t st_cuda_round_bf16(float *dst, const float *src, int64_t n, cudaStre
 cudaError_t st_cuda_pack_bf16(uint16_t *dst, const float *src, int64_t n, cudaStream_t s);
 cudaError_t st_cuda_unpack_bf16(float *dst, const uint16_t *src, int64_t n,
                                 cudaStream_t s);
+/* rows x cols bf16 elements, rows lds elements apart, unpacked into fp32
+ * rows ldd apart (the LM head's padded logits copied out). */
+cudaError_t st_cuda_unpack_bf16_rows(float *dst, int64_t ldd, const uint16_t *src,
+                                     int64_t lds, int64_t rows, int64_t cols,
+                                     cudaStream_t s);
 
 /* ---- normalisations (cuda/norms.cu) -------------------------------------- */
 

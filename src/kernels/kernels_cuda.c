@@ -118,16 +118,23 @@ static void forget(cuda_state *cu, void *p)
     st_bug("freeing device memory the cuda backend did not allocate");
 }
 
-static void *cuda_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
+/* Stream-ordered device memory, counted; zeroed when the caller needs it
+ * to start at zero (kernels.h's alloc promises that), not otherwise. */
+static void *device_alloc(st_kernels *k, size_t bytes, st_mem_cat cat, int zeroed)
 {
     cuda_state *cu = state(k);
     void *p = NULL;
     /* A zero-byte block still needs a distinct pointer to free. */
     check(cudaMallocAsync(&p, bytes ? bytes : 1, cu->stream), "cudaMallocAsync");
-    if (bytes)
+    if (bytes && zeroed)
         check(cudaMemsetAsync(p, 0, bytes, cu->stream), "cudaMemsetAsync");
     remember(cu, p, bytes, (int)cat);
     return p;
+}
+
+static void *cuda_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
+{
+    return device_alloc(k, bytes, cat, 1);
 }
 
 static void cuda_free(st_kernels *k, void *p)
@@ -174,10 +181,17 @@ static void cuda_copy(st_kernels *k, void *dst, const void *src, size_t bytes)
               "cudaMemcpyAsync (device to device)");
 }
 
-/* Per-call bf16 temporaries of the activation conversions. */
+/* Per-call bf16 temporaries of the activation conversions.  Not zeroed:
+ * each is written whole before it is read (packed from the engine's fp32
+ * activations, or a unit's output, which the units write in full; the
+ * head zeroes its din itself).  The emulation (tests/gpu/emu/devmem.c)
+ * fills every fresh device block with NaN, so a read before that write
+ * fails the emulated runs instead of reading a lucky zero.  A memset of
+ * each (B*T*C bf16, 65 a step for gpt2-124m) was 2% of the predicted
+ * step (docs/gpu.md). */
 static uint16_t *tmp16(st_kernels *k, int64_t n)
 {
-    return cuda_alloc(k, sizeof(uint16_t) * (size_t)n, ST_MEM_ACTS);
+    return device_alloc(k, sizeof(uint16_t) * (size_t)n, ST_MEM_ACTS, 0);
 }
 
 static int dtype(st_kernels *k) { return state(k)->bf16 ? ST_CUDA_BF16 : ST_CUDA_F32; }

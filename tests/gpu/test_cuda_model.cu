@@ -205,11 +205,18 @@ static void run_case(int arch, bool bf, int vocab, int64_t head_rows)
     int32_t *d_tokens = (int32_t *)dalloc(4 * N), *d_targets = (int32_t *)dalloc(4 * N);
     CK(cudaMemcpy(d_tokens, tokens.data(), 4 * N, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_targets, targets.data(), 4 * N, cudaMemcpyHostToDevice));
-    st_cuda_set_head_chunk_bytes((size_t)head_rows * sizeof(float) * st_cuda_head_ld(&m));
-    tap_ok(st_cuda_head_chunk_rows(&m, B) == head_rows &&
-               st_cuda_head_ld(&m) % ST_CUDA_HEAD_LD_ALIGN == 0 && st_cuda_head_ld(&m) >= V,
-           "%s head: chunks of %lld rows, logits rows %lld apart", g_case,
-           (long long)st_cuda_head_chunk_rows(&m, B), (long long)st_cuda_head_ld(&m));
+    st_cuda_set_head_chunk_bytes((size_t)head_rows * (bf ? 2 : 4) * st_cuda_head_ld(&m));
+    {
+        /* Within the budget, no more chunks than it forces, and equal ones
+         * (the last at most one row short of the others per chunk). */
+        const int64_t rows = st_cuda_head_chunk_rows(&m, B, dtype);
+        const int64_t forced = (N + head_rows - 1) / head_rows, n_chunks = (N + rows - 1) / rows;
+        tap_ok(rows <= head_rows && n_chunks == forced && N - (n_chunks - 1) * rows >= rows - n_chunks &&
+                   st_cuda_head_ld(&m) % ST_CUDA_HEAD_LD_ALIGN == 0 && st_cuda_head_ld(&m) >= V,
+               "%s head: %lld chunks of %lld rows (budget %lld rows), logits rows %lld apart",
+               g_case, (long long)n_chunks, (long long)rows, (long long)head_rows,
+               (long long)st_cuda_head_ld(&m));
+    }
     void *scratch = dalloc(st_cuda_model_scratch_bytes(&m, B, dtype));
     std::vector<float> cpu_scratch(st_model_scratch_floats(&m, B));
 
