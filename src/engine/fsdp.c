@@ -281,9 +281,10 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
 
 /* ---- executing the schedule ------------------------------------------ */
 
-static float *res_at(const st_fsdp *f, int64_t l)
+static void *res_at(const st_fsdp *f, int64_t l)
 {
-    return f->res + (size_t)l * (size_t)(f->B * f->model->T * f->model->C);
+    return (char *)f->res +
+           (size_t)l * (size_t)(f->B * f->model->T * f->model->C) * (size_t)f->k->act_bytes;
 }
 
 static void *block_acts_mem(const st_fsdp *f, int64_t layer)
@@ -352,7 +353,7 @@ static void run_block_backward(st_fsdp *f, int64_t l)
                               res_at(f, l), res_at(f, l + 1), acts, f->scratch);
     /* dres ping-pongs: block L-1 reads dres_a (from the head). */
     int flip = (int)((m->L - 1 - l) % 2);
-    float *dout = flip ? f->dres_b : f->dres_a, *din = flip ? f->dres_a : f->dres_b;
+    void *dout = flip ? f->dres_b : f->dres_a, *din = flip ? f->dres_a : f->dres_b;
     k->ops->block_backward(k, m, base_params(f, (int)l + 1), f->pdt, base_grad(f, (int)l + 1),
                            lora, f->B, res_at(f, l), acts, dout, din, f->scratch);
 }
@@ -376,7 +377,7 @@ static void run_step(st_fsdp *f, const st_sched_step *s, const step_args *a)
     case ST_STEP_BLOCK_BWD: run_block_backward(f, s->layer); break;
     case ST_STEP_EMBED_BWD: {
         /* A frozen embedding (LoRA) has no gradient to make. */
-        float *dout = m->L % 2 ? f->dres_b : f->dres_a;
+        const void *dout = m->L % 2 ? f->dres_b : f->dres_a;
         if (!frozen_base(f))
             k->ops->embed_backward(k, m, grad_target(f, 0), f->inputs, f->B, dout);
         break;

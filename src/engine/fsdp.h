@@ -122,11 +122,12 @@ typedef struct {
     int n_units;
     st_fsdp_unit *units;
     /* Activations (backend). */
-    float *res;              /* residual stream: n_layer + 1 buffers of [B*T, C] */
+    void *res;               /* residual stream: n_layer + 1 buffers of [B*T, C],
+                              * elements of the backend's act_bytes */
     void *acts;              /* block activations: n_layer sets, or one when recomputing */
     size_t acts_bytes;       /* of one set */
     void *scratch;
-    float *dres_a, *dres_b;
+    void *dres_a, *dres_b;   /* its gradient, ping-ponged; act_bytes elements */
     int32_t *inputs, *targets;   /* this micro-batch's tokens [B*T] (backend) */
     double *sums;            /* (backend) the gradient's sum of squares, this rank's
                               * part of it, then each micro-batch's loss: ST_FSDP_LOSS */

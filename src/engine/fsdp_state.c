@@ -124,13 +124,16 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
     }
     build_segments(f);
     int64_t N = f->B * m->T;
-    f->res = k->ops->alloc(k, sizeof(float) * (size_t)((m->L + 1) * N * m->C), ST_MEM_ACTS);
+    /* The residual stream and its gradient in the backend's activation
+     * type (kernels.h, act_bytes): bf16 words on a device in bf16 mode. */
+    const size_t ab = (size_t)k->act_bytes;
+    f->res = k->ops->alloc(k, ab * (size_t)((m->L + 1) * N * m->C), ST_MEM_ACTS);
     size_t sets = f->opt.recompute ? 1 : (size_t)m->L;
     f->acts_bytes = k->ops->block_acts_bytes(k, m, f->B);
     f->acts = k->ops->alloc(k, sets * f->acts_bytes, ST_MEM_ACTS);
     f->scratch = k->ops->alloc(k, k->ops->scratch_bytes(k, m, f->B), ST_MEM_ACTS);
-    f->dres_a = k->ops->alloc(k, sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
-    f->dres_b = k->ops->alloc(k, sizeof(float) * (size_t)(N * m->C), ST_MEM_ACTS);
+    f->dres_a = k->ops->alloc(k, ab * (size_t)(N * m->C), ST_MEM_ACTS);
+    f->dres_b = k->ops->alloc(k, ab * (size_t)(N * m->C), ST_MEM_ACTS);
     f->inputs = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
     f->targets = k->ops->alloc(k, sizeof(int32_t) * (size_t)N, ST_MEM_ACTS);
     f->loss_cap = 1;

@@ -105,27 +105,30 @@ typedef struct {
 
     /* The model ops, with model.h's meanings.  Every pointer is backend
      * memory (tokens and targets included); p is the gathered unit, of
-     * dtype pdt (ST_DT_F32, or ST_DT_BF16 only when params_bf16). */
+     * dtype pdt (ST_DT_F32, or ST_DT_BF16 only when params_bf16).  The
+     * activations between units (in, out: the residual stream; dout, din:
+     * its gradient) are [B*T, C] elements of act_bytes each (st_kernels):
+     * fp32, or bf16 words where the backend keeps them so. */
     void (*embed_forward)(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                          const int32_t *tokens, int64_t B, float *out);
+                          const int32_t *tokens, int64_t B, void *out);
     void (*embed_backward)(st_kernels *k, const st_model *m, float *g,
-                           const int32_t *tokens, int64_t B, const float *dout);
+                           const int32_t *tokens, int64_t B, const void *dout);
     /* g is NULL when the base weights are frozen (LoRA): no parameter
      * gradient is computed for them.  lora is NULL without adapters.  The
      * forward may use the scratch while it runs. */
     void (*block_forward)(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                          const st_lora_args *lora, int64_t B, const float *in, float *out,
+                          const st_lora_args *lora, int64_t B, const void *in, void *out,
                           void *acts, void *scratch);
     void (*block_backward)(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                           float *g, const st_lora_args *lora, int64_t B, const float *in,
-                           const void *acts, const float *dout, float *din, void *scratch);
+                           float *g, const st_lora_args *lora, int64_t B, const void *in,
+                           const void *acts, const void *dout, void *din, void *scratch);
     /* Adds the summed loss into *loss_sum (backend memory).  head_g and
      * embed_g are NULL for frozen weights (LoRA); din is still computed
-     * when grad_scale is not 0. */
+     * when grad_scale is not 0.  logits_out is fp32 in every mode. */
     void (*head_forward_backward)(st_kernels *k, const st_model *m, const void *head_p,
                                   const void *embed_p, st_dtype pdt, float *head_g,
-                                  float *embed_g, int64_t B, const float *in,
-                                  const int32_t *targets, float grad_scale, float *din,
+                                  float *embed_g, int64_t B, const void *in,
+                                  const int32_t *targets, float grad_scale, void *din,
                                   float *logits_out, void *scratch, double *loss_sum);
 
     /* Engine helpers, cpu_ops.h's and cpu_adamw.h's meanings. */
@@ -154,6 +157,11 @@ struct st_kernels {
     const char *name;        /* "cpu", "cuda"; "cpu-bf16params" (tests) */
     int on_device;           /* memory is not host-addressable: host code must copy */
     int params_bf16;         /* bf16 mode: ops read gathered params as bf16 words */
+    /* Bytes of one element of the activations the model ops take and give
+     * (the engine's residual stream and its gradient): 4 for fp32; 2 where
+     * a bf16 mode keeps them as bf16 words between units (cuda), so that
+     * no unit call converts them. */
+    int act_bytes;
     /* The queue the ops run on, which collectives on the same memory must
      * follow (comm_backends.h): the cuda backend's compute stream (a
      * cudaStream_t); NULL for the host. */

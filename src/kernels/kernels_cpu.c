@@ -76,21 +76,21 @@ static const float *f32(const void *p, st_dtype pdt)
 }
 
 static void cpu_embed_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                              const int32_t *tokens, int64_t B, float *out)
+                              const int32_t *tokens, int64_t B, void *out)
 {
     (void)k;
     st_embed_forward(m, f32(p, pdt), tokens, B, out);
 }
 
 static void cpu_embed_backward(st_kernels *k, const st_model *m, float *g,
-                               const int32_t *tokens, int64_t B, const float *dout)
+                               const int32_t *tokens, int64_t B, const void *dout)
 {
     (void)k;
     st_embed_backward(m, g, tokens, B, dout);
 }
 
 static void cpu_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                              const st_lora_args *la, int64_t B, const float *in, float *out,
+                              const st_lora_args *la, int64_t B, const void *in, void *out,
                               void *acts, void *scratch)
 {
     (void)k;
@@ -100,8 +100,8 @@ static void cpu_block_forward(st_kernels *k, const st_model *m, const void *p, s
 }
 
 static void cpu_block_backward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                               float *g, const st_lora_args *la, int64_t B, const float *in,
-                               const void *acts, const float *dout, float *din, void *scratch)
+                               float *g, const st_lora_args *la, int64_t B, const void *in,
+                               const void *acts, const void *dout, void *din, void *scratch)
 {
     (void)k;
     st_block_acts a;
@@ -113,8 +113,8 @@ static void cpu_block_backward(st_kernels *k, const st_model *m, const void *p, 
 
 static void cpu_head(st_kernels *k, const st_model *m, const void *head_p,
                      const void *embed_p, st_dtype pdt, float *head_g, float *embed_g,
-                     int64_t B, const float *in, const int32_t *targets, float grad_scale,
-                     float *din, float *logits_out, void *scratch, double *loss_sum)
+                     int64_t B, const void *in, const int32_t *targets, float grad_scale,
+                     void *din, float *logits_out, void *scratch, double *loss_sum)
 {
     (void)k;
     *loss_sum += st_head_forward_backward(m, f32(head_p, pdt),
@@ -200,7 +200,7 @@ static const st_kernels_ops cpu_ops = {
 
 /* Never written: the backend keeps no state, so one instance serves every
  * caller. */
-static st_kernels cpu_kernels = {.ops = &cpu_ops, .name = "cpu"};
+static st_kernels cpu_kernels = {.ops = &cpu_ops, .name = "cpu", .act_bytes = 4};
 
 st_kernels *st_kernels_cpu(void) { return &cpu_kernels; }
 
@@ -226,7 +226,7 @@ static void unwiden(const float *w, const void *p)
 static int64_t block_numel(const st_model *m) { return m->units[1].numel; }
 
 static void b16_embed_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                              const int32_t *tokens, int64_t B, float *out)
+                              const int32_t *tokens, int64_t B, void *out)
 {
     (void)k;
     const float *w = widen(p, pdt, m->units[0].numel);
@@ -253,7 +253,7 @@ static void unwiden_lora(const st_lora_args *w, const st_lora_args *la)
 }
 
 static void b16_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                              const st_lora_args *la, int64_t B, const float *in, float *out,
+                              const st_lora_args *la, int64_t B, const void *in, void *out,
                               void *acts, void *scratch)
 {
     const float *w = widen(p, pdt, block_numel(m));
@@ -265,8 +265,8 @@ static void b16_block_forward(st_kernels *k, const st_model *m, const void *p, s
 }
 
 static void b16_block_backward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                               float *g, const st_lora_args *la, int64_t B, const float *in,
-                               const void *acts, const float *dout, float *din, void *scratch)
+                               float *g, const st_lora_args *la, int64_t B, const void *in,
+                               const void *acts, const void *dout, void *din, void *scratch)
 {
     const float *w = widen(p, pdt, block_numel(m));
     st_lora_args tmp;
@@ -278,8 +278,8 @@ static void b16_block_backward(st_kernels *k, const st_model *m, const void *p, 
 
 static void b16_head(st_kernels *k, const st_model *m, const void *head_p,
                      const void *embed_p, st_dtype pdt, float *head_g, float *embed_g,
-                     int64_t B, const float *in, const int32_t *targets, float grad_scale,
-                     float *din, float *logits_out, void *scratch, double *loss_sum)
+                     int64_t B, const void *in, const int32_t *targets, float grad_scale,
+                     void *din, float *logits_out, void *scratch, double *loss_sum)
 {
     const float *hw = widen(head_p, pdt, m->units[m->n_units - 1].numel);
     const float *ew = embed_p ? widen(embed_p, pdt, m->units[0].numel) : NULL;
@@ -299,6 +299,6 @@ static const st_kernels_ops cpu_bf16params_ops = {
 };
 
 static st_kernels cpu_bf16params_kernels = {
-    .ops = &cpu_bf16params_ops, .name = "cpu-bf16params", .params_bf16 = 1};
+    .ops = &cpu_bf16params_ops, .name = "cpu-bf16params", .params_bf16 = 1, .act_bytes = 4};
 
 st_kernels *st_kernels_cpu_bf16params(void) { return &cpu_bf16params_kernels; }

@@ -17,13 +17,14 @@
  * the free, which is exactly the engine's order.
  *
  * Storage modes.  fp32 runs the _f32 units as they are.  In bf16 mode the
- * engine hands over the gathered units as bf16 words (params_bf16) but
- * keeps the residual stream and its gradient in fp32 (kernels.h), while the
- * _bf16 units read and write bf16 activations; each call packs its fp32
- * inputs into bf16 temporaries and unpacks its outputs, two elementwise
- * passes over N x C per call, small beside a block's matrix products.  The
- * saved activations and the scratch are in the mode's layout (the engine
- * never opens them).
+ * engine hands over the gathered units as bf16 words (params_bf16) and
+ * keeps the residual stream and its gradient as bf16 words too
+ * (act_bytes 2, kernels.h), which the _bf16 units read and write as they
+ * are: nothing is converted between units.  (The units' bf16 outputs were
+ * once unpacked into an fp32 stream and packed again for the next unit;
+ * the values were the same bf16 numbers, so the results are too, bit for
+ * bit.)  The saved activations and the scratch are in the mode's layout
+ * (the engine never opens them).
  *
  * Errors.  A failed CUDA call is a failed device: the message names the
  * call and the CUDA error, and the process exits (ST_EXIT_FAILURE); there
@@ -118,23 +119,16 @@ static void forget(cuda_state *cu, void *p)
     st_bug("freeing device memory the cuda backend did not allocate");
 }
 
-/* Stream-ordered device memory, counted; zeroed when the caller needs it
- * to start at zero (kernels.h's alloc promises that), not otherwise. */
-static void *device_alloc(st_kernels *k, size_t bytes, st_mem_cat cat, int zeroed)
+static void *cuda_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
 {
     cuda_state *cu = state(k);
     void *p = NULL;
     /* A zero-byte block still needs a distinct pointer to free. */
     check(cudaMallocAsync(&p, bytes ? bytes : 1, cu->stream), "cudaMallocAsync");
-    if (bytes && zeroed)
+    if (bytes)
         check(cudaMemsetAsync(p, 0, bytes, cu->stream), "cudaMemsetAsync");
     remember(cu, p, bytes, (int)cat);
     return p;
-}
-
-static void *cuda_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
-{
-    return device_alloc(k, bytes, cat, 1);
 }
 
 static void cuda_free(st_kernels *k, void *p)
@@ -179,19 +173,6 @@ static void cuda_copy(st_kernels *k, void *dst, const void *src, size_t bytes)
     if (bytes)
         check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, state(k)->stream),
               "cudaMemcpyAsync (device to device)");
-}
-
-/* Per-call bf16 temporaries of the activation conversions.  Not zeroed:
- * each is written whole before it is read (packed from the engine's fp32
- * activations, or a unit's output, which the units write in full; the
- * head zeroes its din itself).  The emulation (tests/gpu/emu/devmem.c)
- * fills every fresh device block with NaN, so a read before that write
- * fails the emulated runs instead of reading a lucky zero.  A memset of
- * each (B*T*C bf16, 65 a step for gpt2-124m) was 2% of the predicted
- * step (docs/gpu.md). */
-static uint16_t *tmp16(st_kernels *k, int64_t n)
-{
-    return device_alloc(k, sizeof(uint16_t) * (size_t)n, ST_MEM_ACTS, 0);
 }
 
 static int dtype(st_kernels *k) { return state(k)->bf16 ? ST_CUDA_BF16 : ST_CUDA_F32; }
@@ -245,8 +226,6 @@ static void expect_mode(st_kernels *k, st_dtype pdt)
                bf16 ? "bf16" : "fp32", pdt == ST_DT_BF16 ? "bf16" : "fp32");
 }
 
-static int64_t rows(const st_model *m, int64_t B) { return B * m->T; }
-
 static void pack(st_kernels *k, uint16_t *dst, const float *src, int64_t n)
 {
     check(st_cuda_pack_bf16(dst, src, n, state(k)->stream), "st_cuda_pack_bf16");
@@ -257,36 +236,25 @@ static void unpack(st_kernels *k, float *dst, const uint16_t *src, int64_t n)
     check(st_cuda_unpack_bf16(dst, src, n, state(k)->stream), "st_cuda_unpack_bf16");
 }
 
+/* The activations are in the mode's type (act_bytes), so each call goes
+ * to the _f32 or the _bf16 unit with its pointers as they are. */
 static void cuda_embed_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                               const int32_t *tokens, int64_t B, float *out)
+                               const int32_t *tokens, int64_t B, void *out)
 {
     expect_mode(k, pdt);
     st_cuda_model_ctx *c = ctx_for(k, m);
-    if (!state(k)->bf16) {
-        check(st_cuda_model_embed_forward_f32(m, p, tokens, B, out, c), "embedding forward");
-        return;
-    }
-    const int64_t n = rows(m, B) * m->C;
-    uint16_t *o = tmp16(k, n);
-    check(st_cuda_model_embed_forward_bf16(m, p, tokens, B, o, c), "embedding forward");
-    unpack(k, out, o, n);
-    cuda_free(k, o);
+    check(state(k)->bf16 ? st_cuda_model_embed_forward_bf16(m, p, tokens, B, out, c)
+                         : st_cuda_model_embed_forward_f32(m, p, tokens, B, out, c),
+          "embedding forward");
 }
 
 static void cuda_embed_backward(st_kernels *k, const st_model *m, float *g,
-                                const int32_t *tokens, int64_t B, const float *dout)
+                                const int32_t *tokens, int64_t B, const void *dout)
 {
     st_cuda_model_ctx *c = ctx_for(k, m);
-    if (!state(k)->bf16) {
-        check(st_cuda_model_embed_backward_f32(m, g, tokens, B, dout, c),
-              "embedding backward");
-        return;
-    }
-    const int64_t n = rows(m, B) * m->C;
-    uint16_t *d = tmp16(k, n);
-    pack(k, d, dout, n);
-    check(st_cuda_model_embed_backward_bf16(m, g, tokens, B, d, c), "embedding backward");
-    cuda_free(k, d);
+    check(state(k)->bf16 ? st_cuda_model_embed_backward_bf16(m, g, tokens, B, dout, c)
+                         : st_cuda_model_embed_backward_f32(m, g, tokens, B, dout, c),
+          "embedding backward");
 }
 
 /* kernels.h's LoRA arguments as the CUDA units take them (NULL: none). */
@@ -302,7 +270,7 @@ static const st_cuda_lora *lora_args(const st_lora_args *la, st_cuda_lora *out)
 /* The adapters (la) and frozen base weights (g NULL, LoRA) go to the units
  * as they are; the forward's adapters use the scratch. */
 static void cuda_block_forward(st_kernels *k, const st_model *m, const void *p, st_dtype pdt,
-                               const st_lora_args *la, int64_t B, const float *in, float *out,
+                               const st_lora_args *la, int64_t B, const void *in, void *out,
                                void *acts, void *scratch)
 {
     expect_mode(k, pdt);
@@ -311,25 +279,16 @@ static void cuda_block_forward(st_kernels *k, const st_model *m, const void *p, 
     st_cuda_block_acts_bind(&a, m, B, dtype(k), acts);
     st_cuda_lora lb;
     const st_cuda_lora *lora = lora_args(la, &lb);
-    if (!state(k)->bf16) {
-        check(st_cuda_model_block_forward_f32(m, p, lora, B, in, out, &a, scratch, c),
-              "block forward");
-        return;
-    }
-    const int64_t n = rows(m, B) * m->C;
-    uint16_t *i16 = tmp16(k, n), *o16 = tmp16(k, n);
-    pack(k, i16, in, n);
-    check(st_cuda_model_block_forward_bf16(m, p, lora, B, i16, o16, &a, scratch, c),
+    check(state(k)->bf16
+              ? st_cuda_model_block_forward_bf16(m, p, lora, B, in, out, &a, scratch, c)
+              : st_cuda_model_block_forward_f32(m, p, lora, B, in, out, &a, scratch, c),
           "block forward");
-    unpack(k, out, o16, n);
-    cuda_free(k, i16);
-    cuda_free(k, o16);
 }
 
 static void cuda_block_backward(st_kernels *k, const st_model *m, const void *p,
                                 st_dtype pdt, float *g, const st_lora_args *la, int64_t B,
-                                const float *in, const void *acts, const float *dout,
-                                float *din, void *scratch)
+                                const void *in, const void *acts, const void *dout,
+                                void *din, void *scratch)
 {
     expect_mode(k, pdt);
     st_cuda_model_ctx *c = ctx_for(k, m);
@@ -338,50 +297,29 @@ static void cuda_block_backward(st_kernels *k, const st_model *m, const void *p,
     st_cuda_block_acts_bind(&a, m, B, dtype(k), (void *)acts);
     st_cuda_lora lb;
     const st_cuda_lora *lora = lora_args(la, &lb);
-    if (!state(k)->bf16) {
-        check(st_cuda_model_block_backward_f32(m, p, g, lora, B, in, &a, dout, din, scratch,
-                                               c),
-              "block backward");
-        return;
-    }
-    const int64_t n = rows(m, B) * m->C;
-    uint16_t *i16 = tmp16(k, n), *d16 = tmp16(k, n), *x16 = tmp16(k, n);
-    pack(k, i16, in, n);
-    pack(k, d16, dout, n);
-    check(st_cuda_model_block_backward_bf16(m, p, g, lora, B, i16, &a, d16, x16, scratch, c),
+    check(state(k)->bf16 ? st_cuda_model_block_backward_bf16(m, p, g, lora, B, in, &a, dout,
+                                                             din, scratch, c)
+                         : st_cuda_model_block_backward_f32(m, p, g, lora, B, in, &a, dout,
+                                                            din, scratch, c),
           "block backward");
-    unpack(k, din, x16, n);
-    cuda_free(k, i16);
-    cuda_free(k, d16);
-    cuda_free(k, x16);
 }
 
+/* din is written only when training (grad_scale != 0), as on the CPU. */
 static void cuda_head(st_kernels *k, const st_model *m, const void *head_p,
                       const void *embed_p, st_dtype pdt, float *head_g, float *embed_g,
-                      int64_t B, const float *in, const int32_t *targets, float grad_scale,
-                      float *din, float *logits_out, void *scratch, double *loss_sum)
+                      int64_t B, const void *in, const int32_t *targets, float grad_scale,
+                      void *din, float *logits_out, void *scratch, double *loss_sum)
 {
     expect_mode(k, pdt);
     st_cuda_model_ctx *c = ctx_for(k, m);
-    if (!state(k)->bf16) {
-        check(st_cuda_model_head_forward_backward_f32(m, head_p, embed_p, head_g, embed_g, B,
-                                                      in, targets, grad_scale, din,
-                                                      logits_out, scratch, loss_sum, c),
-              "head forward and backward");
-        return;
-    }
-    const int64_t n = rows(m, B) * m->C;
-    uint16_t *i16 = tmp16(k, n), *d16 = tmp16(k, n);
-    pack(k, i16, in, n);
-    check(st_cuda_model_head_forward_backward_bf16(m, head_p, embed_p, head_g, embed_g, B,
-                                                   i16, targets, grad_scale, d16,
-                                                   logits_out, scratch, loss_sum, c),
+    check(state(k)->bf16
+              ? st_cuda_model_head_forward_backward_bf16(m, head_p, embed_p, head_g, embed_g,
+                                                         B, in, targets, grad_scale, din,
+                                                         logits_out, scratch, loss_sum, c)
+              : st_cuda_model_head_forward_backward_f32(m, head_p, embed_p, head_g, embed_g,
+                                                        B, in, targets, grad_scale, din,
+                                                        logits_out, scratch, loss_sum, c),
           "head forward and backward");
-    /* din is written only when training (grad_scale != 0), as on the CPU. */
-    if (grad_scale != 0.0f)
-        unpack(k, din, d16, n);
-    cuda_free(k, i16);
-    cuda_free(k, d16);
 }
 
 /* ---- engine helpers --------------------------------------------------- */
@@ -496,7 +434,7 @@ int st_kernels_cuda_open(int bf16, st_kernels **out)
     if (!k || !cu)
         st_fatal("out of host memory for the cuda kernels"); /* like st_alloc */
     *k = (st_kernels){.ops = &cuda_ops, .name = "cuda", .on_device = 1, .params_bf16 = 1,
-                      .impl = cu};
+                      .act_bytes = bf16 ? 2 : 4, .impl = cu};
     cu->bf16 = bf16;
     cudaError_t e = cuda_setup(cu);
     if (e != cudaSuccess) {
