@@ -339,8 +339,8 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, const st_c
             TRY(lo.backward(2, ln2, C, sc.d_fc, F, sc.d_ln, C));
         if (g)
             TRY(bias_backward(tg(m, uu, G_FCB, g), sc.d_fc, N, F, sc.red_ws, s));
-        TRY(copy(sc.d_res_mid, dout, N * C, s));
-        TRY(layernorm_backward(sc.d_res_mid, tg(m, uu, G_LN2W, g), tg(m, uu, G_LN2B, g),
+        /* d_res_mid = dout (the residual's path) + the norm's gradient. */
+        TRY(layernorm_backward(sc.d_res_mid, dout, tg(m, uu, G_LN2W, g), tg(m, uu, G_LN2B, g),
                                sc.d_ln, res_mid, tp(m, uu, G_LN2W, p), ap->ln2_mean,
                                ap->ln2_rstd, N, C, sc.red_ws, s));
     } else {
@@ -357,8 +357,7 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, const st_c
             TRY(lo.backward(4, ln2, C, sc.d_fc, 2 * F, sc.d_ln, C));
         if (lo.on(5))
             TRY(lo.backward(5, ln2, C, sc.d_fc + F, 2 * F, sc.d_ln, C));
-        TRY(copy(sc.d_res_mid, dout, N * C, s));
-        TRY(rmsnorm_backward(sc.d_res_mid, tg(m, uu, L_NORM2, g), sc.d_ln, res_mid,
+        TRY(rmsnorm_backward(sc.d_res_mid, dout, tg(m, uu, L_NORM2, g), sc.d_ln, res_mid,
                              tp(m, uu, L_NORM2, p), ap->ln2_rstd, N, C, sc.red_ws, s));
     }
 
@@ -380,7 +379,8 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, const st_c
                            qd, att, qd, ap->lse, qkv, W, qkv + qd, W, qkv + qd + kvd, W, B,
                            m->T, m->H, m->KV, m->hd, sc.attn_ws, s));
     S *d_ln1 = sc.d_ln;
-    TRY(copy(din, (const S *)sc.d_res_mid, N * C, s));
+    /* din = d_res_mid (the residual's path) + the first norm's gradient,
+     * added by the norm backward below: d_res_mid is not written again. */
     if (gpt2) {
         TRY(linear_backward(x, 1, d_ln1, 0.0f, tg(m, uu, G_ATTW, g), sc.d_qkv, W, ln1, C,
                             tp(m, uu, G_ATTW, p), N, C, 3 * C));
@@ -388,7 +388,8 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, const st_c
             TRY(lo.backward(0, ln1, C, sc.d_qkv, W, d_ln1, C));
         if (g)
             TRY(bias_backward(tg(m, uu, G_ATTB, g), sc.d_qkv, N, 3 * C, sc.red_ws, s));
-        TRY(layernorm_backward(din, tg(m, uu, G_LN1W, g), tg(m, uu, G_LN1B, g), d_ln1, in,
+        TRY(layernorm_backward(din, (const S *)sc.d_res_mid, tg(m, uu, G_LN1W, g),
+                               tg(m, uu, G_LN1B, g), d_ln1, in,
                                tp(m, uu, G_LN1W, p), ap->ln1_mean, ap->ln1_rstd, N, C,
                                sc.red_ws, s));
     } else {
@@ -408,7 +409,8 @@ cudaError_t block_backward_t(const st_model *m, const S *p, float *g, const st_c
             TRY(lo.backward(1, ln1, C, sc.d_qkv + qd, W, d_ln1, C));
         if (lo.on(2))
             TRY(lo.backward(2, ln1, C, sc.d_qkv + qd + kvd, W, d_ln1, C));
-        TRY(rmsnorm_backward(din, tg(m, uu, L_NORM1, g), d_ln1, in, tp(m, uu, L_NORM1, p),
+        TRY(rmsnorm_backward(din, (const S *)sc.d_res_mid, tg(m, uu, L_NORM1, g), d_ln1, in,
+                             tp(m, uu, L_NORM1, p),
                              ap->ln1_rstd, N, C, sc.red_ws, s));
     }
     return cudaSuccess;

@@ -179,11 +179,12 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     if (backward) {
         TRY(cudaMemsetAsync(din, 0, sizeof(S) * (size_t)(N * C), s));
         if (gpt2)
-            TRY(layernorm_backward(din, tg(m, hu, 0, head_g), tg(m, hu, 1, head_g), sc.dxn,
-                                   in, normw, sc.mean, sc.rstd, N, C, sc.red_ws, s));
+            TRY(layernorm_backward(din, (const S *)nullptr, tg(m, hu, 0, head_g),
+                                   tg(m, hu, 1, head_g), sc.dxn, in, normw, sc.mean, sc.rstd,
+                                   N, C, sc.red_ws, s));
         else
-            TRY(rmsnorm_backward(din, tg(m, hu, 0, head_g), sc.dxn, in, normw, sc.rstd, N, C,
-                                 sc.red_ws, s));
+            TRY(rmsnorm_backward(din, (const S *)nullptr, tg(m, hu, 0, head_g), sc.dxn, in,
+                                 normw, sc.rstd, N, C, sc.red_ws, s));
     }
     return cudaSuccess;
 }

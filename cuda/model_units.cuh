@@ -202,15 +202,15 @@ OVERLOAD_PAIR(
                       float eps, cudaStream_t s),
     st_cuda_layernorm_forward_bf16(o, mu, rs, x, w, b, N, C, eps, s))
 OVERLOAD_PAIR(
-    layernorm_backward(float *dx, float *dw, float *db, const float *d, const float *x,
-                       const float *w, const float *mu, const float *rs, int64_t N,
-                       int64_t C, void *ws, cudaStream_t s),
-    st_cuda_layernorm_backward_f32(dx, dw, db, d, x, w, mu, rs, N, C, ws, s),
-    layernorm_backward(uint16_t *dx, float *dw, float *db, const uint16_t *d,
-                       const uint16_t *x, const uint16_t *w, const float *mu,
-                       const float *rs, int64_t N, int64_t C, void *ws,
+    layernorm_backward(float *dx, const float *dres, float *dw, float *db, const float *d,
+                       const float *x, const float *w, const float *mu, const float *rs,
+                       int64_t N, int64_t C, void *ws, cudaStream_t s),
+    st_cuda_layernorm_backward_f32(dx, dres, dw, db, d, x, w, mu, rs, N, C, ws, s),
+    layernorm_backward(uint16_t *dx, const uint16_t *dres, float *dw, float *db,
+                       const uint16_t *d, const uint16_t *x, const uint16_t *w,
+                       const float *mu, const float *rs, int64_t N, int64_t C, void *ws,
                        cudaStream_t s),
-    st_cuda_layernorm_backward_bf16(dx, dw, db, d, x, w, mu, rs, N, C, ws, s))
+    st_cuda_layernorm_backward_bf16(dx, dres, dw, db, d, x, w, mu, rs, N, C, ws, s))
 OVERLOAD_PAIR(
     rmsnorm_forward(float *o, float *rs, const float *x, const float *w, int64_t N,
                     int64_t C, float eps, cudaStream_t s),
@@ -219,13 +219,14 @@ OVERLOAD_PAIR(
                     int64_t N, int64_t C, float eps, cudaStream_t s),
     st_cuda_rmsnorm_forward_bf16(o, rs, x, w, N, C, eps, s))
 OVERLOAD_PAIR(
-    rmsnorm_backward(float *dx, float *dw, const float *d, const float *x, const float *w,
-                     const float *rs, int64_t N, int64_t C, void *ws, cudaStream_t s),
-    st_cuda_rmsnorm_backward_f32(dx, dw, d, x, w, rs, N, C, ws, s),
-    rmsnorm_backward(uint16_t *dx, float *dw, const uint16_t *d, const uint16_t *x,
-                     const uint16_t *w, const float *rs, int64_t N, int64_t C,
-                     void *ws, cudaStream_t s),
-    st_cuda_rmsnorm_backward_bf16(dx, dw, d, x, w, rs, N, C, ws, s))
+    rmsnorm_backward(float *dx, const float *dres, float *dw, const float *d, const float *x,
+                     const float *w, const float *rs, int64_t N, int64_t C, void *ws,
+                     cudaStream_t s),
+    st_cuda_rmsnorm_backward_f32(dx, dres, dw, d, x, w, rs, N, C, ws, s),
+    rmsnorm_backward(uint16_t *dx, const uint16_t *dres, float *dw, const uint16_t *d,
+                     const uint16_t *x, const uint16_t *w, const float *rs, int64_t N,
+                     int64_t C, void *ws, cudaStream_t s),
+    st_cuda_rmsnorm_backward_bf16(dx, dres, dw, d, x, w, rs, N, C, ws, s))
 OVERLOAD_PAIR(
     attention_forward(float *o, int64_t ldo, float *lse, const float *q, int64_t ldq,
                       const float *k, int64_t ldk, const float *v, int64_t ldv, int64_t B,
@@ -369,12 +370,6 @@ cudaError_t linear_backward(st_cuda_model_ctx *x, int conv1d, S *dx, float dx_be
             TRY(mm(x, 0, 0, N, n_in, n_out, dy, lddy, W, n_in, dx_beta, dx, n_in));
     }
     return cudaSuccess;
-}
-
-template <class S>
-cudaError_t copy(S *dst, const S *src, int64_t n, cudaStream_t s)
-{
-    return cudaMemcpyAsync(dst, src, sizeof(S) * (size_t)n, cudaMemcpyDeviceToDevice, s);
 }
 
 } /* namespace */

@@ -76,8 +76,11 @@ const int64_t kFusedMaxC = 32 * 256;
 
 /* The backward, fused: block b owns rows [b * kNormChunkRows, +kNormChunkRows)
  * and thread t owns columns t, t + blockDim.x, ... (kCPT of them, held in
- * registers).  For each row in order: dx[n,:] += (dxhat - mean(dxhat) -
- * xhat * mean(dxhat * xhat)) * rstd, dxhat = dout * w (the mean(dxhat) term
+ * registers).  For each row in order: dx[n,:] = dres[n,:] + (dxhat -
+ * mean(dxhat) - xhat * mean(dxhat * xhat)) * rstd, dres being dx itself
+ * (accumulate) or the residual's gradient from elsewhere (the block's
+ * backward adds it here instead of copying it into dx first), dxhat =
+ * dout * w (the mean(dxhat) term
  * only when centered), and the thread adds the row's dw and db terms
  * (dout * xhat, dout) to its columns' running sums.  The block writes those
  * sums as its partial row of dw and db; colsum_finish_kernel adds the
@@ -85,7 +88,7 @@ const int64_t kFusedMaxC = 32 * 256;
  * sum runs over rows in a fixed order whatever the schedule. */
 template <typename T, bool centered, int kCPT>
 __global__ void __launch_bounds__(kFusedThreads(kCPT))
-norm_backward_kernel(T *dx, float *part_w, float *part_b, const T *dout,
+norm_backward_kernel(T *dx, const T *dres, float *part_w, float *part_b, const T *dout,
                                      const T *x, const T *w, const float *mean,
                                      const float *rstd, int64_t N, int64_t C)
 {
@@ -113,11 +116,12 @@ norm_backward_kernel(T *dx, float *part_w, float *part_b, const T *dout,
         const float a = centered ? block_sum(s_dxhat, scratch) / (float)C : 0.0f;
         const float bb = block_sum(s_dxhat_xhat, scratch) / (float)C;
         T *dxr = dx + n * C;
+        const T *rr = dres + n * C;
         for (int k = 0; k < kCPT; k++) {
             const int64_t c = threadIdx.x + (int64_t)k * blockDim.x;
             if (c < C) {
                 const float g = dv[k] * wv[k] - a - xh[k] * bb;
-                store_f(&dxr[c], load_f(&dxr[c]) + g * r);
+                store_f(&dxr[c], load_f(&rr[c]) + g * r);
                 aw[k] += dv[k] * xh[k];
                 ab[k] += dv[k];
             }
@@ -157,7 +161,8 @@ cudaError_t norm_forward(T *out, float *mean, float *rstd, const T *x, const T *
  * thread per column of a chunk, rows in order; the same partial layout
  * and second stage as the fused path. */
 template <typename T, bool centered>
-__global__ void norm_backward_rows_kernel(T *dx, const T *dout, const T *x, const T *w,
+__global__ void norm_backward_rows_kernel(T *dx, const T *dres, const T *dout, const T *x,
+                                          const T *w,
                                           const float *mean, const float *rstd, int64_t C)
 {
     __shared__ float scratch[32];
@@ -173,9 +178,10 @@ __global__ void norm_backward_rows_kernel(T *dx, const T *dout, const T *x, cons
     const float a = centered ? block_sum(s_dxhat, scratch) / (float)C : 0.0f;
     const float bb = block_sum(s_dxhat_xhat, scratch) / (float)C;
     T *dxr = dx + n * C;
+    const T *rr = dres + n * C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
         const float xhat = (load_f(&xr[c]) - m) * r, dxhat = load_f(&dr[c]) * load_f(&w[c]);
-        store_f(&dxr[c], load_f(&dxr[c]) + (dxhat - a - xhat * bb) * r);
+        store_f(&dxr[c], load_f(&rr[c]) + (dxhat - a - xhat * bb) * r);
     }
 }
 
@@ -202,7 +208,8 @@ __global__ void norm_params_partials_kernel(float *part_w, float *part_b, const 
 }
 
 template <typename T, bool centered, int kCPT>
-void launch_norm_backward(T *dx, float *pw, float *pb, const T *dout, const T *x,
+void launch_norm_backward(T *dx, const T *dres, float *pw, float *pb, const T *dout,
+                          const T *x,
                           const T *w, const float *mean, const float *rstd, int64_t N,
                           int64_t C, cudaStream_t s)
 {
@@ -210,11 +217,12 @@ void launch_norm_backward(T *dx, float *pw, float *pb, const T *dout, const T *x
     const int threads = (int)((per + 31) / 32 * 32); /* <= kFusedThreads(kCPT) */
     norm_backward_kernel<T, centered, kCPT>
         <<<(unsigned)colsum_chunks(N, kNormChunkRows), threads, 0, s>>>(
-            dx, pw, pb, dout, x, w, mean, rstd, N, C);
+            dx, dres, pw, pb, dout, x, w, mean, rstd, N, C);
 }
 
 template <typename T, bool centered>
-cudaError_t norm_backward(T *dx, float *dw, float *db, const T *dout, const T *x,
+cudaError_t norm_backward(T *dx, const T *dres, float *dw, float *db, const T *dout,
+                          const T *x,
                           const T *w, const float *mean, const float *rstd, int64_t N,
                           int64_t C, void *ws, cudaStream_t s)
 {
@@ -224,13 +232,15 @@ cudaError_t norm_backward(T *dx, float *dw, float *db, const T *dout, const T *x
         return cudaErrorInvalidValue;
     const int64_t R = colsum_chunks(N, kNormChunkRows);
     float *pw = static_cast<float *>(ws), *pb = pw + R * C;
+    if (!dres)
+        dres = dx;
     if (C <= 8 * kFusedThreads(8)) {
-        launch_norm_backward<T, centered, 8>(dx, pw, pb, dout, x, w, mean, rstd, N, C, s);
+        launch_norm_backward<T, centered, 8>(dx, dres, pw, pb, dout, x, w, mean, rstd, N, C, s);
     } else if (C <= kFusedMaxC) {
-        launch_norm_backward<T, centered, 32>(dx, pw, pb, dout, x, w, mean, rstd, N, C, s);
+        launch_norm_backward<T, centered, 32>(dx, dres, pw, pb, dout, x, w, mean, rstd, N, C, s);
     } else {
         norm_backward_rows_kernel<T, centered><<<(unsigned)N, kRowThreads, 0, s>>>(
-            dx, dout, x, w, mean, rstd, C);
+            dx, dres, dout, x, w, mean, rstd, C);
         norm_params_partials_kernel<T, centered>
             <<<dim3((unsigned)R, (unsigned)((C + 255) / 256)), 256, 0, s>>>(
                 pw, pb, dout, x, mean, rstd, N, C);
@@ -271,21 +281,23 @@ cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rs
     return norm_forward<bf16, true>(as_bf16(out), mean, rstd, as_bf16(x), as_bf16(w),
                                     as_bf16(b), N, C, eps, s);
 }
-cudaError_t st_cuda_layernorm_backward_f32(float *dx, float *dw, float *db,
+cudaError_t st_cuda_layernorm_backward_f32(float *dx, const float *dres, float *dw, float *db,
                                            const float *dout, const float *x,
                                            const float *w, const float *mean,
                                            const float *rstd, int64_t N, int64_t C,
                                            void *ws, cudaStream_t s)
 {
-    return norm_backward<float, true>(dx, dw, db, dout, x, w, mean, rstd, N, C, ws, s);
+    return norm_backward<float, true>(dx, dres, dw, db, dout, x, w, mean, rstd, N, C, ws, s);
 }
-cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, float *dw, float *db,
+cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, const uint16_t *dres, float *dw,
+                                            float *db,
                                             const uint16_t *dout, const uint16_t *x,
                                             const uint16_t *w, const float *mean,
                                             const float *rstd, int64_t N, int64_t C,
                                             void *ws, cudaStream_t s)
 {
-    return norm_backward<bf16, true>(as_bf16(dx), dw, db, as_bf16(dout), as_bf16(x),
+    return norm_backward<bf16, true>(as_bf16(dx), as_bf16(dres), dw, db, as_bf16(dout),
+                                     as_bf16(x),
                                      as_bf16(w), mean, rstd, N, C, ws, s);
 }
 cudaError_t st_cuda_rmsnorm_forward_f32(float *out, float *rstd, const float *x,
@@ -301,19 +313,23 @@ cudaError_t st_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const uint1
     return norm_forward<bf16, false>(as_bf16(out), NULL, rstd, as_bf16(x), as_bf16(w),
                                      NULL, N, C, eps, s);
 }
-cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, float *dw, const float *dout,
+cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, const float *dres, float *dw,
+                                         const float *dout,
                                          const float *x, const float *w,
                                          const float *rstd, int64_t N, int64_t C,
                                          void *ws, cudaStream_t s)
 {
-    return norm_backward<float, false>(dx, dw, NULL, dout, x, w, NULL, rstd, N, C, ws, s);
+    return norm_backward<float, false>(dx, dres, dw, NULL, dout, x, w, NULL, rstd, N, C, ws,
+                                       s);
 }
-cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, float *dw, const uint16_t *dout,
+cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, const uint16_t *dres, float *dw,
+                                          const uint16_t *dout,
                                           const uint16_t *x, const uint16_t *w,
                                           const float *rstd, int64_t N, int64_t C,
                                           void *ws, cudaStream_t s)
 {
-    return norm_backward<bf16, false>(as_bf16(dx), dw, NULL, as_bf16(dout), as_bf16(x),
+    return norm_backward<bf16, false>(as_bf16(dx), as_bf16(dres), dw, NULL, as_bf16(dout),
+                                      as_bf16(x),
                                       as_bf16(w), NULL, rstd, N, C, ws, s);
 }
 

@@ -123,7 +123,10 @@ cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rs
                                            const uint16_t *x, const uint16_t *w,
                                            const uint16_t *b, int64_t N, int64_t C,
                                            float eps, cudaStream_t s);
-/* dx += ...; dw += ...; db += ... (dw, db float in both modes).  One
+/* dx = dres + ...; dw += ...; db += ... (dw, db float in both modes).
+ * dres NULL means dx itself (dx += ...); another buffer is the residual's
+ * gradient, added here so that the caller need not copy it into dx first
+ * (dx and dres both [N, C]; they may not overlap unless equal).  One
  * kernel does dx and each chunk of rows' share of dw and db (partials in
  * ws), a second adds the partials in a fixed order: ws must hold
  * st_cuda_norm_backward_workspace_bytes(N, C) bytes of device memory
@@ -132,12 +135,13 @@ cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rs
  * dw (db) NULL: that gradient is not added (frozen weights; stage 1 still
  * writes its partials to ws, beside dx). */
 size_t st_cuda_norm_backward_workspace_bytes(int64_t N, int64_t C);
-cudaError_t st_cuda_layernorm_backward_f32(float *dx, float *dw, float *db,
+cudaError_t st_cuda_layernorm_backward_f32(float *dx, const float *dres, float *dw, float *db,
                                            const float *dout, const float *x,
                                            const float *w, const float *mean,
                                            const float *rstd, int64_t N, int64_t C,
                                            void *ws, cudaStream_t s);
-cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, float *dw, float *db,
+cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, const uint16_t *dres, float *dw,
+                                            float *db,
                                             const uint16_t *dout, const uint16_t *x,
                                             const uint16_t *w, const float *mean,
                                             const float *rstd, int64_t N, int64_t C,
@@ -148,11 +152,13 @@ cudaError_t st_cuda_rmsnorm_forward_f32(float *out, float *rstd, const float *x,
 cudaError_t st_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const uint16_t *x,
                                          const uint16_t *w, int64_t N, int64_t C,
                                          float eps, cudaStream_t s);
-cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, float *dw, const float *dout,
+cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, const float *dres, float *dw,
+                                         const float *dout,
                                          const float *x, const float *w,
                                          const float *rstd, int64_t N, int64_t C,
                                          void *ws, cudaStream_t s);
-cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, float *dw, const uint16_t *dout,
+cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, const uint16_t *dres, float *dw,
+                                          const uint16_t *dout,
                                           const uint16_t *x, const uint16_t *w,
                                           const float *rstd, int64_t N, int64_t C,
                                           void *ws, cudaStream_t s);

@@ -379,18 +379,18 @@ static void test_norm(bool bf, bool layer, int64_t N, int64_t C)
     if (layer) {
         st_layernorm_backward(rdx.data(), rdw.data(), rdb.data(), dout.h.data(), x.h.data(),
                               w.h.data(), rmean.data(), rrstd.data(), N, C);
-        RUN(bf ? st_cuda_layernorm_backward_bf16(dx.u(), dw.f(), db.f(), dout.u(), x.u(),
+        RUN(bf ? st_cuda_layernorm_backward_bf16(dx.u(), nullptr, dw.f(), db.f(), dout.u(), x.u(),
                                                  w.u(), mean.f(), rstd.f(), N, C, nws,
                                                  g_stream)
-               : st_cuda_layernorm_backward_f32(dx.f(), dw.f(), db.f(), dout.f(), x.f(),
+               : st_cuda_layernorm_backward_f32(dx.f(), nullptr, dw.f(), db.f(), dout.f(), x.f(),
                                                 w.f(), mean.f(), rstd.f(), N, C, nws,
                                                 g_stream));
     } else {
         st_rmsnorm_backward(rdx.data(), rdw.data(), dout.h.data(), x.h.data(), w.h.data(),
                             rrstd.data(), N, C);
-        RUN(bf ? st_cuda_rmsnorm_backward_bf16(dx.u(), dw.f(), dout.u(), x.u(), w.u(),
+        RUN(bf ? st_cuda_rmsnorm_backward_bf16(dx.u(), nullptr, dw.f(), dout.u(), x.u(), w.u(),
                                                rstd.f(), N, C, nws, g_stream)
-               : st_cuda_rmsnorm_backward_f32(dx.f(), dw.f(), dout.f(), x.f(), w.f(),
+               : st_cuda_rmsnorm_backward_f32(dx.f(), nullptr, dw.f(), dout.f(), x.f(), w.f(),
                                               rstd.f(), N, C, nws, g_stream));
     }
     snprintf(what, sizeof what, "%s_backward dx", name);

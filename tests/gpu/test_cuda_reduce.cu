@@ -154,11 +154,14 @@ static void test_bias(bool bf, int64_t N, int64_t C)
     free_all();
 }
 
-static void test_norm(bool bf, bool layer, int64_t N, int64_t C)
+/* sep: dx starts as NaN and the residual's gradient comes in as dres (the
+ * block's use, dx = dres + ...); otherwise dx accumulates (dres NULL). */
+static void test_norm(bool bf, bool layer, int64_t N, int64_t C, bool sep)
 {
-    char shape[64];
+    char shape[80];
     const char *name = layer ? "layernorm" : "rmsnorm";
-    snprintf(shape, sizeof shape, "N=%lld C=%lld", (long long)N, (long long)C);
+    snprintf(shape, sizeof shape, "N=%lld C=%lld%s", (long long)N, (long long)C,
+             sep ? " dres" : "");
     std::vector<float> x = rnd(N * C, bf, 2.0f), w = rnd(C, bf), b = rnd(C, bf);
     for (int64_t i = 0; i < N * C; i++) /* rows with a mean to subtract */
         x[i] = bf ? f_of(bf16_of(x[i] + 0.5f)) : x[i] + 0.5f;
@@ -177,29 +180,35 @@ static void test_norm(bool bf, bool layer, int64_t N, int64_t C)
     else
         st_rmsnorm_backward(rdx.data(), rdw.data(), dout.data(), x.data(), w.data(),
                             rstd.data(), N, C);
-    void *ddx = up(dx0, bf);
+    void *ddx = sep ? nan_ws((bf ? 2 : 4) * (size_t)(N * C)) : up(dx0, bf);
+    const void *dres = sep ? up(dx0, bf) : nullptr;
     const void *ddout = up(dout, bf), *dxx = up(x, bf), *dww = up(w, bf);
     float *ddw = (float *)up(dw0, false), *ddb = (float *)up(db0, false);
     const float *dmean = (const float *)up(mean, false), *drstd = (const float *)up(rstd, false);
     void *ws = nan_ws(st_cuda_norm_backward_workspace_bytes(N, C));
     if (layer)
-        CK(bf ? st_cuda_layernorm_backward_bf16((uint16_t *)ddx, ddw, ddb,
-                                                (const uint16_t *)ddout, (const uint16_t *)dxx,
-                                                (const uint16_t *)dww, dmean, drstd, N, C, ws, 0)
-              : st_cuda_layernorm_backward_f32((float *)ddx, ddw, ddb, (const float *)ddout,
-                                               (const float *)dxx, (const float *)dww, dmean,
-                                               drstd, N, C, ws, 0));
+        CK(bf ? st_cuda_layernorm_backward_bf16((uint16_t *)ddx, (const uint16_t *)dres, ddw,
+                                                ddb, (const uint16_t *)ddout,
+                                                (const uint16_t *)dxx, (const uint16_t *)dww,
+                                                dmean, drstd, N, C, ws, 0)
+              : st_cuda_layernorm_backward_f32((float *)ddx, (const float *)dres, ddw, ddb,
+                                               (const float *)ddout, (const float *)dxx,
+                                               (const float *)dww, dmean, drstd, N, C, ws, 0));
     else
-        CK(bf ? st_cuda_rmsnorm_backward_bf16((uint16_t *)ddx, ddw, (const uint16_t *)ddout,
-                                              (const uint16_t *)dxx, (const uint16_t *)dww,
-                                              drstd, N, C, ws, 0)
-              : st_cuda_rmsnorm_backward_f32((float *)ddx, ddw, (const float *)ddout,
-                                             (const float *)dxx, (const float *)dww, drstd, N,
-                                             C, ws, 0));
+        CK(bf ? st_cuda_rmsnorm_backward_bf16((uint16_t *)ddx, (const uint16_t *)dres, ddw,
+                                              (const uint16_t *)ddout, (const uint16_t *)dxx,
+                                              (const uint16_t *)dww, drstd, N, C, ws, 0)
+              : st_cuda_rmsnorm_backward_f32((float *)ddx, (const float *)dres, ddw,
+                                             (const float *)ddout, (const float *)dxx,
+                                             (const float *)dww, drstd, N, C, ws, 0));
     CK(cudaDeviceSynchronize());
     char what[64];
     snprintf(what, sizeof what, "%s_backward dx", name);
     check(what, bf, shape, down(ddx, N * C, bf), rdx);
+    if (sep) {
+        snprintf(what, sizeof what, "%s_backward dres", name);
+        check(what, bf, shape, down(dres, N * C, bf), dx0); /* read, not written */
+    }
     snprintf(what, sizeof what, "%s_backward dw", name);
     check(what, bf, shape, down(ddw, C, false), rdw);
     if (layer) {
@@ -273,10 +282,12 @@ int main(void)
         test_bias(bf, 130, 264); /* 264 % 8 == 0: the bf16 16-byte path */
         test_bias(bf, 1, 37);    /* one row, scalar everywhere */
         for (int layer = 1; layer >= 0; layer--) {
-            test_norm(bf, layer, 200, 300); /* 13 chunks of 16 (last 8) */
-            test_norm(bf, layer, 40, 5000); /* > 4096 columns: 32 per thread */
-            test_norm(bf, layer, 33, 9000); /* > 8192 columns: the unfused path */
-            test_norm(bf, layer, 5, 64);    /* one partial chunk */
+            test_norm(bf, layer, 200, 300, false); /* 13 chunks of 16 (last 8) */
+            test_norm(bf, layer, 40, 5000, false); /* > 4096 columns: 32 per thread */
+            test_norm(bf, layer, 33, 9000, false); /* > 8192 columns: the unfused path */
+            test_norm(bf, layer, 5, 64, false);    /* one partial chunk */
+            test_norm(bf, layer, 200, 300, true);  /* dx = dres + ..., fused path */
+            test_norm(bf, layer, 33, 9000, true);  /* and unfused */
         }
         test_embed(bf, true, 3, 70, 300, 50, 0);   /* 2 column blocks of 256 */
         test_embed(bf, false, 4, 300, 40, 64, 0);  /* 1200 rows > 1024 sort threads */
