@@ -7,6 +7,7 @@
 #define ST_CUDA_COMMON_CUH
 
 #include <cuda_bf16.h>
+#include <string.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -45,6 +46,40 @@ static inline unsigned grid_for(int64_t n, int threads)
 }
 
 static inline cudaError_t launch_status(void) { return cudaGetLastError(); }
+
+/* 16 bytes of storage elements as fp32, in one 128-bit access: p must be
+ * 16-byte aligned (the callers check their layout before choosing this
+ * path).  bf16 -> fp32 is exact: the word is the top half of the float;
+ * fp32 -> bf16 rounds as store_f does. */
+__device__ __forceinline__ void load16(const float *p, float (&v)[4])
+{
+    const float4 q = *reinterpret_cast<const float4 *>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+}
+__device__ __forceinline__ void load16(const bf16 *p, float (&v)[8])
+{
+    const uint4 q = *reinterpret_cast<const uint4 *>(p);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+__device__ __forceinline__ void store16(float *p, const float (&v)[4])
+{
+    float4 q;
+    q.x = v[0], q.y = v[1], q.z = v[2], q.w = v[3];
+    *reinterpret_cast<float4 *>(p) = q;
+}
+__device__ __forceinline__ void store16(bf16 *p, const float (&v)[8])
+{
+    bf16 h[8];
+    for (int i = 0; i < 8; i++)
+        store_f(&h[i], v[i]);
+    uint4 q;
+    memcpy(&q, h, sizeof q);
+    *reinterpret_cast<uint4 *>(p) = q;
+}
 
 __device__ __forceinline__ float warp_sum(float v)
 {

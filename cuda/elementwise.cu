@@ -14,8 +14,9 @@
  * bit for bit.  Neither uses atomics: results do not depend on scheduling.
  *
  * Speed notes: these kernels are memory-bound and written for obvious
- * correctness; only the bias sum uses 16-byte loads so far, the other
- * elementwise kernels would gain from them in bf16. */
+ * correctness; the bias sum and the cross-entropy (xent.cu) use 16-byte
+ * loads (common.cuh's load16), the other elementwise kernels would gain
+ * from them in bf16. */
 #include "common.cuh"
 
 using namespace st_cuda;
@@ -35,22 +36,6 @@ const int kThreads = 256;
  * layout allows (kVec) and one by one otherwise: the per-column order of
  * additions is the same either way, so the two paths agree bit for bit. */
 const int kBiasRowThreads = 8;
-
-__device__ __forceinline__ void load16(const float *p, float (&v)[4])
-{
-    const float4 q = *reinterpret_cast<const float4 *>(p);
-    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-}
-/* bf16 -> fp32 is exact: the word is the top half of the float. */
-__device__ __forceinline__ void load16(const bf16 *p, float (&v)[8])
-{
-    const uint4 q = *reinterpret_cast<const uint4 *>(p);
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-    for (int i = 0; i < 4; i++) {
-        v[2 * i] = __uint_as_float(w[i] << 16);
-        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
 
 template <typename T, bool kVec>
 __global__ void bias_partials_kernel(float *partial, const T *dout, int64_t N, int64_t C)

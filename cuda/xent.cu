@@ -10,7 +10,8 @@
  * anything.
  *
  * One block per row.  Pass 1: each thread keeps a running (max, sum of
- * exp(x - max)) over its strided share of the row, rescaling the sum when
+ * exp(x - max)) over its strided share of the row (16-byte vectors of it
+ * where the rows are aligned), rescaling the sum when
  * the max grows (the "online softmax"), so the row is read once for both;
  * the per-thread pairs are merged by a warp-shuffle tree and then across
  * warps.  Pass 2: write (softmax - onehot) * grad_scale.  A row whose
@@ -47,10 +48,29 @@ __device__ __forceinline__ void merge(float &m, float &s, float m2, float s2)
     m = mx;
 }
 
-template <typename T>
+/* One element into the thread's running (m, s). */
+__device__ __forceinline__ void online_add(float &m, float &s, float x)
+{
+    if (x > m) {
+        s = (m == -INFINITY ? 0.0f : s * expf(m - x)) + 1.0f;
+        m = x;
+    } else if (x != -INFINITY) {
+        s += expf(x - m);
+    }
+}
+
+/* kVec: every row start is 16-byte aligned (the launcher checks the
+ * pointer and the row stride), so the first V rounded down to 16 bytes of
+ * a row go as 128-bit loads and stores, thread t taking vectors t,
+ * t + blockDim.x, ...; the rest, fewer than one vector, one by one.  The
+ * split changes which thread adds which element, hence the rounding of the
+ * row's sum, not which elements are added; without kVec every element is
+ * scalar and strided. */
+template <typename T, bool kVec>
 __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, int64_t ld,
                                  float grad_scale, float *row_loss)
 {
+    constexpr int VE = 16 / sizeof(T);
     __shared__ float sm[32], ss[32];
     __shared__ float row_lse;
     const int64_t n = blockIdx.x;
@@ -58,15 +78,20 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int nwarps = blockDim.x >> 5;
     const int32_t tgt = targets[n];
+    const int64_t nvec = kVec ? V / VE : 0, tail0 = nvec * VE;
     if (tgt < 0) {
         /* An ignored position (a prompt token of instruction data): no
          * loss and a zero gradient row.  tgt is the same for the whole
          * block, so every thread leaves here together. */
         if (threadIdx.x == 0)
             row_loss[n] = 0.0f;
-        if (grad_scale != 0.0f)
-            for (int64_t i = threadIdx.x; i < V; i += blockDim.x)
+        if (grad_scale != 0.0f) {
+            float z[VE] = {};
+            for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x)
+                store16(row + j * VE, z);
+            for (int64_t i = tail0 + threadIdx.x; i < V; i += blockDim.x)
                 store_f(&row[i], 0.0f);
+        }
         return;
     }
     /* Read before any thread of the block can overwrite the row (the
@@ -74,15 +99,14 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
     const float x_target = threadIdx.x == 0 ? load_f(&row[tgt]) : 0.0f;
 
     float m = -INFINITY, s = 0.0f;
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-        float x = load_f(&row[i]);
-        if (x > m) {
-            s = (m == -INFINITY ? 0.0f : s * expf(m - x)) + 1.0f;
-            m = x;
-        } else if (x != -INFINITY) {
-            s += expf(x - m);
-        }
+    for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x) {
+        float q[VE];
+        load16(row + j * VE, q);
+        for (int v = 0; v < VE; v++)
+            online_add(m, s, q[v]);
     }
+    for (int64_t i = tail0 + threadIdx.x; i < V; i += blockDim.x)
+        online_add(m, s, load_f(&row[i]));
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o);
         float s2 = __shfl_xor_sync(0xffffffffu, s, o);
@@ -111,7 +135,17 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
     if (grad_scale == 0.0f)
         return;
     const float lse = row_lse;
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x) {
+        float q[VE];
+        load16(row + j * VE, q);
+        for (int v = 0; v < VE; v++) {
+            q[v] = expf(q[v] - lse) * grad_scale;
+            if (j * VE + v == tgt)
+                q[v] -= grad_scale;
+        }
+        store16(row + j * VE, q);
+    }
+    for (int64_t i = tail0 + threadIdx.x; i < V; i += blockDim.x) {
         float g = expf(load_f(&row[i]) - lse) * grad_scale;
         if (i == tgt)
             g -= grad_scale;
@@ -145,9 +179,15 @@ cudaError_t softmax_xent(T *logits, const int32_t *targets, int64_t N, int64_t V
 {
     if (ld < V)
         return cudaErrorInvalidValue;
-    if (N > 0 && V > 0)
-        xent_rows_kernel<T><<<(unsigned)N, kXentThreads, 0, s>>>(logits, targets, V, ld,
-                                                                 grad_scale, row_loss);
+    /* 128-bit accesses when every row starts on 16 bytes (the LM head's
+     * rows are a multiple of 128 elements apart). */
+    const bool vec = (uintptr_t)logits % 16 == 0 && (ld * (int64_t)sizeof(T)) % 16 == 0;
+    if (N > 0 && V > 0 && vec)
+        xent_rows_kernel<T, true><<<(unsigned)N, kXentThreads, 0, s>>>(logits, targets, V, ld,
+                                                                       grad_scale, row_loss);
+    else if (N > 0 && V > 0)
+        xent_rows_kernel<T, false><<<(unsigned)N, kXentThreads, 0, s>>>(
+            logits, targets, V, ld, grad_scale, row_loss);
     sum_losses_kernel<<<1, kSumThreads, 0, s>>>(row_loss, N, loss_sum);
     return launch_status();
 }

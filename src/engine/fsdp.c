@@ -56,7 +56,9 @@ static void *buf_local(st_fsdp *f, void *src, int64_t padded)
 {
     if (!f->bf16 || keeps_words(f))
         return src;
-    float *w = f->k->ops->alloc(f->k, sizeof(float) * (size_t)padded, ST_MEM_COMM);
+    /* Raw: the unpack writes it whole (so do the collectives every raw
+     * buffer of this file receives, and the packs). */
+    float *w = f->k->ops->alloc_raw(f->k, sizeof(float) * (size_t)padded, ST_MEM_COMM);
     f->k->ops->unpack_bf16(f->k, w, src, padded);
     return w;
 }
@@ -67,9 +69,9 @@ static int buf_gather_start(st_fsdp *f, const void *src, int64_t shard, int64_t 
 {
     st_kernels *k = f->k;
     if (!keeps_words(f))
-        *full = k->ops->alloc(k, sizeof(float) * (size_t)padded, ST_MEM_COMM);
+        *full = k->ops->alloc_raw(k, sizeof(float) * (size_t)padded, ST_MEM_COMM);
     if (f->bf16) {
-        *recv = k->ops->alloc(k, sizeof(uint16_t) * (size_t)padded, ST_MEM_COMM);
+        *recv = k->ops->alloc_raw(k, sizeof(uint16_t) * (size_t)padded, ST_MEM_COMM);
         return st_comm_allgather(f->groups->shard, src, *recv, shard, ST_DT_BF16, req,
                                  st_desc(what, u));
     }
@@ -219,8 +221,8 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
         return 0;
     int rc = 0;
     if (f->reduce_bf16) {
-        p->send16 = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
-        p->recv16 = k->ops->alloc(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
+        p->send16 = k->ops->alloc_raw(k, sizeof(uint16_t) * (size_t)x->padded, ST_MEM_COMM);
+        p->recv16 = k->ops->alloc_raw(k, sizeof(uint16_t) * (size_t)x->shard, ST_MEM_COMM);
         k->ops->pack_bf16(k, p->send16, x->full_grad, x->padded);
         k->ops->free(k, x->full_grad);
         x->full_grad = NULL;
@@ -230,7 +232,7 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
         else
             k->ops->copy(k, p->recv16, p->send16, sizeof(uint16_t) * (size_t)x->shard);
     } else if (f->S > 1) {
-        p->shard_sum = k->ops->alloc(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        p->shard_sum = k->ops->alloc_raw(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
         rc = st_comm_reduce_scatter(f->groups->shard, x->full_grad, p->shard_sum, x->shard,
                                     ST_DT_F32, &p->req, st_desc(GRAD_OF, u));
     } else {
@@ -265,7 +267,7 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
                                        st_desc(GRAD_OF, p->unit));
     }
     if (f->reduce_bf16 && p->recv16) {
-        p->shard_sum = k->ops->alloc(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        p->shard_sum = k->ops->alloc_raw(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
         k->ops->unpack_bf16(k, p->shard_sum, p->recv16, x->shard);
         k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
     } else if (p->shard_sum) {

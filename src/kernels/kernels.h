@@ -92,6 +92,10 @@ typedef struct {
      * `shardtrain estimate` see the same numbers on every backend.  alloc
      * returns zeroed memory (as st_alloc); free(NULL) does nothing. */
     void *(*alloc)(st_kernels *k, size_t bytes, st_mem_cat cat);
+    /* As alloc, counted alike, but the contents are undefined (a device
+     * backend skips the zeroing pass): for buffers written whole before
+     * anything reads them, such as a collective's receive buffer. */
+    void *(*alloc_raw)(st_kernels *k, size_t bytes, st_mem_cat cat);
     void (*free)(st_kernels *k, void *p);
     void (*zero)(st_kernels *k, void *p, size_t bytes);
     void (*to_host)(st_kernels *k, void *dst, const void *src, size_t bytes);

@@ -182,7 +182,8 @@ static void cpu_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_se
 }
 
 #define CPU_COMMON                                                               \
-    .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .to_host = cpu_copy, \
+    .alloc = cpu_alloc, .alloc_raw = cpu_alloc, .free = cpu_free, .zero = cpu_zero, \
+    .to_host = cpu_copy,                                                          \
     .from_host = cpu_copy, .copy = cpu_copy, .sync = cpu_sync,                   \
     .block_acts_bytes = cpu_block_acts_bytes, .scratch_bytes = cpu_scratch_bytes, \
     .embed_backward = cpu_embed_backward, .pack_bf16 = cpu_pack_bf16,            \

@@ -119,16 +119,31 @@ static void forget(cuda_state *cu, void *p)
     st_bug("freeing device memory the cuda backend did not allocate");
 }
 
-static void *cuda_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
+/* Stream-ordered device memory, counted; zeroed for alloc (kernels.h
+ * promises it), not for alloc_raw, whose callers write the block whole
+ * before they read it.  The emulation (tests/gpu/emu/devmem.c) fills every
+ * fresh block with NaN, so a raw block read before its write fails the
+ * emulated runs rather than reading a lucky zero. */
+static void *device_alloc(st_kernels *k, size_t bytes, st_mem_cat cat, int zeroed)
 {
     cuda_state *cu = state(k);
     void *p = NULL;
     /* A zero-byte block still needs a distinct pointer to free. */
     check(cudaMallocAsync(&p, bytes ? bytes : 1, cu->stream), "cudaMallocAsync");
-    if (bytes)
+    if (bytes && zeroed)
         check(cudaMemsetAsync(p, 0, bytes, cu->stream), "cudaMemsetAsync");
     remember(cu, p, bytes, (int)cat);
     return p;
+}
+
+static void *cuda_alloc(st_kernels *k, size_t bytes, st_mem_cat cat)
+{
+    return device_alloc(k, bytes, cat, 1);
+}
+
+static void *cuda_alloc_raw(st_kernels *k, size_t bytes, st_mem_cat cat)
+{
+    return device_alloc(k, bytes, cat, 0);
 }
 
 static void cuda_free(st_kernels *k, void *p)
@@ -384,6 +399,7 @@ static void cuda_destroy(st_kernels *k)
 
 static const st_kernels_ops cuda_ops = {
     .alloc = cuda_alloc,
+    .alloc_raw = cuda_alloc_raw,
     .free = cuda_free,
     .zero = cuda_zero,
     .to_host = cuda_to_host,
