@@ -285,7 +285,7 @@ COSTS = {
     "norm_backward_kernel<T, centered, kCPT>": c_norm_backward,
     "sumsq_partials_kernel": c_sumsq, "sumsq_finish_kernel": c_tiny,
     "add_double_kernel": c_tiny, "sum_losses_kernel": c_sum_losses,
-    "xent_rows_kernel<T, kVec>": c_xent,
+    "xent_rows_kernel<T, true>": c_xent, "xent_rows_kernel<T, false>": c_xent,
     "adamw_unit_kernel": c_adamw,
     "attn_fwd_tc_kernel<HD>": attention("fwd"),
     "attn_bwd_dq_tc_kernel<HD>": attention("dq"),
