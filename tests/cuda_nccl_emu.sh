@@ -21,9 +21,14 @@
 #     for the compute stream alone;
 #   - over nccl, one stream synchronisation per training step and rank (the
 #     read of the loss and the gradient norm together): the 3-step run makes
-#     exactly one more than the 2-step run.
-# Registered only where configure found the CUDA toolkit.  Four to nine
-# minutes on two shared cores (nine while another make check ran).
+#     exactly one more than the 2-step run;
+#   - a bf16 full_shard step on 4 ranks zeroes none of the buffers its
+#     gathers fill (kernels.h's alloc_raw, issue 13 item 3): the memsets
+#     that a 3-step run makes beyond a 2-step run include none of the size
+#     of an all-gather's bf16 receive buffer (checked to fail, by hand, with
+#     that buffer allocated zeroed again).
+# Registered only where configure found the CUDA toolkit.  Six to twelve
+# minutes on two shared cores.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 require command -v g++
@@ -83,7 +88,10 @@ run ref 1 3 -s parallel.backend=mpi
 run hyb3 4 3 $hyb
 run hyb2 4 2 $hyb
 run staged 2 2 -s parallel.backend=mpi -s parallel.strategy=full_shard
-for r in "ref 1" "hyb3 4" "hyb2 4" "staged 2"; do
+fsbf="-s parallel.backend=nccl -s parallel.strategy=full_shard -s train.precision=bf16"
+run fsbf2 4 2 $fsbf
+run fsbf3 4 3 $fsbf
+for r in "ref 1" "hyb3 4" "hyb2 4" "staged 2" "fsbf2 4" "fsbf3 4"; do
     set -- $r
     if ran "$1" "$2"; then ok "$1: the run completes on $2 rank(s), one trace each"
     else not_ok "$1: the run completes"; diag "$(tail -n 8 "$TMP/$1.err")"; fi
@@ -183,5 +191,34 @@ one_wait_per_step() {
 check "nccl: one host wait per training step and rank (loss and gradient norm in one read)" \
     one_wait_per_step
 diag "stream synchronisations per rank, 3 steps: $(tr '\n' ' ' <"$TMP/s3")2 steps: $(tr '\n' ' ' <"$TMP/s2")"
+
+# The buffers a collective fills whole are not zeroed first.  One step's
+# memsets are those of the 3-step bf16 run beyond the 2-step run's (all
+# ranks together: set-up and the final weights cancel); none may have the
+# size of a bf16 all-gather's receive buffer, COUNT x group size x 2 bytes.
+# The zeroed buffers of a step are the fp32 gradient accumulators (COUNT x
+# group size x 4 bytes), the shards' gradients (COUNT x 4) and 8-byte
+# sums: with a shard group of 4 no size collides with a receive buffer's
+# (with 2, a shard's fp32 gradient would).
+memsets() { # NAME: every memset size of the run's traces, sorted
+    for t in $(traces "$1"); do awk '$1 == "memset" { print $2 }' "$t"; done | sort
+}
+gather_sizes() { # NAME
+    for t in $(traces "$1"); do
+        awk '$1 == "comm" { size[$2] = $4 }
+             $1 == "nccl" && $2 == "all_gather" && $6 == 2 { print $5 * size[$3] * 2 }' "$t"
+    done | sort -u
+}
+step_zeroes_no_gather_buffer() {
+    memsets fsbf3 >"$TMP/m3"
+    memsets fsbf2 >"$TMP/m2"
+    gather_sizes fsbf3 >"$TMP/gathers"
+    # the multiset difference m3 - m2
+    comm -23 "$TMP/m3" "$TMP/m2" >"$TMP/mstep"
+    [ -s "$TMP/gathers" ] && [ -s "$TMP/mstep" ] && ! grep -qxFf "$TMP/gathers" "$TMP/mstep"
+}
+check "bf16 full_shard on 4 ranks: a step zeroes no buffer that an all-gather fills" \
+    step_zeroes_no_gather_buffer
+diag "one step's memset sizes (all ranks): $(uniq -c "$TMP/mstep" | tr -s ' \n' ' '); all-gather buffers: $(tr '\n' ' ' <"$TMP/gathers")"
 
 exit $((tap_fail > 0))

@@ -147,7 +147,7 @@ static void prologue(const char *call, const char *op, size_t count, ncclComm_t 
         emu_dev_range(send, send_n * elem_size(t), call, "send buffer");
     if (recv_n)
         emu_dev_range(recv, recv_n * elem_size(t), call, "receive buffer");
-    emu_trace("nccl %s %d %d %zu", op, c->index, (int)(uintptr_t)s, count);
+    emu_trace("nccl %s %d %d %zu %zu", op, c->index, (int)(uintptr_t)s, count, elem_size(t));
 }
 
 static ncclResult_t done(int mpi_rc)

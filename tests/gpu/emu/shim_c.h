@@ -256,6 +256,7 @@ static inline cudaError_t emu_c_cudaMemsetAsync(void *p, int v, size_t n, cudaSt
     (void)s;
     emu_dev_range(p, n, "cudaMemsetAsync", "destination");
     emu_rec("memset\t%zu", n);
+    emu_trace("memset %zu", n);
     if (emu_rec_only())
         return cudaSuccess;
     emu_dev_open();

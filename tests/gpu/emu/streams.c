@@ -21,7 +21,9 @@
  *   sync_stream S
  *   record E S / wait S E
  *   comm C size N                (nccl_mpi.c: the process's C-th communicator)
- *   nccl OP C S COUNT            (OP: all_gather, reduce_scatter, all_reduce)
+ *   nccl OP C S COUNT ELEM       (OP: all_gather, reduce_scatter, all_reduce;
+ *                                 ELEM: bytes per element)
+ *   memset BYTES                 (shim_c.h: cudaMemsetAsync)
  * One file per process, so ranks of one run never interleave lines. */
 #define _GNU_SOURCE
 #include <stdarg.h>
