@@ -157,7 +157,8 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     /* bf16 mode: bf16 logits, whose gradient the cross-entropy writes in
      * place as the products' bf16 input.  No product and not the
      * cross-entropy touches the columns past V. */
-    const int64_t Vp = st_cuda_head_ld(m), chunk = st_cuda_head_chunk_rows(m, B, dtype_of<S>::v);
+    const int64_t Vp = st_cuda_head_ld(m);
+    const int64_t chunk = st_cuda_head_chunk_rows(m, B, dtype_of<S>::v);
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
         TRY(mm(x, 0, 1, rows, V, C, (const S *)sc.xn + r0 * C, C, Wout, C, 0.0f, sc.logits,

@@ -89,8 +89,8 @@ const int64_t kFusedMaxC = 32 * 256;
 template <typename T, bool centered, int kCPT>
 __global__ void __launch_bounds__(kFusedThreads(kCPT))
 norm_backward_kernel(T *dx, const T *dres, float *part_w, float *part_b, const T *dout,
-                                     const T *x, const T *w, const float *mean,
-                                     const float *rstd, int64_t N, int64_t C)
+                     const T *x, const T *w, const float *mean, const float *rstd, int64_t N,
+                     int64_t C)
 {
     __shared__ float scratch[32];
     const int64_t r0 = (int64_t)blockIdx.x * kNormChunkRows;
@@ -209,9 +209,8 @@ __global__ void norm_params_partials_kernel(float *part_w, float *part_b, const 
 
 template <typename T, bool centered, int kCPT>
 void launch_norm_backward(T *dx, const T *dres, float *pw, float *pb, const T *dout,
-                          const T *x,
-                          const T *w, const float *mean, const float *rstd, int64_t N,
-                          int64_t C, cudaStream_t s)
+                          const T *x, const T *w, const float *mean, const float *rstd,
+                          int64_t N, int64_t C, cudaStream_t s)
 {
     const int64_t per = (C + kCPT - 1) / kCPT;
     const int threads = (int)((per + 31) / 32 * 32); /* <= kFusedThreads(kCPT) */
@@ -222,9 +221,8 @@ void launch_norm_backward(T *dx, const T *dres, float *pw, float *pb, const T *d
 
 template <typename T, bool centered>
 cudaError_t norm_backward(T *dx, const T *dres, float *dw, float *db, const T *dout,
-                          const T *x,
-                          const T *w, const float *mean, const float *rstd, int64_t N,
-                          int64_t C, void *ws, cudaStream_t s)
+                          const T *x, const T *w, const float *mean, const float *rstd,
+                          int64_t N, int64_t C, void *ws, cudaStream_t s)
 {
     if (N <= 0 || C <= 0)
         return launch_status();
@@ -281,8 +279,8 @@ cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rs
     return norm_forward<bf16, true>(as_bf16(out), mean, rstd, as_bf16(x), as_bf16(w),
                                     as_bf16(b), N, C, eps, s);
 }
-cudaError_t st_cuda_layernorm_backward_f32(float *dx, const float *dres, float *dw, float *db,
-                                           const float *dout, const float *x,
+cudaError_t st_cuda_layernorm_backward_f32(float *dx, const float *dres, float *dw,
+                                           float *db, const float *dout, const float *x,
                                            const float *w, const float *mean,
                                            const float *rstd, int64_t N, int64_t C,
                                            void *ws, cudaStream_t s)
@@ -290,15 +288,13 @@ cudaError_t st_cuda_layernorm_backward_f32(float *dx, const float *dres, float *
     return norm_backward<float, true>(dx, dres, dw, db, dout, x, w, mean, rstd, N, C, ws, s);
 }
 cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, const uint16_t *dres, float *dw,
-                                            float *db,
-                                            const uint16_t *dout, const uint16_t *x,
+                                            float *db, const uint16_t *dout, const uint16_t *x,
                                             const uint16_t *w, const float *mean,
                                             const float *rstd, int64_t N, int64_t C,
                                             void *ws, cudaStream_t s)
 {
     return norm_backward<bf16, true>(as_bf16(dx), as_bf16(dres), dw, db, as_bf16(dout),
-                                     as_bf16(x),
-                                     as_bf16(w), mean, rstd, N, C, ws, s);
+                                     as_bf16(x), as_bf16(w), mean, rstd, N, C, ws, s);
 }
 cudaError_t st_cuda_rmsnorm_forward_f32(float *out, float *rstd, const float *x,
                                         const float *w, int64_t N, int64_t C, float eps,
@@ -314,23 +310,21 @@ cudaError_t st_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const uint1
                                      NULL, N, C, eps, s);
 }
 cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, const float *dres, float *dw,
-                                         const float *dout,
-                                         const float *x, const float *w,
-                                         const float *rstd, int64_t N, int64_t C,
-                                         void *ws, cudaStream_t s)
+                                         const float *dout, const float *x, const float *w,
+                                         const float *rstd, int64_t N, int64_t C, void *ws,
+                                         cudaStream_t s)
 {
     return norm_backward<float, false>(dx, dres, dw, NULL, dout, x, w, NULL, rstd, N, C, ws,
                                        s);
 }
 cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, const uint16_t *dres, float *dw,
-                                          const uint16_t *dout,
-                                          const uint16_t *x, const uint16_t *w,
+                                          const uint16_t *dout, const uint16_t *x,
+                                          const uint16_t *w,
                                           const float *rstd, int64_t N, int64_t C,
                                           void *ws, cudaStream_t s)
 {
     return norm_backward<bf16, false>(as_bf16(dx), as_bf16(dres), dw, NULL, as_bf16(dout),
-                                      as_bf16(x),
-                                      as_bf16(w), NULL, rstd, N, C, ws, s);
+                                      as_bf16(x), as_bf16(w), NULL, rstd, N, C, ws, s);
 }
 
 } /* extern "C" */

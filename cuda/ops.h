@@ -135,14 +135,13 @@ cudaError_t st_cuda_layernorm_forward_bf16(uint16_t *out, float *mean, float *rs
  * dw (db) NULL: that gradient is not added (frozen weights; stage 1 still
  * writes its partials to ws, beside dx). */
 size_t st_cuda_norm_backward_workspace_bytes(int64_t N, int64_t C);
-cudaError_t st_cuda_layernorm_backward_f32(float *dx, const float *dres, float *dw, float *db,
-                                           const float *dout, const float *x,
+cudaError_t st_cuda_layernorm_backward_f32(float *dx, const float *dres, float *dw,
+                                           float *db, const float *dout, const float *x,
                                            const float *w, const float *mean,
                                            const float *rstd, int64_t N, int64_t C,
                                            void *ws, cudaStream_t s);
 cudaError_t st_cuda_layernorm_backward_bf16(uint16_t *dx, const uint16_t *dres, float *dw,
-                                            float *db,
-                                            const uint16_t *dout, const uint16_t *x,
+                                            float *db, const uint16_t *dout, const uint16_t *x,
                                             const uint16_t *w, const float *mean,
                                             const float *rstd, int64_t N, int64_t C,
                                             void *ws, cudaStream_t s);
@@ -153,13 +152,12 @@ cudaError_t st_cuda_rmsnorm_forward_bf16(uint16_t *out, float *rstd, const uint1
                                          const uint16_t *w, int64_t N, int64_t C,
                                          float eps, cudaStream_t s);
 cudaError_t st_cuda_rmsnorm_backward_f32(float *dx, const float *dres, float *dw,
-                                         const float *dout,
-                                         const float *x, const float *w,
-                                         const float *rstd, int64_t N, int64_t C,
-                                         void *ws, cudaStream_t s);
+                                         const float *dout, const float *x, const float *w,
+                                         const float *rstd, int64_t N, int64_t C, void *ws,
+                                         cudaStream_t s);
 cudaError_t st_cuda_rmsnorm_backward_bf16(uint16_t *dx, const uint16_t *dres, float *dw,
-                                          const uint16_t *dout,
-                                          const uint16_t *x, const uint16_t *w,
+                                          const uint16_t *dout, const uint16_t *x,
+                                          const uint16_t *w,
                                           const float *rstd, int64_t N, int64_t C,
                                           void *ws, cudaStream_t s);
 

@@ -207,11 +207,12 @@ static void run_case(int arch, bool bf, int vocab, int64_t head_rows)
     CK(cudaMemcpy(d_targets, targets.data(), 4 * N, cudaMemcpyHostToDevice));
     st_cuda_set_head_chunk_bytes((size_t)head_rows * (bf ? 2 : 4) * st_cuda_head_ld(&m));
     {
-        /* Within the budget, no more chunks than it forces, and equal ones
-         * (the last at most one row short of the others per chunk). */
+        /* Within the budget, no more chunks than it forces, and equal ones:
+         * the last is short of the others by less than the chunk count. */
         const int64_t rows = st_cuda_head_chunk_rows(&m, B, dtype);
-        const int64_t forced = (N + head_rows - 1) / head_rows, n_chunks = (N + rows - 1) / rows;
-        tap_ok(rows <= head_rows && n_chunks == forced && N - (n_chunks - 1) * rows >= rows - n_chunks &&
+        const int64_t forced = (N + head_rows - 1) / head_rows;
+        const int64_t n_chunks = (N + rows - 1) / rows, last = N - (n_chunks - 1) * rows;
+        tap_ok(rows <= head_rows && n_chunks == forced && last > rows - n_chunks &&
                    st_cuda_head_ld(&m) % ST_CUDA_HEAD_LD_ALIGN == 0 && st_cuda_head_ld(&m) >= V,
                "%s head: %lld chunks of %lld rows (budget %lld rows), logits rows %lld apart",
                g_case, (long long)n_chunks, (long long)rows, (long long)head_rows,
