@@ -21,9 +21,20 @@
  * Memory traffic: 16 bytes read and 14 written per element (p, g, m, v in;
  * p, m, v and the bf16 word out); the segment table rides in the launch's
  * parameter block, so there is no table to copy and no host wait.
+ *
+ * The gate (src/kernels/step_gate.h): with one, the kernel first reads
+ * whether the step applies and its bias corrections from device memory,
+ * which the one-thread step_gate_kernel below wrote from the step's agreed
+ * verdict, so the host launches the update without knowing whether the
+ * step was finite.  A skipped step costs the launch and one read.  The
+ * corrections there come from the device's pow in fp64, rounded to fp32:
+ * libdevice's pow is within 2 ulp in fp64, so the fp32 value is the
+ * host's but in the rare case of a tie at fp32 rounding (under the host
+ * emulation it is the host's pow, the same bits).
  */
 #include "common.cuh"
 #include "adamw.h"
+#include "kernels/step_gate.h"
 
 #include <math.h>
 #include <string.h>
@@ -60,8 +71,14 @@ struct seg_table {
 __global__ void adamw_unit_kernel(seg_table t, float *p, const float *g, float *m, float *v,
                                   uint16_t *p_bf16, float lr, float b1, float b2, float c1,
                                   float c2, float eps, float weight_decay, double scale,
-                                  const double *clip_sumsq, double clip)
+                                  const double *clip_sumsq, double clip, const double *gate)
 {
+    if (gate) {
+        if (gate[ST_GATE_APPLY] == 0.0)
+            return;
+        c1 = (float)gate[ST_GATE_C1];
+        c2 = (float)gate[ST_GATE_C2];
+    }
     /* The clip factor, st_clip_factor's expression in IEEE fp64 (sqrt
      * and division are correctly rounded on the device, no contraction
      * applies), so the scale has the bits the host would have passed. */
@@ -96,6 +113,18 @@ __global__ void adamw_unit_kernel(seg_table t, float *p, const float *g, float *
     }
 }
 
+__global__ void step_verdict_kernel(double *rec, const double *losses, int n_losses,
+                                    const double *sumsq, int force_bad)
+{
+    st_verdict_local(rec, losses, n_losses, sumsq, force_bad);
+}
+
+__global__ void step_gate_kernel(double *gate, double *rec, int64_t limit, double beta1,
+                                 double beta2)
+{
+    st_verdict_gate(gate, rec, limit, beta1, beta2);
+}
+
 } /* namespace */
 
 extern "C" cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int n_segs,
@@ -103,7 +132,8 @@ extern "C" cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int
                                           uint16_t *p_bf16, double lr, double beta1,
                                           double beta2, double eps, double weight_decay,
                                           double grad_scale, const double *clip_sumsq,
-                                          double clip, int64_t t, cudaStream_t s)
+                                          double clip, int64_t t, const double *gate,
+                                          cudaStream_t s)
 {
     const float c1 = (float)(1.0 - pow(beta1, (double)t));
     const float c2 = (float)(1.0 - pow(beta2, (double)t));
@@ -123,7 +153,21 @@ extern "C" cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int
         if (total > 0)
             adamw_unit_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(
                 tab, p, g, m, v, p_bf16, (float)lr, (float)beta1, (float)beta2, c1, c2,
-                (float)eps, (float)weight_decay, grad_scale, clip_sumsq, clip);
+                (float)eps, (float)weight_decay, grad_scale, clip_sumsq, clip, gate);
     }
+    return launch_status();
+}
+
+extern "C" cudaError_t st_cuda_step_verdict(double *rec, const double *losses, int n_losses,
+                                            const double *sumsq, int force_bad, cudaStream_t s)
+{
+    step_verdict_kernel<<<1, 1, 0, s>>>(rec, losses, n_losses, sumsq, force_bad);
+    return launch_status();
+}
+
+extern "C" cudaError_t st_cuda_step_gate(double *gate, double *rec, int64_t limit,
+                                         double beta1, double beta2, cudaStream_t s)
+{
+    step_gate_kernel<<<1, 1, 0, s>>>(gate, rec, limit, beta1, beta2);
     return launch_status();
 }

@@ -40,14 +40,28 @@ typedef struct {
  * enqueued before on s) the kernel reads it and multiplies grad_scale by
  * st_clip_factor(*clip_sumsq, clip) (src/kernels/kernels.h), in IEEE fp64
  * as the host would: clipping with no host read of the norm.  Elements
- * outside the segments are not touched.  Asynchronous on s; returns the
+ * outside the segments are not touched.  When gate != NULL (device
+ * memory, src/kernels/step_gate.h's ST_GATE_N doubles, written by work
+ * enqueued before on s) the kernel writes nothing unless
+ * gate[ST_GATE_APPLY] is 1, and takes its bias corrections from
+ * gate[ST_GATE_C1] and gate[ST_GATE_C2] in place of t's: whether the step
+ * applies is never known on the host.  Asynchronous on s; returns the
  * launch status. */
 cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int n_segs, float *p,
                                const float *g, float *m, float *v, uint16_t *p_bf16,
                                double lr, double beta1, double beta2, double eps,
                                double weight_decay, double grad_scale,
                                const double *clip_sumsq, double clip, int64_t t,
-                               cudaStream_t s);
+                               const double *gate, cudaStream_t s);
+
+/* step_gate.h's st_verdict_local(rec, losses, n_losses, sumsq, force_bad)
+ * and st_verdict_gate(gate, rec, limit, beta1, beta2), each one thread of
+ * one launch on s (a few doubles: the launch is the cost).  Device
+ * pointers; asynchronous; return the launch status. */
+cudaError_t st_cuda_step_verdict(double *rec, const double *losses, int n_losses,
+                                 const double *sumsq, int force_bad, cudaStream_t s);
+cudaError_t st_cuda_step_gate(double *gate, double *rec, int64_t limit, double beta1,
+                              double beta2, cudaStream_t s);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,8 @@
  *
  * Unit memory is the kernels backend's (kernels.h): every op, copy and
  * reduction on it goes through f->k, and values the host needs (initial
- * weights, the loss, the norm) cross through to_host/from_host.  What the
+ * weights, the loss, the norm) cross through to_host/from_host.  Whether a
+ * step's update applies is decided in backend memory too (step_verdict.c).  What the
  * engine does is set by its options (f->opt), never by the configuration
  * directly, and it opens no files. */
 #include "engine/fsdp.h"
@@ -489,17 +490,23 @@ int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *t
 {
     step_args a = {1, grad_scale, NULL};
     begin_micro(f, inputs, targets);
-    f->norm_fresh = 0;
+    f->norm_fresh = ST_NORM_STALE;
     int rc = run_micro_step(f, !f->opt.no_sync || last_micro, &a);
     f->n_losses++;
-    *loss = 0.0;
+    if (loss)
+        *loss = 0.0;
     if (rc || !last_micro)
         return rc;
     /* The step's gradients are complete (queued): their norm is queued
-     * behind them, and the norm's sums and every micro-batch's loss,
-     * adjacent in sums, cross to the host in one read, the step's only
-     * wait. */
+     * behind them.  Without a loss wanted, everything stays queued for
+     * the step verdict; else the norm's sums and every micro-batch's loss,
+     * adjacent in sums, cross to the host in one read. */
     rc = norm_sumsq_start(f);
+    f->grads_from_host = 0;
+    if (!loss) {
+        f->norm_fresh = rc ? ST_NORM_STALE : ST_NORM_QUEUED;
+        return rc;
+    }
     const int n = ST_FSDP_LOSS + f->n_losses;
     double *all = st_alloc(sizeof(double) * (size_t)n, ST_MEM_OTHER);
     f->k->ops->to_host(f->k, all, f->sums, sizeof(double) * (size_t)n);
@@ -508,8 +515,7 @@ int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *t
     for (int i = ST_FSDP_LOSS; i < n; i++)
         *loss += all[i];
     st_free(all);
-    f->norm_fresh = !rc;
-    f->grads_from_host = 0;
+    f->norm_fresh = rc ? ST_NORM_STALE : ST_NORM_READ;
     f->n_losses = 0;
     return rc;
 }
@@ -563,14 +569,19 @@ static int norm_sumsq_start(st_fsdp *f)
 int st_fsdp_grad_norm(st_fsdp *f, double *norm)
 {
     int rc = 0;
-    if (!f->norm_fresh) {
+    if (f->norm_fresh == ST_NORM_STALE) {
         rc = norm_sumsq_start(f);
+        f->grads_from_host = 0;
+        f->norm_fresh = ST_NORM_QUEUED;
+    }
+    if (f->norm_fresh == ST_NORM_QUEUED) {
         double both[2];
         f->k->ops->to_host(f->k, both, &f->sums[0], sizeof both);
         f->norm_sumsq = both[0];
         f->norm_local = both[1];
-        f->grads_from_host = 0;
-    } else if (f->grads_from_host) {
+        f->norm_fresh = ST_NORM_READ;
+    }
+    if (f->grads_from_host) {
         double *local = &f->sums[1], now = 0.0;
         f->k->ops->zero(f->k, local, sizeof(double));
         for (int u = 0; u < f->n_units; u++)
@@ -587,13 +598,18 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm)
 
 void st_fsdp_optimizer_step(st_fsdp *f, double lr, double clip)
 {
-    f->opt_steps++;
+    /* Gated, the device decides whether the update runs and counts it
+     * (step_verdict.c); the host's count catches up when it reads. */
+    const double *gate = f->gate_open ? f->verdicts : NULL;
+    f->gate_open = 0;
+    if (!gate)
+        f->opt_steps++;
     /* The clip is read where the update runs, from the sum of squares that
      * the norm left in backend memory (sums[0]): no host value in the
      * update. */
     const st_adamw_args a = {lr, f->opt.adamw.beta1, f->opt.adamw.beta2, f->opt.adamw.eps,
                              f->opt.adamw.weight_decay, 1.0, f->opt_steps,
-                             clip > 0.0 ? &f->sums[0] : NULL, clip};
+                             clip > 0.0 ? &f->sums[0] : NULL, clip, gate};
     /* One call per unit (one launch on a device).  A stale bf16 copy is
      * left stale, not updated in part: the next gather packs all of it. */
     for (int u = 0; u < f->n_units; u++) {

@@ -132,10 +132,21 @@ typedef struct {
     double *sums;            /* (backend) the gradient's sum of squares, this rank's
                               * part of it, then each micro-batch's loss: ST_FSDP_LOSS */
     int n_losses, loss_cap;  /* micro-batches of the open step; slots in sums */
-    int norm_fresh;          /* the sums were read after the step's last micro-batch */
+    int norm_fresh;          /* enum st_fsdp_norm_state: where the step's norm is */
     int grads_from_host;     /* this rank's gradients were written since (a test hook) */
     double norm_sumsq, norm_local;   /* host copies of sums[0] and sums[1] */
+    /* Applied updates.  Under the step verdict (step_verdict.c) the device
+     * counts them (the gate) and this is brought up to date when the
+     * verdicts are read; it loads the gate at the first verdict. */
     int64_t opt_steps;
+    /* The step verdict (backend): the gate (ST_GATE_N doubles), then one
+     * record (ST_VERDICT_N doubles) per step not yet read, so that one
+     * read brings both. */
+    double *verdicts;
+    int n_verdicts, verdict_cap;
+    int gate_live;           /* the gate holds opt_steps and the run so far */
+    int gate_open;           /* a verdict awaits its optimizer step */
+    struct st_fsdp_verdict *verdicts_host;   /* the last read's records */
     /* LoRA dropout's key for the next training micro-batch
      * (st_fsdp_set_sample). */
     struct {
@@ -149,6 +160,21 @@ typedef struct {
 
 /* Where micro-batch i's loss sum lies in sums. */
 #define ST_FSDP_LOSS 2
+
+/* norm_fresh: the gradient's sum of squares since the gradients changed. */
+enum st_fsdp_norm_state {
+    ST_NORM_STALE,           /* not computed */
+    ST_NORM_QUEUED,          /* computed in backend memory (sums[0], sums[1]) only */
+    ST_NORM_READ             /* and read: norm_sumsq, norm_local */
+};
+
+/* One step's verdict as read by the host (step_gate.h's record). */
+typedef struct st_fsdp_verdict {
+    double loss_sum;         /* summed over every rank and micro-batch */
+    double bad_ranks;        /* ranks whose loss or norm was not finite; 0: finite */
+    double sumsq;            /* the gradient's global sum of squares */
+    int applied;             /* the update ran (finite, and no stop before it) */
+} st_fsdp_verdict;
 
 /* Allocate this rank's shards on backend k, zeroed: the caller loads the
  * initial weights (st_fsdp_shard_from_host, ST_FSDP_PARAMS).  Returns an
@@ -165,12 +191,12 @@ void st_fsdp_set_sample(st_fsdp *f, uint64_t seed, uint64_t step, int64_t first_
 /* Forward and backward of one micro-batch on this rank (inputs and targets
  * in host memory); gradients land in the shards (reduced over every rank)
  * unless no_sync defers it to the micro-batch with last_micro set.  The
- * loss stays in backend memory until the step's last micro-batch: *loss is
- * 0 before it, and there this rank's summed loss over the micro-batches
- * since the previous last one (so summing *loss over a step gives the
- * step's).  The last micro-batch also computes the gradient's norm and
- * reads it with the loss, in the one device-to-host read of a training
- * step (docs/gpu.md, "Host synchronisation"). */
+ * last micro-batch also queues the gradient's norm.  The loss stays in
+ * backend memory: with loss NULL it stays there for st_fsdp_step_verdict
+ * (no host wait at all); otherwise *loss is 0 before the last micro-batch,
+ * and there this rank's summed loss over the micro-batches since the
+ * previous last one (so summing *loss over a step gives the step's), read
+ * together with the norm in one device-to-host read. */
 int st_fsdp_forward_backward(st_fsdp *f, const int32_t *inputs, const int32_t *targets,
                              float grad_scale, int last_micro, double *loss);
 /* Forward only (evaluation, sampling): this rank's summed loss; logits_out
@@ -184,8 +210,25 @@ int st_fsdp_grad_norm(st_fsdp *f, double *norm);
 /* One AdamW update of every shard, the gradient clipped to norm clip (0:
  * not clipped) by st_clip_factor of the sum of squares that the last
  * st_fsdp_forward_backward or st_fsdp_grad_norm left in backend memory,
- * read there by the update, not by the host. */
+ * read there by the update, not by the host.  After st_fsdp_step_verdict
+ * it is gated: it runs only where the verdict's gate lets it, and counts
+ * itself on the device; else it always runs and counts opt_steps. */
 void st_fsdp_optimizer_step(st_fsdp *f, double lr, double clip);
+
+/* The step verdict (step_verdict.c, kernels/step_gate.h): after the step's
+ * last st_fsdp_forward_backward (loss NULL), this rank's record of the
+ * step (its loss sums, finite or not, the norm; force_bad: not finite
+ * whatever the values), summed over every rank by a collective, then the
+ * gate advanced (limit: train.nonfinite_limit).  All queued: the host
+ * learns nothing yet.  Returns an exit status. */
+int st_fsdp_step_verdict(st_fsdp *f, int force_bad, int64_t limit);
+/* Steps whose verdict is queued and not yet read. */
+int st_fsdp_verdicts_pending(const st_fsdp *f);
+/* Read every pending record and the gate in one device-to-host read (the
+ * host wait of a logged step): *out points at n records, oldest first,
+ * valid until the next call; opt_steps becomes the gate's count.  Returns
+ * n. */
+int st_fsdp_read_verdicts(st_fsdp *f, const st_fsdp_verdict **out);
 /* The full fp32 master parameters of unit u into out[numel] (host memory)
  * on every rank of the shard group (a collective).  Returns an exit
  * status. */

@@ -167,12 +167,14 @@ void st_fsdp_destroy(st_fsdp *f)
     k->ops->free(k, f->inputs);
     k->ops->free(k, f->targets);
     k->ops->free(k, f->sums);
+    k->ops->free(k, f->verdicts);
+    st_free(f->verdicts_host);
     memset(f, 0, sizeof *f);
 }
 
 void st_fsdp_zero_grads(st_fsdp *f)
 {
-    f->norm_fresh = 0;
+    f->norm_fresh = ST_NORM_STALE;
     for (int u = 0; u < f->n_units; u++)
         if (f->units[u].numel)
             f->k->ops->zero(f->k, f->units[u].grads,

@@ -47,6 +47,7 @@
 #include "base/dtype.h"
 #include "config/config.h"
 #include "kernels/lora_args.h"
+#include "kernels/step_gate.h"
 #include "model/model.h"
 
 typedef struct st_kernels st_kernels;
@@ -66,12 +67,17 @@ typedef struct {
  * clip_sumsq (backend memory: the gradient's global sum of squares) and
  * clip > 0, the gradient is clipped by its norm without the norm crossing
  * to the host: grad_scale is multiplied by st_clip_factor(*clip_sumsq,
- * clip), computed where the update runs. */
+ * clip), computed where the update runs.  With gate (backend memory,
+ * step_gate.h's ST_GATE_N doubles), the update runs only when
+ * gate[ST_GATE_APPLY] is 1 (else nothing is written) and its bias
+ * correction step is gate[ST_GATE_T], not t: the host need not know
+ * whether the step applies. */
 typedef struct {
     double lr, beta1, beta2, eps, weight_decay, grad_scale;
-    int64_t t;               /* 1-based step of the bias correction */
+    int64_t t;               /* 1-based step of the bias correction (no gate) */
     const double *clip_sumsq;  /* NULL: no clipping */
     double clip;
+    const double *gate;      /* NULL: the update always runs, at step t */
 } st_adamw_args;
 
 /* The factor that brings a gradient of norm sqrt(sumsq) down to clip: 1
@@ -150,6 +156,14 @@ typedef struct {
     void (*adamw_unit)(st_kernels *k, const st_adamw_segment *segs, int n_segs, float *p,
                        const float *g, float *m, float *v, uint16_t *p_bf16,
                        const st_adamw_args *a);
+    /* step_gate.h's st_verdict_local into rec and st_verdict_gate, where
+     * the backend's memory is (a one-thread launch on a device), so that
+     * no step waits for the device to decide whether it applies.  Every
+     * pointer is backend memory. */
+    void (*step_verdict)(st_kernels *k, double *rec, const double *losses, int n_losses,
+                         const double *sumsq, int force_bad);
+    void (*step_gate)(st_kernels *k, double *gate, double *rec, int64_t limit, double beta1,
+                      double beta2);
 
     /* Releases what the instance holds; NULL for a backend that holds
      * nothing (its instances are static). */

@@ -170,15 +170,32 @@ static void cpu_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_se
                            const st_adamw_args *a)
 {
     (void)k;
+    if (a->gate && a->gate[ST_GATE_APPLY] == 0.0)
+        return;
+    const int64_t t = a->gate ? (int64_t)a->gate[ST_GATE_T] : a->t;
     const double scale =
         a->clip_sumsq ? a->grad_scale * st_clip_factor(*a->clip_sumsq, a->clip) : a->grad_scale;
     for (int i = 0; i < n_segs; i++) {
         const int64_t o = segs[i].offset, n = segs[i].length;
         st_adamw(p + o, g + o, m + o, v + o, n, a->lr, a->beta1, a->beta2, a->eps,
-                 segs[i].decay ? a->weight_decay : 0.0, scale, a->t);
+                 segs[i].decay ? a->weight_decay : 0.0, scale, t);
         if (p_bf16)
             st_pack_bf16(p_bf16 + o, p + o, n);
     }
+}
+
+static void cpu_step_verdict(st_kernels *k, double *rec, const double *losses, int n_losses,
+                             const double *sumsq, int force_bad)
+{
+    (void)k;
+    st_verdict_local(rec, losses, n_losses, sumsq, force_bad);
+}
+
+static void cpu_step_gate(st_kernels *k, double *gate, double *rec, int64_t limit,
+                          double beta1, double beta2)
+{
+    (void)k;
+    st_verdict_gate(gate, rec, limit, beta1, beta2);
 }
 
 #define CPU_COMMON                                                               \
@@ -189,7 +206,7 @@ static void cpu_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_se
     .embed_backward = cpu_embed_backward, .pack_bf16 = cpu_pack_bf16,            \
     .unpack_bf16 = cpu_unpack_bf16, .round_bf16 = cpu_round_bf16,                \
     .add_inplace = cpu_add_inplace, .sumsq = cpu_sumsq, .adamw_unit = cpu_adamw_unit, \
-    .destroy = NULL
+    .step_verdict = cpu_step_verdict, .step_gate = cpu_step_gate, .destroy = NULL
 
 static const st_kernels_ops cpu_ops = {
     CPU_COMMON,

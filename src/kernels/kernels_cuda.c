@@ -372,9 +372,23 @@ static void cuda_adamw_unit(st_kernels *k, const st_adamw_segment *segs, int n_s
         check(st_cuda_adamw_unit(cs, n, p, g, m, v, p_bf16, a->lr, a->beta1, a->beta2, a->eps,
                                  a->weight_decay, a->grad_scale,
                                  a->clip > 0.0 ? a->clip_sumsq : NULL, a->clip, a->t,
-                                 state(k)->stream),
+                                 a->gate, state(k)->stream),
               "st_cuda_adamw_unit");
     }
+}
+
+static void cuda_step_verdict(st_kernels *k, double *rec, const double *losses, int n_losses,
+                              const double *sumsq, int force_bad)
+{
+    check(st_cuda_step_verdict(rec, losses, n_losses, sumsq, force_bad, state(k)->stream),
+          "st_cuda_step_verdict");
+}
+
+static void cuda_step_gate(st_kernels *k, double *gate, double *rec, int64_t limit,
+                           double beta1, double beta2)
+{
+    check(st_cuda_step_gate(gate, rec, limit, beta1, beta2, state(k)->stream),
+          "st_cuda_step_gate");
 }
 
 /* ---- the instance ------------------------------------------------------ */
@@ -419,6 +433,8 @@ static const st_kernels_ops cuda_ops = {
     .add_inplace = cuda_add_inplace,
     .sumsq = cuda_sumsq,
     .adamw_unit = cuda_adamw_unit,
+    .step_verdict = cuda_step_verdict,
+    .step_gate = cuda_step_gate,
     .destroy = cuda_destroy,
 };
 

@@ -30,13 +30,13 @@ static int save_checkpoint(st_fsdp *f, const st_config *cfg, const st_runtime *r
 }
 
 int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t done,
-                      st_runlog *lg)
+                      st_runlog *lg, int (*before_save)(void *ctx), void *ctx)
 {
     const int last = done >= cfg->train.steps;
     const int64_t every = cfg->checkpoint.every;
     int saved = 0, rc = 0;
     if (every > 0 && (done % every == 0 || last)) {
-        if ((rc = save_checkpoint(f, cfg, rt, done, lg)))
+        if ((rc = before_save(ctx)) || (rc = save_checkpoint(f, cfg, rt, done, lg)))
             return rc;
         saved = 1;
     }
@@ -47,7 +47,7 @@ int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, in
     if (!sig)
         return 0;
     st_signals_stopping();
-    if (!saved && (rc = save_checkpoint(f, cfg, rt, done, lg)))
+    if (!saved && ((rc = before_save(ctx)) || (rc = save_checkpoint(f, cfg, rt, done, lg))))
         return rc;
     st_warn("rank %d: %s received; checkpoint of step %lld written, exiting with status %d "
             "(resume with checkpoint.resume = auto)", rt->rank, st_signal_name(sig),

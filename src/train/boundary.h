@@ -18,9 +18,12 @@
  * decides the same; when a signal came, a checkpoint of this step, the
  * Slurm requeue (rank 0, checkpoint.requeue) and ST_EXIT_PREEMPTED.
  * Collective.  Checkpoints are reported to lg (rank 0's run log; NULL on
- * the other ranks).  Returns 0 to go on, or an exit status. */
+ * the other ranks).  before_save(ctx) runs before either save (the train
+ * loop reads the steps' verdicts there, so the checkpoint's optimizer step
+ * count and the run log are current); its non-zero status is returned
+ * instead of saving.  Returns 0 to go on, or an exit status. */
 int st_train_boundary(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t done,
-                      st_runlog *lg);
+                      st_runlog *lg, int (*before_save)(void *ctx), void *ctx);
 
 /* The one place a run stops for non-finite steps: after step1, the
  * in_a_row-th skipped step in a row, writes a checkpoint of the last good

@@ -68,7 +68,18 @@ typedef struct {
     double t_begin, t_start, flops_tok; /* t_begin: st_train's start */
     float grad_scale;       /* of plain text; instruction data's is per step */
     int64_t in_a_row;       /* consecutive skipped steps */
+    /* Steps whose verdict the device holds and the host has not read
+     * (st_fsdp_step_verdict): what their records need besides it. */
+    struct pending_step {
+        int64_t step, targets;
+        double lr, t0;
+    } *pending;
+    int n_pending, pending_cap;
 } train_run;
+
+/* Steps the device may hold unread: a bound on the verdict buffer for
+ * runs that log rarely (one host wait per this many steps costs nothing). */
+#define ST_TRAIN_MAX_PENDING 1024
 
 /* ---- before any work -------------------------------------------------- */
 
@@ -243,6 +254,7 @@ static int train_teardown(train_run *r, int rc)
     report_rank_peaks(r, rc);
     rc = st_runlog_close(r->log, rc);
     st_free(r->window);
+    st_free(r->pending);
     st_free(r->counts);
     st_free(r->inputs);
     st_free(r->targets);
@@ -311,13 +323,11 @@ static void set_comm_step(st_groups *g, int64_t step1)
 /* Forward and backward over this rank's micro-batches of step (0-based);
  * *loss_sum is the summed token loss over `targets` positions that count
  * in the global batch. */
-static int accumulate_gradients(train_run *r, int64_t step, int64_t targets,
-                                double *loss_sum)
+static int accumulate_gradients(train_run *r, int64_t step, int64_t targets)
 {
     set_comm_step(&r->groups, step + 1);
     st_fsdp_zero_grads(&r->fsdp);
     int rc = 0;
-    *loss_sum = 0.0;
     /* A step of instruction data whose batch holds no completion token
      * has no mean: train_step makes its loss NaN, so it is skipped. */
     const float scale = !r->train_ds.masked ? r->grad_scale
@@ -327,10 +337,9 @@ static int accumulate_gradients(train_run *r, int64_t step, int64_t targets,
         /* LoRA's dropout mask follows the samples (fill_train_batch's j). */
         st_fsdp_set_sample(&r->fsdp, (uint64_t)r->cfg->train.seed, (uint64_t)step,
                            (micro * r->dp + r->rank) * r->B);
-        double l = 0.0;
+        /* The loss stays on the device, for the step verdict. */
         rc = st_fsdp_forward_backward(&r->fsdp, r->inputs, r->targets, scale,
-                                      micro == r->accum - 1, &l);
-        *loss_sum += l;
+                                      micro == r->accum - 1, NULL);
     }
     /* Testing aid (base/test_faults.h): the last rank only, so the others
      * learn of the NaN only through the agreement. */
@@ -345,13 +354,11 @@ static int accumulate_gradients(train_run *r, int64_t step, int64_t targets,
     return rc;
 }
 
-/* The run log's record of an applied step (rank 0); t0 and t1 bracket
- * the step. */
+/* The run log's record of an applied step (rank 0); step_s is its time. */
 static void train_log_step(const train_run *r, int64_t step, double loss, double lr,
-                           double gnorm, double t0, double t1)
+                           double gnorm, double step_s)
 {
     const st_config *cfg = r->cfg;
-    const double step_s = t1 - t0;
     const int64_t tokens_step = cfg->train.global_batch * r->T;
     const double tok_s = (double)tokens_step / step_s;
     const double peak = cfg->log.peak_tflops * 1e12 * r->dp;
@@ -364,21 +371,19 @@ static void train_log_step(const train_run *r, int64_t step, double loss, double
     st_runlog_step(r->log, &rec, step == 0 || (step + 1) % cfg->log.every == 0 || last);
 }
 
-/* Clip by the global norm, one AdamW update, and the progress line at
- * the first, every log.every-th and the last step. */
-static void apply_update(train_run *r, int64_t step, double t0, double loss, double lr,
-                         double gnorm)
+/* An applied step, as read back: the run of skipped steps ends. */
+static void applied_update(train_run *r, int64_t step, double loss, double lr, double gnorm,
+                           double step_s)
 {
-    const st_config *cfg = r->cfg;
     r->in_a_row = 0;
-    /* The clip factor is computed on the device from the norm there. */
-    st_fsdp_optimizer_step(&r->fsdp, lr, cfg->train.grad_clip);
     if (r->log)
-        train_log_step(r, step, loss, lr, gnorm, t0, st_runlog_now());
+        train_log_step(r, step, loss, lr, gnorm, step_s);
 }
 
-/* No update on any rank; at train.nonfinite_limit skipped steps in a row,
- * the stop (ST_EXIT_NONFINITE). */
+/* A skipped step, as read back (no rank updated); at
+ * train.nonfinite_limit skipped steps in a row, the stop
+ * (ST_EXIT_NONFINITE), whose checkpoint holds the last good state: the
+ * device's gate let no update apply after that step either. */
 static int skip_update(train_run *r, int64_t step, double lr, double bad_ranks)
 {
     const st_config *cfg = r->cfg;
@@ -432,38 +437,95 @@ static int train_evaluate(train_run *r, int64_t step)
     return rc;
 }
 
-/* Step `step` (0-based): gradients, the agreement on whether it is
- * finite, the update or the skip, evaluation, then the step boundary.
- * Returns 0 to go on, or the exit status that ends the run. */
+/* Read the verdicts of the steps since the last read (the one host wait
+ * for all of them) and log each step as it went: applied, or skipped and
+ * perhaps the stop.  The device ran the steps back to back, so a step's
+ * own time is not known without a wait per step: each is given the mean
+ * of the interval, from the first pending step's start to the read.
+ * Returns 0, or the exit status that ends the run. */
+static int read_verdicts(train_run *r)
+{
+    if (r->n_pending == 0)
+        return 0;
+    const st_fsdp_verdict *v;
+    const int n = st_fsdp_read_verdicts(&r->fsdp, &v);
+    if (n != r->n_pending)
+        st_bug("%d step verdicts read for %d steps", n, r->n_pending);
+    const double step_s = (st_runlog_now() - r->pending[0].t0) / n;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        const struct pending_step *p = &r->pending[i];
+        /* The gate's decision must be the host's reading of the record;
+         * anything else is a backend bug, not a run's condition. */
+        if (v[i].applied != (v[i].bad_ranks == 0.0))
+            st_bug("step %lld: the gate %s a step with %g non-finite ranks",
+                   (long long)p->step + 1, v[i].applied ? "applied" : "skipped",
+                   v[i].bad_ranks);
+        if (v[i].applied)
+            applied_update(r, p->step, v[i].loss_sum / (double)p->targets, p->lr,
+                           sqrt(v[i].sumsq), step_s);
+        else
+            rc = skip_update(r, p->step, p->lr, v[i].bad_ranks);
+    }
+    r->n_pending = 0;
+    return rc;
+}
+
+static int read_verdicts_cb(void *ctx) { return read_verdicts(ctx); }
+
+/* Whether the host reads the verdicts after step (0-based): where it logs
+ * (the first, every log.every-th and the last step), evaluates, or when
+ * the device holds ST_TRAIN_MAX_PENDING steps; a checkpoint reads them
+ * through st_train_boundary's callback. */
+static int reads_after(const train_run *r, int64_t step)
+{
+    const st_config *cfg = r->cfg;
+    const int64_t done = step + 1;
+    const int64_t ev = cfg->train.eval_every;
+    return step == 0 || done % cfg->log.every == 0 || done == cfg->train.steps ||
+           (ev > 0 && done % ev == 0) || r->n_pending >= ST_TRAIN_MAX_PENDING;
+}
+
+/* Step `step` (0-based): gradients, the verdict on whether it is finite
+ * (every rank's, agreed on the device), the update that the verdict gates,
+ * the log of the steps since the last read where this step logs,
+ * evaluation, then the step boundary.  Returns 0 to go on, or the exit
+ * status that ends the run. */
 static int train_step(train_run *r, int64_t step)
 {
     const st_config *cfg = r->cfg;
     st_fault_at("step", r->rank);
     const double t0 = st_runlog_now();
-    double loss_sum = 0.0, gnorm = 0.0;
     const int64_t targets = step_targets(r, step);
-    int rc = accumulate_gradients(r, step, targets, &loss_sum);
-    rc = rc ? rc : st_fsdp_grad_norm(&r->fsdp, &gnorm);
-    if (targets == 0)
-        loss_sum = NAN; /* nothing to average: skipped, as a non-finite step is */
-    /* The loss sum and each rank's verdict travel in one all-reduce, so
-     * every rank skips the same steps, even where the norm is local
-     * (no_shard) or the replicas are different shard groups. */
-    double agreed[2] = {loss_sum, isfinite(loss_sum) && isfinite(gnorm) ? 0.0 : 1.0};
-    rc = rc ? rc : st_comm_allreduce_now(r->groups.host_world, agreed, 2, ST_DT_F64,
-                                         st_desc("the loss", -1));
+    int rc = accumulate_gradients(r, step, targets);
+    /* A batch with no trained target has nothing to average: skipped, as
+     * a non-finite step is.  The loss sum and each rank's verdict are
+     * summed over every rank, so every rank skips the same steps, even
+     * where the norm is local (no_shard) or the replicas are different
+     * shard groups. */
+    rc = rc ? rc : st_fsdp_step_verdict(&r->fsdp, targets == 0, cfg->train.nonfinite_limit);
     if (rc)
         return rc;
     /* The schedule follows the step number: a skipped step's learning
-     * rate is not reused.  AdamW counts only applied updates. */
+     * rate is not reused.  AdamW counts only applied updates (the gate).
+     * The clip factor is computed on the device from the norm there. */
     const double lr = st_lr_at(cfg, step);
-    if (agreed[1] > 0.0)
-        rc = skip_update(r, step, lr, agreed[1]);
-    else
-        apply_update(r, step, t0, agreed[0] / (double)targets, lr,
-                     gnorm);
+    st_fsdp_optimizer_step(&r->fsdp, lr, cfg->train.grad_clip);
+    if (r->n_pending == r->pending_cap) {
+        const int cap = r->pending_cap ? 2 * r->pending_cap : 16;
+        struct pending_step *p = st_alloc(sizeof *p * (size_t)cap, ST_MEM_OTHER);
+        if (r->n_pending)
+            memcpy(p, r->pending, sizeof *p * (size_t)r->n_pending);
+        st_free(r->pending);
+        r->pending = p;
+        r->pending_cap = cap;
+    }
+    r->pending[r->n_pending++] = (struct pending_step){step, targets, lr, t0};
+    if (reads_after(r, step))
+        rc = read_verdicts(r);
     rc = rc ? rc : train_evaluate(r, step);
-    return rc ? rc : st_train_boundary(&r->fsdp, cfg, r->rt, step + 1, r->log);
+    return rc ? rc : st_train_boundary(&r->fsdp, cfg, r->rt, step + 1, r->log,
+                                       read_verdicts_cb, r);
 }
 
 /* ---- the run ---------------------------------------------------------- */

@@ -27,7 +27,13 @@
  *     factor computed on the host and passed as grad_scale, with the norm
  *     above the clip (scaled) and below it (unscaled);
  *   - under the emulation: one launch for up to ST_CUDA_ADAMW_MAX_SEGMENTS
- *     segments, one more per further batch. */
+ *     segments, one more per further batch;
+ *   - the step gate (src/kernels/step_gate.h): the one-thread verdict and
+ *     gate kernels give the host functions' doubles over a sequence of
+ *     finite, non-finite and forced steps up to the stop at the limit; an
+ *     open gate gives the ungated update's bits at the gate's step (t passed
+ *     wrong on purpose, so the gate's corrections must be the ones used),
+ *     a shut gate writes nothing. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +45,7 @@
 #include "base/dtype.h"
 #include "gpu_check.h"
 #include "kernels/cpu_adamw.h"
+#include "kernels/step_gate.h"
 #include "tap.h"
 
 namespace {
@@ -89,16 +96,20 @@ template <class T> std::vector<T> host(const T *d, size_t n)
 Result run_gpu(const std::vector<st_cuda_adamw_segment> &segs, const Case &c,
                const std::vector<float> &p, const std::vector<float> &g,
                const std::vector<float> &m, const std::vector<float> &v,
-               const std::vector<uint16_t> &w, double sumsq = -1.0, double clip = 0.0)
+               const std::vector<uint16_t> &w, double sumsq = -1.0, double clip = 0.0,
+               const std::vector<double> *gate = nullptr)
 {
     float *dp = dev(p), *dg = dev(g), *dm = dev(m), *dv = dev(v);
     uint16_t *dw = dev(w);
     double *dss = sumsq >= 0.0 ? dev(std::vector<double>{sumsq}) : nullptr;
+    double *dgate = gate ? dev(*gate) : nullptr;
     CK(st_cuda_adamw_unit(segs.data(), (int)segs.size(), dp, dg, dm, dv, dw, c.lr, c.b1, c.b2,
-                          c.eps, c.wd, c.gs, dss, clip, c.t, 0));
+                          c.eps, c.wd, c.gs, dss, clip, gate ? 999999 : c.t, dgate, 0));
     CK(cudaDeviceSynchronize());
     if (dss)
         cudaFree(dss);
+    if (dgate)
+        cudaFree(dgate);
     Result r{host(dp, p.size()), host(dm, p.size()), host(dv, p.size()), host(dw, p.size())};
     cudaFree(dp);
     cudaFree(dg);
@@ -154,6 +165,88 @@ void clip_case(const Case &c)
     const Result below = run_gpu(segs, c, p, g, m, v, w, sumsq, 3.0);
     tap_ok(same_result(below, unclipped, (size_t)n),
            "%s: a norm below the clip leaves the gradient unscaled", c.name);
+}
+
+/* Equal bits, or both NaN: a GPU's NaN results carry the canonical payload,
+ * the host's the operand's. */
+bool same_doubles(const double *a, const double *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!(isnan(a[i]) && isnan(b[i])) && !same_bits(&a[i], &b[i], sizeof(double)))
+            return false;
+    return true;
+}
+
+/* The gate (src/kernels/step_gate.h): the verdict and gate kernels give
+ * the host functions' doubles for a sequence of steps (finite, not
+ * finite, a NaN loss, the stop at the limit), and AdamW under a gate runs
+ * exactly as the ungated update at the gate's step, or writes nothing. */
+void gate_case(const Case &c)
+{
+    /* Verdicts for: finite, infinite norm, NaN loss, finite, forced, then
+     * three bad steps in a row reaching the limit 3, then a finite step
+     * that must not apply after the stop. */
+    struct Step { double loss0, loss1, sumsq; int force; };
+    const Step steps[] = {{1.5, 2.25, 4.0, 0}, {1.0, 1.0, INFINITY, 0}, {NAN, 1.0, 1.0, 0},
+                          {0.5, 0.25, 9.0, 0}, {0.5, 0.25, 9.0, 1}, {1.0, 1.0, NAN, 0},
+                          {INFINITY, 1.0, 1.0, 0}, {1.0, 2.0, 3.0, 0}};
+    const int want_applied[] = {1, 0, 0, 1, 0, 0, 0, 0};
+    const int64_t limit = 3;
+    std::vector<double> hgate(ST_GATE_N, 0.0);
+    hgate[ST_GATE_T] = c.t - 1;
+    double *dgate = dev(hgate), *drec = dev(std::vector<double>(ST_VERDICT_N, -7.0));
+    int same = 1, applied_ok = 1, n = 0;
+    for (const Step &st : steps) {
+        const std::vector<double> losses{st.loss0, st.loss1}, ss{st.sumsq};
+        double *dl = dev(losses), *dss = dev(ss);
+        CK(st_cuda_step_verdict(drec, dl, 2, dss, st.force, 0));
+        CK(st_cuda_step_gate(dgate, drec, limit, c.b1, c.b2, 0));
+        CK(cudaDeviceSynchronize());
+        double hrec[ST_VERDICT_N];
+        st_verdict_local(hrec, losses.data(), 2, ss.data(), st.force);
+        st_verdict_gate(hgate.data(), hrec, limit, c.b1, c.b2);
+        const std::vector<double> grec = host(drec, ST_VERDICT_N), gg = host(dgate, ST_GATE_N);
+        same &= same_doubles(grec.data(), hrec, ST_VERDICT_N) &&
+                same_doubles(gg.data(), hgate.data(), ST_GATE_N);
+        applied_ok &= (int)grec[ST_VERDICT_APPLIED] == want_applied[n++];
+        cudaFree(dl);
+        cudaFree(dss);
+    }
+    cudaFree(dgate);
+    cudaFree(drec);
+    tap_ok(same, "%s: the verdict and gate kernels give the host functions' bits, 8 steps",
+           c.name);
+    tap_ok(applied_ok && hgate[ST_GATE_T] == (double)(c.t + 1) && hgate[ST_GATE_STOPPED] == 1.0,
+           "%s: finite steps apply, non-finite and forced ones do not, none after the stop "
+           "(T %g, stopped %g)", c.name, hgate[ST_GATE_T], hgate[ST_GATE_STOPPED]);
+
+    int64_t nel;
+    std::vector<st_cuda_adamw_segment> segs = layout(12, &nel);
+    std::vector<float> p(nel), g(nel), m(nel), v(nel);
+    std::vector<uint16_t> w(nel, 0xabcd);
+    for (int64_t i = 0; i < nel; i++) {
+        p[i] = uniform_pm1();
+        g[i] = uniform_pm1();
+        m[i] = 0.1f * uniform_pm1();
+        v[i] = 0.01f * fabsf(uniform_pm1());
+    }
+    /* A gate at the case's step, from st_verdict_gate on a finite record. */
+    std::vector<double> open(ST_GATE_N, 0.0);
+    open[ST_GATE_T] = (double)(c.t - 1);
+    double rec[ST_VERDICT_N] = {1.0, 0.0, 1.0, 0.0};
+    st_verdict_gate(open.data(), rec, 0, c.b1, c.b2);
+    const Result ungated = run_gpu(segs, c, p, g, m, v, w);
+    const Result gated = run_gpu(segs, c, p, g, m, v, w, -1.0, 0.0, &open);
+    tap_ok(open[ST_GATE_APPLY] == 1.0 && open[ST_GATE_T] == (double)c.t &&
+               same_result(gated, ungated, (size_t)nel),
+           "%s: an open gate updates as the ungated kernel at step %lld, bit for bit", c.name,
+           (long long)c.t);
+    std::vector<double> shut = open;
+    shut[ST_GATE_APPLY] = 0.0;
+    const Result skipped = run_gpu(segs, c, p, g, m, v, w, -1.0, 0.0, &shut);
+    const Result before{p, m, v, w};
+    tap_ok(same_result(skipped, before, (size_t)nel),
+           "%s: a shut gate writes nothing (p, m, v and the bf16 copy unchanged)", c.name);
 }
 
 void run_case(const Case &c, int n_segs)
@@ -265,5 +358,7 @@ int main(void)
     /* More segments than one launch carries: the batching path. */
     run_case(cases[1], ST_CUDA_ADAMW_MAX_SEGMENTS + 6);
     clip_case(cases[0]);
+    gate_case(cases[1]);
+    gate_case(cases[2]);
     return tap_done();
 }
