@@ -6,7 +6,10 @@
 # train.nonfinite_limit skips in a row must stop every rank with exit
 # status 5 and one error line each, without a hang.  Layouts: one rank,
 # full_shard on 2 (the norm is reduced over the shard group) and no_shard
-# on 2 (each rank's norm is local: only the agreement tells rank 0).
+# on 2 (each rank's norm is local: only the agreement tells rank 0).  The
+# agreement and the skip are decided on the backend (the step verdict) and
+# read by the host where it logs: with log.every = 10, a stop found late
+# must still save the state of the last good step.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 require command -v python3
@@ -141,6 +144,43 @@ for L in np1 full2; do
     check "$L: its weights equal a 1-step run's, bit for bit" \
         same_tensors "$TMP/limit_$L/hf/model.safetensors" "$(weights "one_$L")"
 done
+
+# The host reads the steps' verdicts only where it logs (engine/
+# step_verdict.c): with log.every = 10 it learns of steps 2-8 together,
+# after step 8.  The stop at the limit must still name steps 2-3, save the
+# state of step 1, and log nothing after step 3: the device's gate let no
+# update apply after the stop it had not yet reported (steps 4-8 are
+# finite and would have trained without the gate's stop).
+for L in np1 full2; do
+    run "limit_late_$L" "$L" 8 2,3 -s train.nonfinite_limit=2 -s log.every=10
+    check "$L, read late: the stop at steps 2-3 exits with status 5 ($st)" test "$st" -eq 5
+    check "$L, read late: rank 0 names steps 2-3" grep -q "^shardtrain: error: rank 0: steps 2-3: 2 steps in a row " "$TMP/limit_late_$L.err"
+    check "$L, read late: latest names the checkpoint of step 3" \
+        grep -qx 'step_00000003' "$TMP/limit_late_$L/ckpt/latest"
+    check "$L, read late: metrics end with skipped step 3" \
+        sh -c 'tail -n 1 "$1" | grep -q "^{\"step\":3,\"skipped\":\"nonfinite\""' - \
+        "$TMP/limit_late_$L/logs/metrics.jsonl"
+    "$SHARDTRAIN" export "$TMP/limit_late_$L/ckpt" "$TMP/limit_late_$L/hf" >/dev/null 2>&1
+    check "$L, read late: the checkpoint's weights equal a 1-step run's, bit for bit" \
+        same_tensors "$TMP/limit_late_$L/hf/model.safetensors" "$(weights "one_$L")"
+done
+
+# Reading late changes nothing trained or logged.  The references read
+# after every step (a checkpoint every step reads the verdicts first), the
+# late runs only at the end; both log the same steps (the first and the
+# last, and the skip).  A skip in the middle, and 40 steps read once (the
+# device's record buffer grows from 16 to 64 on the way): the same losses,
+# the same weights bit for bit.
+run skip_mid_ref np1 5 3 -s optim.eps=1e-8 -s log.every=100 -s checkpoint.every=1
+run skip_mid_late np1 5 3 -s optim.eps=1e-8 -s log.every=100
+check "a skip in the middle, read at the end: the losses and weights of reading every step" \
+    compare_runs --exact --steps 1,5 "$TMP/skip_mid_late" "$TMP/skip_mid_ref"
+check "... and step 3 logged as skipped" \
+    grep -q '^{"step":3,"skipped":"nonfinite",' "$TMP/skip_mid_late/logs/metrics.jsonl"
+run every40 np1 40 "" -s optim.eps=1e-8 -s log.every=1000 -s checkpoint.every=1
+run late40 np1 40 "" -s optim.eps=1e-8 -s log.every=1000
+check "40 steps read once: the losses and weights of reading every step" \
+    compare_runs --exact --steps 1,40 "$TMP/late40" "$TMP/every40"
 
 # Skips that are not consecutive do not add up.
 run apart np1 6 2,4 -s train.nonfinite_limit=2
