@@ -285,6 +285,9 @@ COSTS = {
     "norm_backward_kernel<T, centered, kCPT>": c_norm_backward,
     "sumsq_partials_kernel": c_sumsq, "sumsq_finish_kernel": c_tiny,
     "add_double_kernel": c_tiny, "sum_losses_kernel": c_sum_losses,
+    # the step's verdict and AdamW's gate (src/kernels/step_gate.h): a few
+    # doubles in one thread
+    "step_verdict_kernel": c_tiny, "step_gate_kernel": c_tiny,
     "xent_rows_kernel<T, true>": c_xent, "xent_rows_kernel<T, false>": c_xent,
     "adamw_unit_kernel": c_adamw,
     "attn_fwd_tc_kernel<HD>": attention("fwd"),
@@ -431,7 +434,7 @@ def group_of(o, ctx):
         return "bf16 pack/unpack"
     if n.startswith(("norm_", "colsum", "bias_partials")):
         return "norms and bias gradients"
-    if n.startswith(("adamw", "sumsq")):
+    if n.startswith(("adamw", "sumsq", "step_verdict", "step_gate")):
         return "optimizer and gradient norm"
     if n.startswith("embed"):
         return "embedding"

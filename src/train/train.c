@@ -455,12 +455,13 @@ static int read_verdicts(train_run *r)
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         const struct pending_step *p = &r->pending[i];
-        /* The gate's decision must be the host's reading of the record;
-         * anything else is a backend bug, not a run's condition. */
-        if (v[i].applied != (v[i].bad_ranks == 0.0))
-            st_bug("step %lld: the gate %s a step with %g non-finite ranks",
-                   (long long)p->step + 1, v[i].applied ? "applied" : "skipped",
-                   v[i].bad_ranks);
+        /* The gate is what happened to the weights.  It shuts a finite
+         * step only after the stop, which ends this loop first (or where
+         * nothing ran: the emulation's record-only walk reads zeros);
+         * opening for a non-finite one would be a backend bug. */
+        if (v[i].applied && v[i].bad_ranks != 0.0)
+            st_bug("step %lld: the gate applied a step with %g non-finite ranks",
+                   (long long)p->step + 1, v[i].bad_ranks);
         if (v[i].applied)
             applied_update(r, p->step, v[i].loss_sum / (double)p->targets, p->lr,
                            sqrt(v[i].sumsq), step_s);
