@@ -163,7 +163,7 @@ const st_key st_schema[] = {
         checkpoint.requeue),
 
     STR("log", "dir", "logs", "Directory of the metrics log.", log.dir),
-    INT_IN("log", "every", "10", 1, G9, "Print and log metrics every this many steps.", log.every),
+    INT_IN("log", "every", "10", 1, G9, "Print and log metrics every this many steps (and the first and last); only these steps, evaluations and checkpoints wait for the device, and a step's time is the mean since the last of them.", log.every),
     FLT("log", "peak_tflops", "0", 0, 0, GE0,
         "Peak TFLOP/s of one device for MFU; 0 unknown, MFU not reported.", log.peak_tflops),
     ROW("log", "tensorboard", ST_T_BOOL, "true", NULL, 0, 0, 0, NULL,
