@@ -133,6 +133,23 @@ bool same_result(const Result &a, const Result &b, size_t n)
            same_bits(a.v.data(), b.v.data(), 4 * n) && same_bits(a.w.data(), b.w.data(), 2 * n);
 }
 
+/* A shard's parameters, gradient and moments, and stale bf16 words. */
+void random_state(int64_t n, std::vector<float> &p, std::vector<float> &g, std::vector<float> &m,
+                  std::vector<float> &v, std::vector<uint16_t> &w)
+{
+    p.resize(n);
+    g.resize(n);
+    m.resize(n);
+    v.resize(n);
+    w.assign(n, 0xabcd);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] = uniform_pm1();
+        g[i] = uniform_pm1();
+        m[i] = 0.1f * uniform_pm1();
+        v[i] = 0.01f * fabsf(uniform_pm1());
+    }
+}
+
 /* st_clip_factor (src/kernels/kernels.h), what the host would pass. */
 double clip_factor(double sumsq, double clip)
 {
@@ -145,14 +162,9 @@ void clip_case(const Case &c)
 {
     int64_t n;
     std::vector<st_cuda_adamw_segment> segs = layout(12, &n);
-    std::vector<float> p(n), g(n), m(n), v(n);
-    std::vector<uint16_t> w(n, 0xabcd);
-    for (int64_t i = 0; i < n; i++) {
-        p[i] = uniform_pm1();
-        g[i] = uniform_pm1();
-        m[i] = 0.1f * uniform_pm1();
-        v[i] = 0.01f * fabsf(uniform_pm1());
-    }
+    std::vector<float> p, g, m, v;
+    std::vector<uint16_t> w;
+    random_state(n, p, g, m, v, w);
     const double sumsq = 7.3, clip = 1.0; /* norm 2.70...: clipped */
     Case host = c;
     host.gs = c.gs * clip_factor(sumsq, clip);
@@ -222,14 +234,9 @@ void gate_case(const Case &c)
 
     int64_t nel;
     std::vector<st_cuda_adamw_segment> segs = layout(12, &nel);
-    std::vector<float> p(nel), g(nel), m(nel), v(nel);
-    std::vector<uint16_t> w(nel, 0xabcd);
-    for (int64_t i = 0; i < nel; i++) {
-        p[i] = uniform_pm1();
-        g[i] = uniform_pm1();
-        m[i] = 0.1f * uniform_pm1();
-        v[i] = 0.01f * fabsf(uniform_pm1());
-    }
+    std::vector<float> p, g, m, v;
+    std::vector<uint16_t> w;
+    random_state(nel, p, g, m, v, w);
     /* A gate at the case's step, from st_verdict_gate on a finite record. */
     std::vector<double> open(ST_GATE_N, 0.0);
     open[ST_GATE_T] = (double)(c.t - 1);
