@@ -1,9 +1,8 @@
 /* libFuzzer target for the checkpoint manifest reader (st_ckpt_open in
  * src/io/checkpoint_read.c, with io/manifest_seal.c, config/schema.c,
- * base/alloc.c and base/log.c).  checkpoint_read.c also holds resume,
- * which calls into the runtime and the FSDP engine (MPI); those three
- * functions are never reached from st_ckpt_open, so tests/fuzz_stubs.c
- * defines them as aborts rather than linking MPI into the target.
+ * base/alloc.c and base/log.c).  The resume path, which calls into the
+ * runtime and the FSDP engine (MPI), is io/checkpoint_resume.c, so the
+ * target links neither.
  *
  * Each input is a manifest.json, written into a step directory.  Manifests
  * are sealed (io/manifest_seal.h): an input holding a "manifest_xxh64"

@@ -1,5 +1,6 @@
 /* Sharded, verified, reshardable checkpoints: saving (checkpoint_write.c),
- * reading, validation and resharding (checkpoint_read.c) and the export to
+ * reading, validation and resharding (checkpoint_read.c), resuming a run
+ * (checkpoint_resume.c) and the export to
  * Hugging Face (export.c; the command is cli/cmd_export.c).  When to save
  * is the train loop's policy (train/boundary.h).
  *
@@ -86,6 +87,8 @@ int st_ckpt_read_range(st_ckpt *c, int u, int which, int64_t lo, int64_t hi, flo
 /* The step directory a path names: itself when it holds a manifest, else
  * the one its `latest` file names.  Returns 0, or ST_EXIT_USAGE with err. */
 int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t errn);
+
+/* ---- resuming (checkpoint_resume.c) ------------------------------------ */
 
 /* Resolve checkpoint.resume (auto: `latest`, falling back to older good
  * checkpoints with a warning; never; a path) and load this rank's shards

@@ -1,9 +1,9 @@
 /* Reading checkpoints (see checkpoint.h): manifest validation, ranged and
- * verified reads of the shard files, resharding into any layout, and the
- * resume policy.  A checkpoint is untrusted input: every field of the
- * manifest is checked before it is used, every byte read from a shard file
- * is covered by a block checksum, and a problem is one message naming the
- * file, never a silent load. */
+ * verified reads of the shard files, and resharding into any layout (the
+ * resume policy built on them is checkpoint_resume.c).  A checkpoint is
+ * untrusted input: every field of the manifest is checked before it is
+ * used, every byte read from a shard file is covered by a block checksum,
+ * and a problem is one message naming the file, never a silent load. */
 #include "io/checkpoint.h"
 #include "io/manifest_seal.h"
 #include "config/schema.h"
@@ -11,7 +11,6 @@
 #include "base/files.h"
 #include "base/log.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -530,202 +529,5 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
         return fail(err, errn, p, "does not name a step directory; hint: it should hold "
                     "one line such as step_00000100");
     snprintf(out, n, "%s/%s", path, line);
-    return 0;
-}
-
-/* ---- resume ------------------------------------------------------------ */
-
-static int latest_exists(const char *dir)
-{
-    char p[8192];
-    struct stat sb;
-    snprintf(p, sizeof p, "%s/%s", dir, ST_CKPT_LATEST);
-    return lstat(p, &sb) == 0;
-}
-
-/* Keys that change which data a step sees or what the schedule does: a
- * changed value is allowed (fine-tuning on, a longer run) but is not the
- * continuation of the same run, so say so. */
-static void warn_changed(const st_ckpt *c, const st_config *cfg)
-{
-    /* The frozen base is read again from model.init: another one would
-     * not be the run the adapters were trained on. */
-    if (c->lora.rank && strcmp(c->lora_base, cfg->model.init))
-        st_warn("%s: the adapters were trained on model.init = %s, this run has %s; the "
-                "run continues on the new base weights", c->manifest_path, c->lora_base,
-                cfg->model.init);
-    json_t *train = json_object_get(json_object_get((json_t *)c->root, "config"), "train");
-    const struct { const char *key; int64_t now; } keys[] = {
-        {"seed", cfg->train.seed}, {"global_batch", cfg->train.global_batch},
-        {"steps", cfg->train.steps}};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_t *v = json_object_get(train, keys[i].key);
-        if (json_is_integer(v) && json_integer_value(v) != keys[i].now)
-            st_warn("%s: saved with train.%s = %lld, this run has %lld; the run continues "
-                    "with the new value", c->manifest_path, keys[i].key,
-                    (long long)json_integer_value(v), (long long)keys[i].now);
-    }
-}
-
-static int load_into(st_fsdp *f, const st_config *cfg, const char *dir, char *err, size_t n,
-                     int64_t *step)
-{
-    st_ckpt c;
-    int rc = st_ckpt_open(&c, dir, f->model, err, n);
-    /* The shards are backend memory: each array crosses from the host in
-     * pieces through a bounded staging buffer (uncounted I/O space, like
-     * read_bytes' block buffer). */
-    static const st_fsdp_array arr[3] = {ST_FSDP_PARAMS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V};
-    float *stage = rc ? NULL : malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
-    if (!rc && !stage) {
-        /* Printed here, not left in err: it is this rank's failure, not the
-         * checkpoint's, and the only one with ST_EXIT_FAILURE. */
-        st_error(NULL, "out of memory allocating a host staging buffer");
-        rc = ST_EXIT_FAILURE;
-    }
-    for (int u = 0; u < f->n_units && !rc; u++) {
-        const st_fsdp_unit *x = &f->units[u];
-        for (int k = 0; k < 3 && !rc; k++) {
-            for (int64_t a = 0; a < x->shard && !rc; a += ST_FSDP_STAGE) {
-                int64_t len = x->shard - a < ST_FSDP_STAGE ? x->shard - a : ST_FSDP_STAGE;
-                rc = st_ckpt_read_range(&c, u, k, x->lo + a, x->lo + a + len, stage, err, n);
-                if (!rc)
-                    st_fsdp_shard_from_host(f, u, arr[k], a, len, stage);
-            }
-        }
-    }
-    free(stage);
-    /* A checkpoint past the configured end would "finish" at once without
-     * training a step: say so instead. */
-    if (!rc && c.step > cfg->train.steps)
-        rc = fail(err, n, c.manifest_path, "field step (%lld) is past train.steps (%lld); "
-                  "hint: raise train.steps to continue this run, or resume another "
-                  "checkpoint", (long long)c.step, (long long)cfg->train.steps);
-    if (!rc) {
-        f->opt_steps = c.opt_steps;
-        *step = c.step;
-        if (st_log_rank() == 0)
-            warn_changed(&c, cfg);
-    }
-    st_ckpt_close(&c);
-    return rc;
-}
-
-/* Load on every rank; a failure anywhere fails everywhere, reported once
- * (by the lowest failing rank) as an error, or as a warning when falling
- * back. */
-static int load_agreed(st_fsdp *f, const st_config *cfg, const st_runtime *rt, const char *dir,
-                       int as_warning, int64_t *step)
-{
-    char err[1024] = "";
-    int rc = load_into(f, cfg, dir, err, sizeof err, step);
-    int first_bad = st_runtime_agree(rc ? rt->world - rt->rank : 0);
-    if (!first_bad)
-        return 0;
-    /* Out of memory says nothing about the checkpoint: stop rather than
-     * fall back to an older one. */
-    if (st_runtime_agree(rc == ST_EXIT_FAILURE ? rc : 0))
-        return ST_EXIT_FAILURE;
-    if (rt->rank == rt->world - first_bad) {
-        if (as_warning)
-            st_warn("%s; falling back to an older checkpoint", err);
-        else
-            st_error(NULL, "%s", err);
-    }
-    return ST_EXIT_USAGE;
-}
-
-static int cmp_desc(const void *a, const void *b)
-{
-    long long x = *(const long long *)a, y = *(const long long *)b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* Step directories of dir, newest first. */
-static size_t list_steps(const char *dir, long long **out)
-{
-    DIR *d = opendir(dir);
-    size_t n = 0, cap = 0;
-    *out = NULL;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        long long s;
-        int nc = 0;
-        if (sscanf(e->d_name, "step_%8lld%n", &s, &nc) == 1 && nc == 13 && !e->d_name[nc]) {
-            if (n == cap) {
-                cap = cap ? 2 * cap : 16;
-                *out = realloc(*out, cap * sizeof **out);
-            }
-            (*out)[n++] = s;
-        }
-    }
-    closedir(d);
-    if (n > 1)   /* qsort(NULL, 0, ...) is undefined (UBSan, tests/manifest.sh) */
-        qsort(*out, n, sizeof **out, cmp_desc);
-    return n;
-}
-
-int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t *start)
-{
-    *start = 0;
-    const char *r = cfg->checkpoint.resume;
-    char dir[8192], err[1024];
-    if (!strcmp(r, "never"))
-        return 0;
-    if (strcmp(r, "auto")) {
-        int rc = st_ckpt_resolve(r, dir, sizeof dir, err, sizeof err);
-        if (rc) {
-            if (rt->rank == 0)
-                st_error(NULL, "%s", err);
-            return rc;
-        }
-        rc = load_agreed(f, cfg, rt, dir, 0, start);
-        if (!rc)
-            st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
-        return rc;
-    }
-    /* auto: `latest` first, then every older step directory, newest first. */
-    long long *steps;
-    size_t ns = list_steps(cfg->checkpoint.dir, &steps);
-    int rc = st_ckpt_resolve(cfg->checkpoint.dir, dir, sizeof dir, err, sizeof err);
-    int tried_latest = 0;
-    if (!rc) {
-        tried_latest = 1;
-        rc = load_agreed(f, cfg, rt, dir, 1, start);
-    } else if (ns > 0) {
-        if (rt->rank == 0)
-            st_warn("%s; trying the step directories", err);
-    } else if (latest_exists(cfg->checkpoint.dir)) {
-        /* A `latest` that names nothing usable, and no step directory to
-         * fall back to: starting afresh would silently throw the run away. */
-        if (rt->rank == 0)
-            st_error(NULL, "%s", err);
-        free(steps);
-        return ST_EXIT_USAGE;
-    }
-    for (size_t i = 0; i < ns && rc != ST_EXIT_FAILURE && (rc || !tried_latest); i++) {
-        char d2[8192];
-        st_ckpt_step_dir(cfg->checkpoint.dir, steps[i], d2, sizeof d2);
-        if (tried_latest && !strcmp(d2, dir))
-            continue;
-        tried_latest = 1;
-        snprintf(dir, sizeof dir, "%s", d2);
-        rc = load_agreed(f, cfg, rt, dir, 1, start);
-    }
-    free(steps);
-    if (!tried_latest)
-        return 0;  /* nothing saved yet: a fresh start */
-    if (rc == ST_EXIT_FAILURE)
-        return rc; /* reported where it happened */
-    if (rc) {
-        if (rt->rank == 0)
-            st_error(cfg->checkpoint.dir, "checkpoint.resume = auto found no loadable "
-                     "checkpoint (see the warnings above); hint: fix or remove them, or set "
-                     "checkpoint.resume = never to start afresh");
-        return ST_EXIT_USAGE;
-    }
-    st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
     return 0;
 }
