@@ -78,9 +78,15 @@ template <typename T, typename... Ws> static inline bool widths_vec(int64_t w, W
     return w % (int64_t)(16 / sizeof(T)) == 0 && widths_vec<T>(rest...);
 }
 
-/* Runs f(std::true_type()) when vec, else f(std::false_type()): a launcher
+/* Elements per access of a kernel's vector (kVec) or scalar path. */
+template <typename T, bool kVec> __host__ __device__ constexpr int vec_width()
+{
+    return kVec ? 16 / sizeof(T) : 1;
+}
+
+/* Runs f(vec_tag<true>()) when vec, else f(vec_tag<false>()): a launcher
  * writes its launch once, with the kernel's kVec template argument taken
- * from the tag. */
+ * from the tag's type. */
 template <bool b> struct vec_tag {
     static constexpr bool value = b;
 };

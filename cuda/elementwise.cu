@@ -1,10 +1,11 @@
 /* Elementwise and gather/scatter kernels of the CUDA backend: the bias
- * gradient's column sum, SwiGLU, RoPE, the token/position
- * embedding and its backward, add_inplace and the bf16 casts.  Each kernel
- * is the CPU kernel of src/kernels/cpu_ops.c (or src/kernels/cpu_model.c for the embedding)
- * with its loops turned into a grid: one thread per output element, a
- * grid-stride loop so any size works with a bounded grid, fp32 arithmetic
- * whatever the storage type.  The two reductions over rows are the
+ * gradient's column sum, SwiGLU, RoPE, the token/position embedding and
+ * its backward, and add_inplace (the bf16 casts are in casts.cu).  Each
+ * kernel is the CPU kernel of src/kernels/cpu_ops.c (or
+ * src/kernels/cpu_model.c for the embedding) with its loops turned into a
+ * grid: one thread per output element (or per 16 bytes of them, see the
+ * speed notes), a grid-stride loop so any size works with a bounded grid,
+ * fp32 arithmetic whatever the storage type.  The two reductions over rows are the
  * exceptions.  The bias gradient is common.cuh's two-stage column sum
  * (row chunks x column tiles into fp32 partials, then a fixed tree), which
  * fills a GPU whatever C is; the CPU sums in double, so the two agree to
@@ -83,15 +84,12 @@ __global__ void bias_partials_kernel(float *partial, const T *dout, int64_t N, i
 
 /* ---- activations ----------------------------------------------------------- */
 
-/* The vectorised kernels below (kVec) give each grid-stride item V = 16 /
- * sizeof(T) consecutive elements of a row, moved by 128-bit accesses, the
- * launcher having checked the layout (common.cuh's aligned16, widths_vec); the
- * scalar instantiation is the original one-element item.  The per-element
- * arithmetic is written once for both, so the two give the same bits. */
-template <typename T, bool kVec> __host__ __device__ constexpr int vec_width()
-{
-    return kVec ? 16 / sizeof(T) : 1;
-}
+/* The vectorised kernels below (kVec) give each grid-stride item V =
+ * vec_width<T, kVec>() consecutive elements of a row (16 bytes, moved by
+ * 128-bit accesses; the launcher has checked the layout with common.cuh's
+ * aligned16 and widths_vec), the scalar instantiation the original single
+ * element.  The per-element arithmetic is written once for both, so the
+ * two give the same bits. */
 
 /* Element e over N*F outputs: row n = e / F, column j = e % F; the row's
  * gate is at n*2F + j and its up at n*2F + F + j (F a multiple of V, so an
@@ -324,7 +322,7 @@ __global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int64_t B,
     }
 }
 
-/* ---- add, casts ------------------------------------------------------------ */
+/* ---- add ----------------------------------------------------------------- */
 
 template <typename T, bool kVec>
 __global__ void add_inplace_kernel(T *y, const T *x, int64_t n)
@@ -338,85 +336,6 @@ __global__ void add_inplace_kernel(T *y, const T *x, int64_t n)
         for (int v = 0; v < V; v++)
             a[v] += b[v];
         store_vec(&y[i * V], a);
-    }
-}
-
-/* The CPU's bf16_bits, verbatim in integer arithmetic, so the casts are
- * bit-identical to st_pack_bf16 including inf and NaN. */
-__device__ __forceinline__ uint16_t bf16_bits(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-/* The casts' vector items are 8 elements (16 bytes of bf16, 32 of fp32)
- * for pack / unpack and 4 for round_bf16.  unpack's fp32 values are the
- * bf16 words shifted up, in both paths (load16 does the same shift). */
-template <int V> __device__ __forceinline__ void unpack_item(const uint16_t *p, float (&v)[V])
-{
-    if constexpr (V == 1)
-        v[0] = __uint_as_float((uint32_t)*p << 16);
-    else
-        load_vec(as_bf16(p), v);
-}
-template <bool kVec>
-__global__ void round_bf16_kernel(float *dst, const float *src, int64_t n)
-{
-    constexpr int V = vec_width<float, kVec>();
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n / V;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float v[V];
-        load_vec(&src[i * V], v);
-        for (int k = 0; k < V; k++)
-            v[k] = __uint_as_float((uint32_t)bf16_bits(v[k]) << 16);
-        store_vec(&dst[i * V], v);
-    }
-}
-
-template <bool kVec>
-__global__ void pack_bf16_kernel(uint16_t *dst, const float *src, int64_t n)
-{
-    constexpr int V = vec_width<bf16, kVec>();
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n / V;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float v[V];
-        uint16_t h[V];
-        load_vec(&src[i * V], v);
-        for (int k = 0; k < V; k++)
-            h[k] = bf16_bits(v[k]);
-        if constexpr (kVec)
-            store16_bits(&dst[i * V], h);
-        else
-            dst[i] = h[0];
-    }
-}
-
-template <bool kVec>
-__global__ void unpack_bf16_kernel(float *dst, const uint16_t *src, int64_t n)
-{
-    constexpr int V = vec_width<bf16, kVec>();
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n / V;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float v[V];
-        unpack_item(&src[i * V], v);
-        store_vec(&dst[i * V], v);
-    }
-}
-
-template <bool kVec>
-__global__ void unpack_bf16_rows_kernel(float *dst, int64_t ldd, const uint16_t *src,
-                                        int64_t lds, int64_t rows, int64_t cols)
-{
-    constexpr int V = vec_width<bf16, kVec>();
-    const int64_t n = rows * cols / V;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i * V / cols, c = i * V - r * cols;
-        float v[V];
-        unpack_item(&src[r * lds + c], v);
-        store_vec(&dst[r * ldd + c], v);
     }
 }
 
@@ -672,56 +591,6 @@ cudaError_t st_cuda_add_inplace_bf16(uint16_t *y, const uint16_t *x, int64_t n,
                                      cudaStream_t s)
 {
     return add_inplace(as_bf16(y), as_bf16(x), n, s);
-}
-
-cudaError_t st_cuda_round_bf16(float *dst, const float *src, int64_t n, cudaStream_t s)
-{
-    if (n > 0)
-        with_vec(aligned16(dst, src) && widths_vec<float>(n), [&](auto tag) {
-            constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<float, kVec>();
-            round_bf16_kernel<kVec><<<grid_for(n / V, kThreads), kThreads, 0, s>>>(dst, src, n);
-        });
-    return launch_status();
-}
-cudaError_t st_cuda_pack_bf16(uint16_t *dst, const float *src, int64_t n, cudaStream_t s)
-{
-    if (n > 0)
-        with_vec(aligned16(dst, src) && widths_vec<bf16>(n), [&](auto tag) {
-            constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<bf16, kVec>();
-            pack_bf16_kernel<kVec><<<grid_for(n / V, kThreads), kThreads, 0, s>>>(dst, src, n);
-        });
-    return launch_status();
-}
-cudaError_t st_cuda_unpack_bf16(float *dst, const uint16_t *src, int64_t n,
-                                cudaStream_t s)
-{
-    if (n > 0)
-        with_vec(aligned16(dst, src) && widths_vec<bf16>(n), [&](auto tag) {
-            constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<bf16, kVec>();
-            unpack_bf16_kernel<kVec><<<grid_for(n / V, kThreads), kThreads, 0, s>>>(dst, src,
-                                                                                    n);
-        });
-    return launch_status();
-}
-cudaError_t st_cuda_unpack_bf16_rows(float *dst, int64_t ldd, const uint16_t *src,
-                                     int64_t lds, int64_t rows, int64_t cols,
-                                     cudaStream_t s)
-{
-    if (ldd < cols || lds < cols)
-        return cudaErrorInvalidValue;
-    if (rows > 0 && cols > 0)
-        with_vec(aligned16(dst, src) && widths_vec<bf16>(cols, lds) && widths_vec<float>(ldd),
-                 [&](auto tag) {
-                     constexpr bool kVec = decltype(tag)::value;
-                     constexpr int V = vec_width<bf16, kVec>();
-                     unpack_bf16_rows_kernel<kVec>
-                         <<<grid_for(rows * cols / V, kThreads), kThreads, 0, s>>>(
-                             dst, ldd, src, lds, rows, cols);
-                 });
-    return launch_status();
 }
 
 } /* extern "C" */

@@ -40,7 +40,10 @@ const int kRowThreads = 256; /* a multiple of 32, at most 1024 */
  * grouping did change the order of each thread's share of the row sums,
  * hence the last bits of mean, rstd and dx, from the one-column-per-thread
  * kernels it replaced; both orders are fp32 trees of the same depth.) */
-template <typename T> __host__ __device__ constexpr int group_width() { return 16 / sizeof(T); }
+template <typename T> __host__ __device__ constexpr int group_width()
+{
+    return vec_width<T, true>();
+}
 
 template <bool kVec, int V, typename T>
 __device__ __forceinline__ void load_cols(const T *p, int64_t c0, int64_t C, float (&v)[V])

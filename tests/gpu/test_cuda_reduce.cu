@@ -1,5 +1,5 @@
 /* The deterministic parallel reductions of the CUDA backend against the CPU
- * ops: the bias gradient (two-stage column sum, cuda/elementwise.cu), the
+ * ops, and the kernels' 16-byte paths: the bias gradient (two-stage column sum, cuda/elementwise.cu), the
  * LayerNorm / RMSNorm backward with their fused parameter gradients
  * (cuda/norms.cu) and the token-embedding backward (device sort by token,
  * one block row per token, cuda/elementwise.cu).  The shapes are chosen to
@@ -10,14 +10,23 @@
  * tokens that never occur, a single token throughout, and more rows than
  * the sort block has threads.
  *
- * Checks (TAP): each gradient against the CPU op within 1e-4 (fp32) or 2e-2
+ * It also covers the 16-byte paths (common.cuh) of the other memory-bound
+ * kernels: SwiGLU, RoPE, the embedding forward, add_inplace, the bf16 casts
+ * (cuda/casts.cu) and the norm forward, at widths that are multiples of 8
+ * (vector in fp32 and bf16), of 4 but not 8 (vector in fp32 only) and odd
+ * (scalar).
+ *
+ * Checks (TAP): each result against the CPU op within 1e-4 (fp32) or 2e-2
  * (bf16 storage), max |gpu - cpu| / max |cpu| as in test_cuda_ops.cu; the
- * token and position embedding gradients bit for bit against the CPU in
- * both modes (same inputs, same fp32 additions in the same order); the
- * bias gradient's 16-byte path bit-identical to its scalar path (the same
- * input at an offset that breaks the alignment).  Accumulators start
- * non-zero and workspaces are NaN-filled before each call, so a lost +=
- * or an unwritten partial fails.  Last, a "# digest" line hashes the bits
+ * token and position embedding gradients and the casts bit for bit against
+ * the CPU (same inputs, same fp32 operations in the same order); every
+ * vectorised op run on aligned operands and again on the same data skewed
+ * by one element, which must give the same bits, and under the emulation
+ * the count of 16-byte accesses must show the vector path taken exactly
+ * where the widths allow it and never for skewed operands (the emulation
+ * also aborts on a misaligned 16-byte access, as a GPU faults).
+ * Accumulators start non-zero and workspaces are NaN-filled before each
+ * call, so a lost += or an unwritten partial fails.  Last, a "# digest" line hashes the bits
  * of every result: tests/gpu/emu/run_reduce.sh runs the program again with
  * ST_EMU_REVERSE=1 (threads resumed last to first) and requires the same
  * digest.
