@@ -18,16 +18,6 @@ namespace {
 
 const int kThreads = 256;
 
-/* The CPU's bf16_bits, verbatim in integer arithmetic, so the casts are
- * bit-identical to st_pack_bf16 including inf and NaN. */
-__device__ __forceinline__ uint16_t bf16_bits(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* The casts' vector items are 8 elements (16 bytes of bf16, 32 of fp32)
  * for pack / unpack and 4 for round_bf16.  unpack's fp32 values are the
  * bf16 words shifted up, in both paths (load16 does the same shift). */
@@ -103,33 +93,32 @@ extern "C" {
 
 cudaError_t st_cuda_round_bf16(float *dst, const float *src, int64_t n, cudaStream_t s)
 {
+    const bool vec = aligned16(dst, src) && widths_vec<float>(n);
     if (n > 0)
-        with_vec(aligned16(dst, src) && widths_vec<float>(n), [&](auto tag) {
+        with_vec_items<float>(vec, n, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<float, kVec>();
-            round_bf16_kernel<kVec><<<grid_for(n / V, kThreads), kThreads, 0, s>>>(dst, src, n);
+            round_bf16_kernel<kVec><<<grid, kThreads, 0, s>>>(dst, src, n);
         });
     return launch_status();
 }
 cudaError_t st_cuda_pack_bf16(uint16_t *dst, const float *src, int64_t n, cudaStream_t s)
 {
+    const bool vec = aligned16(dst, src) && widths_vec<bf16>(n);
     if (n > 0)
-        with_vec(aligned16(dst, src) && widths_vec<bf16>(n), [&](auto tag) {
+        with_vec_items<bf16>(vec, n, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<bf16, kVec>();
-            pack_bf16_kernel<kVec><<<grid_for(n / V, kThreads), kThreads, 0, s>>>(dst, src, n);
+            pack_bf16_kernel<kVec><<<grid, kThreads, 0, s>>>(dst, src, n);
         });
     return launch_status();
 }
 cudaError_t st_cuda_unpack_bf16(float *dst, const uint16_t *src, int64_t n,
                                 cudaStream_t s)
 {
+    const bool vec = aligned16(dst, src) && widths_vec<bf16>(n);
     if (n > 0)
-        with_vec(aligned16(dst, src) && widths_vec<bf16>(n), [&](auto tag) {
+        with_vec_items<bf16>(vec, n, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<bf16, kVec>();
-            unpack_bf16_kernel<kVec><<<grid_for(n / V, kThreads), kThreads, 0, s>>>(dst, src,
-                                                                                    n);
+            unpack_bf16_kernel<kVec><<<grid, kThreads, 0, s>>>(dst, src, n);
         });
     return launch_status();
 }
@@ -139,15 +128,16 @@ cudaError_t st_cuda_unpack_bf16_rows(float *dst, int64_t ldd, const uint16_t *sr
 {
     if (ldd < cols || lds < cols)
         return cudaErrorInvalidValue;
+    /* fp32 rows of ldd need ldd a multiple of 4, bf16 rows of lds and the
+     * 8-element items a multiple of 8. */
+    const bool vec =
+        aligned16(dst, src) && widths_vec<bf16>(cols, lds) && widths_vec<float>(ldd);
     if (rows > 0 && cols > 0)
-        with_vec(aligned16(dst, src) && widths_vec<bf16>(cols, lds) && widths_vec<float>(ldd),
-                 [&](auto tag) {
-                     constexpr bool kVec = decltype(tag)::value;
-                     constexpr int V = vec_width<bf16, kVec>();
-                     unpack_bf16_rows_kernel<kVec>
-                         <<<grid_for(rows * cols / V, kThreads), kThreads, 0, s>>>(
-                             dst, ldd, src, lds, rows, cols);
-                 });
+        with_vec_items<bf16>(vec, rows * cols, kThreads, [&](auto tag, unsigned grid) {
+            constexpr bool kVec = decltype(tag)::value;
+            unpack_bf16_rows_kernel<kVec><<<grid, kThreads, 0, s>>>(dst, ldd, src, lds, rows,
+                                                                    cols);
+        });
     return launch_status();
 }
 

@@ -26,6 +26,18 @@ __device__ __forceinline__ float load_f(const bf16 *p) { return __bfloat162float
 __device__ __forceinline__ void store_f(float *p, float v) { *p = v; }
 __device__ __forceinline__ void store_f(bf16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
+/* fp32 -> bf16 bits as the CPU's bf16_bits (base/dtype.h), verbatim in
+ * integer arithmetic: finite values round to nearest even, inf and NaN
+ * are truncated.  The casts (casts.cu) and AdamW's bf16 copy use it, so
+ * they are bit-identical to st_pack_bf16 whatever the input. */
+__device__ __forceinline__ uint16_t bf16_bits(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7f800000u) != 0x7f800000u)
+        u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
 /* The C API passes bf16 buffers as uint16_t words; same bits. */
 __host__ __device__ __forceinline__ bf16 *as_bf16(uint16_t *p)
 {
@@ -107,6 +119,17 @@ __device__ __forceinline__ void store16_bits(uint16_t *p, const uint16_t (&h)[8]
     *reinterpret_cast<uint4 *>(p) = q;
 }
 
+/* with_vec for a grid-stride launch over n elements of T: f(tag, grid),
+ * the grid sized by grid_for for the n / V items of the path taken. */
+template <typename T, typename F>
+static inline void with_vec_items(bool vec, int64_t n, int threads, F f)
+{
+    if (vec)
+        f(vec_tag<true>(), grid_for(n / vec_width<T, true>(), threads));
+    else
+        f(vec_tag<false>(), grid_for(n, threads));
+}
+
 /* 16 bytes of storage elements as fp32, in one 128-bit access: p must be
  * 16-byte aligned (the callers check their layout before choosing this
  * path).  bf16 -> fp32 is exact: the word is the top half of the float;
@@ -148,7 +171,8 @@ __device__ __forceinline__ void store16(bf16 *p, const float (&v)[8])
  * (the scalar path: load_f / store_f, as before the vector paths), else
  * V * sizeof(T) / 16 128-bit accesses (p 16-byte aligned).  The values,
  * hence every result computed from them, are the same either way. */
-template <int V, typename T> __device__ __forceinline__ void load_vec(const T *p, float (&v)[V])
+template <int V, typename T>
+__device__ __forceinline__ void load_vec(const T *p, float (&v)[V])
 {
     if constexpr (V == 1) {
         v[0] = load_f(p);
@@ -159,7 +183,8 @@ template <int V, typename T> __device__ __forceinline__ void load_vec(const T *p
             load16(p + k * W, *reinterpret_cast<float(*)[W]>(&v[k * W]));
     }
 }
-template <int V, typename T> __device__ __forceinline__ void store_vec(T *p, const float (&v)[V])
+template <int V, typename T>
+__device__ __forceinline__ void store_vec(T *p, const float (&v)[V])
 {
     if constexpr (V == 1) {
         store_f(p, v[0]);

@@ -355,7 +355,7 @@ cudaError_t bias_backward(float *dbias, const T *dout, int64_t N, int64_t C, voi
     const dim3 grid((unsigned)R, (unsigned)((C + 32 * V - 1) / (32 * V)));
     /* 16-byte loads need every row start, hence dout and C * sizeof(T),
      * on a 16-byte boundary. */
-    if (C % V == 0 && reinterpret_cast<uintptr_t>(dout) % 16 == 0)
+    if (aligned16(dout) && widths_vec<T>(C))
         bias_partials_kernel<T, true><<<grid, dim3(32, kBiasRowThreads), 0, s>>>(
             partial, dout, N, C);
     else
@@ -372,12 +372,11 @@ cudaError_t bias_backward(float *dbias, const T *dout, int64_t N, int64_t C, voi
 template <typename T>
 cudaError_t swiglu_forward(T *out, const T *gu, int64_t N, int64_t F, cudaStream_t s)
 {
+    const bool vec = aligned16(out, gu) && widths_vec<T>(F);
     if (N * F > 0)
-        with_vec(aligned16(out, gu) && widths_vec<T>(F), [&](auto tag) {
+        with_vec_items<T>(vec, N * F, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<T, kVec>();
-            swiglu_forward_kernel<T, kVec><<<grid_for(N * F / V, kThreads), kThreads, 0, s>>>(
-                out, gu, N, F);
+            swiglu_forward_kernel<T, kVec><<<grid, kThreads, 0, s>>>(out, gu, N, F);
         });
     return launch_status();
 }
@@ -386,12 +385,11 @@ template <typename T>
 cudaError_t swiglu_backward(T *dgu, const T *gu, const T *dout, int64_t N, int64_t F,
                             cudaStream_t s)
 {
+    const bool vec = aligned16(dgu, gu, dout) && widths_vec<T>(F);
     if (N * F > 0)
-        with_vec(aligned16(dgu, gu, dout) && widths_vec<T>(F), [&](auto tag) {
+        with_vec_items<T>(vec, N * F, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<T, kVec>();
-            swiglu_backward_kernel<T, kVec><<<grid_for(N * F / V, kThreads), kThreads, 0, s>>>(
-                dgu, gu, dout, N, F);
+            swiglu_backward_kernel<T, kVec><<<grid, kThreads, 0, s>>>(dgu, gu, dout, N, F);
         });
     return launch_status();
 }
@@ -402,11 +400,11 @@ cudaError_t rope_apply(T *x, int64_t ld, int64_t B, int64_t Tlen, int64_t n_head
                        cudaStream_t s)
 {
     const int64_t work = B * Tlen * n_heads * (hd / 2);
+    const bool vec = aligned16(x, cos_t, sin_t) && widths_vec<T>(ld, hd / 2);
     if (work > 0)
-        with_vec(aligned16(x, cos_t, sin_t) && widths_vec<T>(ld, hd / 2), [&](auto tag) {
+        with_vec_items<T>(vec, work, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<T, kVec>();
-            rope_apply_kernel<T, kVec><<<grid_for(work / V, kThreads), kThreads, 0, s>>>(
+            rope_apply_kernel<T, kVec><<<grid, kThreads, 0, s>>>(
                 x, ld, B * Tlen, Tlen, n_heads, hd, cos_t, sin_t, inverse ? -1.0f : 1.0f);
         });
     return launch_status();
@@ -417,11 +415,11 @@ cudaError_t embed_forward(T *out, const T *wte, const T *wpe, const int32_t *tok
                           int64_t B, int64_t Tlen, int64_t C, cudaStream_t s)
 {
     const int64_t work = B * Tlen * C;
+    const bool vec = aligned16(out, wte, wpe) && widths_vec<T>(C);
     if (work > 0)
-        with_vec(aligned16(out, wte, wpe) && widths_vec<T>(C), [&](auto tag) {
+        with_vec_items<T>(vec, work, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<T, kVec>();
-            embed_forward_kernel<T, kVec><<<grid_for(work / V, kThreads), kThreads, 0, s>>>(
+            embed_forward_kernel<T, kVec><<<grid, kThreads, 0, s>>>(
                 out, wte, wpe, tokens, B * Tlen, Tlen, C);
         });
     return launch_status();
@@ -464,12 +462,12 @@ cudaError_t embed_backward(float *dwte, float *dwpe, const int32_t *tokens, cons
         const dim3 grid(gx, (unsigned)((C / V + 255) / 256));
         embed_backward_wte_kernel<T, kVec><<<grid, 256, 0, s>>>(dwte, keys, seg, nseg, dout, C);
     });
+    const bool vec = aligned16(dwpe, dout) && widths_vec<T>(C); /* dwpe NULL: not used */
     if (dwpe)
-        with_vec(aligned16(dwpe, dout) && widths_vec<T>(C), [&](auto tag) {
+        with_vec_items<T>(vec, Tlen * C, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<T, kVec>();
-            const unsigned grid = grid_for(Tlen * C / V, kThreads);
-            embed_backward_wpe_kernel<T, kVec><<<grid, kThreads, 0, s>>>(dwpe, dout, B, Tlen, C);
+            embed_backward_wpe_kernel<T, kVec><<<grid, kThreads, 0, s>>>(
+                dwpe, dout, B, Tlen, C);
         });
     return launch_status();
 }
@@ -477,11 +475,11 @@ cudaError_t embed_backward(float *dwte, float *dwpe, const int32_t *tokens, cons
 template <typename T>
 cudaError_t add_inplace(T *y, const T *x, int64_t n, cudaStream_t s)
 {
+    const bool vec = aligned16(y, x) && widths_vec<T>(n);
     if (n > 0)
-        with_vec(aligned16(y, x) && widths_vec<T>(n), [&](auto tag) {
+        with_vec_items<T>(vec, n, kThreads, [&](auto tag, unsigned grid) {
             constexpr bool kVec = decltype(tag)::value;
-            constexpr int V = vec_width<T, kVec>();
-            add_inplace_kernel<T, kVec><<<grid_for(n / V, kThreads), kThreads, 0, s>>>(y, x, n);
+            add_inplace_kernel<T, kVec><<<grid, kThreads, 0, s>>>(y, x, n);
         });
     return launch_status();
 }

@@ -1,14 +1,15 @@
 /* The deterministic parallel reductions of the CUDA backend against the CPU
- * ops, and the kernels' 16-byte paths: the bias gradient (two-stage column sum, cuda/elementwise.cu), the
- * LayerNorm / RMSNorm backward with their fused parameter gradients
- * (cuda/norms.cu) and the token-embedding backward (device sort by token,
- * one block row per token, cuda/elementwise.cu).  The shapes are chosen to
- * break the reductions' tiling: several row chunks with a partial last one,
- * several column tiles with a partial last one, widths that are and are not
- * a multiple of the 16-byte vector, norm widths over 4096 and 8192 (the
- * wide register variant and the unfused path), and token batches with long runs of one token,
- * tokens that never occur, a single token throughout, and more rows than
- * the sort block has threads.
+ * ops, and the kernels' 16-byte paths.  The reductions: the bias gradient
+ * (two-stage column sum, cuda/elementwise.cu), the LayerNorm / RMSNorm
+ * backward with their fused parameter gradients (cuda/norms.cu) and the
+ * token-embedding backward (device sort by token, one block row per token,
+ * cuda/elementwise.cu).  The shapes are chosen to break the reductions'
+ * tiling: several row chunks with a partial last one, several column tiles
+ * with a partial last one, widths that are and are not a multiple of the
+ * 16-byte vector, norm widths over 4096 and 8192 (the wide register
+ * variant and the unfused path), and token batches with long runs of one
+ * token, tokens that never occur, a single token throughout, and more rows
+ * than the sort block has threads.
  *
  * It also covers the 16-byte paths (common.cuh) of the other memory-bound
  * kernels: SwiGLU, RoPE, the embedding forward, add_inplace, the bf16 casts
@@ -225,21 +226,32 @@ static void test_bias(bool bf, int64_t N, int64_t C)
     free_all();
 }
 
+/* A norm test's inputs, x with rows that have a mean to subtract, and the
+ * CPU forward's out, mean (LayerNorm) and rstd. */
+struct NormCase {
+    std::vector<float> x, w, b, out, mean, rstd;
+    NormCase(bool bf, bool layer, int64_t N, int64_t C)
+        : x(rnd(N * C, bf, 2.0f)), w(rnd(C, bf)), b(rnd(C, bf)), out(N * C), mean(N), rstd(N)
+    {
+        for (int64_t i = 0; i < N * C; i++)
+            x[i] = bf ? f_of(bf16_of(x[i] + 0.5f)) : x[i] + 0.5f;
+        if (layer)
+            st_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
+                                 b.data(), N, C, 1e-5f);
+        else
+            st_rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    }
+};
+
 /* The forward (out, mean, rstd) against the CPU, both paths. */
 static void test_norm_forward(bool bf, bool layer, int64_t N, int64_t C)
 {
     char shape[64];
     const char *name = layer ? "layernorm_forward" : "rmsnorm_forward";
     snprintf(shape, sizeof shape, "N=%lld C=%lld", (long long)N, (long long)C);
-    std::vector<float> x = rnd(N * C, bf, 2.0f), w = rnd(C, bf), b = rnd(C, bf);
-    for (int64_t i = 0; i < N * C; i++)
-        x[i] = bf ? f_of(bf16_of(x[i] + 0.5f)) : x[i] + 0.5f;
-    std::vector<float> out(N * C), mean(N), rstd(N);
-    if (layer)
-        st_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
-                             b.data(), N, C, 1e-5f);
-    else
-        st_rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    NormCase nc(bf, layer, N, C);
+    const std::vector<float> &x = nc.x, &w = nc.w, &b = nc.b, &out = nc.out, &mean = nc.mean,
+                             &rstd = nc.rstd;
     std::vector<float> got = both_paths(name, bf, shape, vec_width_ok(bf, C), [&](int k) {
         void *o = nan_buf(N * C, bf, k);
         float *m = (float *)nan_buf(N, false, 0), *r = (float *)nan_buf(N, false, 0);
@@ -274,15 +286,8 @@ static void test_norm(bool bf, bool layer, int64_t N, int64_t C, bool sep)
     const char *name = layer ? "layernorm" : "rmsnorm";
     snprintf(shape, sizeof shape, "N=%lld C=%lld%s", (long long)N, (long long)C,
              sep ? " dres" : "");
-    std::vector<float> x = rnd(N * C, bf, 2.0f), w = rnd(C, bf), b = rnd(C, bf);
-    for (int64_t i = 0; i < N * C; i++) /* rows with a mean to subtract */
-        x[i] = bf ? f_of(bf16_of(x[i] + 0.5f)) : x[i] + 0.5f;
-    std::vector<float> out(N * C), mean(N), rstd(N);
-    if (layer)
-        st_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
-                             b.data(), N, C, 1e-5f);
-    else
-        st_rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    NormCase nc(bf, layer, N, C);
+    const std::vector<float> &x = nc.x, &w = nc.w, &mean = nc.mean, &rstd = nc.rstd;
     std::vector<float> dout = rnd(N * C, bf), dx0 = rnd(N * C, bf), dw0 = rnd(C, false),
                        db0 = rnd(C, false);
     std::vector<float> rdx = dx0, rdw = dw0, rdb = db0;
@@ -313,9 +318,9 @@ static void test_norm(bool bf, bool layer, int64_t N, int64_t C, bool sep)
                                                    (const float *)dww, dmean, drstd, N, C, ws,
                                                    0));
         else
-            CK(bf ? st_cuda_rmsnorm_backward_bf16((uint16_t *)ddx, (const uint16_t *)dres, ddw,
-                                                  (const uint16_t *)ddout, (const uint16_t *)dxx,
-                                                  (const uint16_t *)dww, drstd, N, C, ws, 0)
+            CK(bf ? st_cuda_rmsnorm_backward_bf16(
+                        (uint16_t *)ddx, (const uint16_t *)dres, ddw, (const uint16_t *)ddout,
+                        (const uint16_t *)dxx, (const uint16_t *)dww, drstd, N, C, ws, 0)
                   : st_cuda_rmsnorm_backward_f32((float *)ddx, (const float *)dres, ddw,
                                                  (const float *)ddout, (const float *)dxx,
                                                  (const float *)dww, drstd, N, C, ws, 0));
@@ -356,7 +361,8 @@ static void test_embed(bool bf, bool gpt2, int64_t B, int64_t T, int64_t C, int6
                  : kind == 2 ? (int32_t)(r % 7)
                  : (u % 2) ? 3 : (int32_t)(u % (uint32_t)(V / 2));
     }
-    std::vector<float> dout = rnd(N * C, bf), wte0 = rnd(V * C, false), wpe0 = rnd(T * C, false);
+    std::vector<float> dout = rnd(N * C, bf), wte0 = rnd(V * C, false),
+                       wpe0 = rnd(T * C, false);
     std::vector<float> rwte = wte0, rwpe = wpe0;
     if (ref_embed_backward(rwte.data(), gpt2 ? rwpe.data() : NULL, tok.data(), dout.data(), B,
                            T, C, V))
@@ -518,37 +524,29 @@ static void test_casts(int64_t n)
     st_round_bf16(rround.data(), src.data(), n);
     st_pack_bf16(rpack.data(), src.data(), n);
     st_unpack_bf16(runp.data(), rpack.data(), n);
-    auto same = [](const char *what, const char *shape, const std::vector<float> &a,
-                   const std::vector<float> &b) {
-        tap_ok(!memcmp(a.data(), b.data(), a.size() * 4), "%s %s: bit-identical to the CPU",
-               what, shape);
+    /* op(dst, src) on NaN-filled dst; unpack's input is pack's result
+     * (runp's values are bf16, so up() gives exactly rpack's words). */
+    auto cast = [&](const char *what, bool bf_out, bool bf_in, const std::vector<float> &ref,
+                    auto op) {
+        const bool vec = vec_width_ok(bf_out || bf_in, n);
+        std::vector<float> got = both_paths(what, bf_out || bf_in, shape, vec, [&](int k) {
+            void *d = nan_buf(n, bf_out, k);
+            CK(op(d, up(bf_in ? runp : src, bf_in, k)));
+            CK(cudaDeviceSynchronize());
+            return down(d, n, bf_out);
+        });
+        tap_ok(!memcmp(got.data(), ref.data(), n * 4), "%s %s: bit-identical to the CPU", what,
+               shape);
     };
-    same("round_bf16", shape,
-         both_paths("round_bf16", false, shape, vec_width_ok(false, n), [&](int k) {
-             float *d = (float *)nan_buf(n, false, k);
-             CK(st_cuda_round_bf16(d, (const float *)up(src, false, k), n, 0));
-             CK(cudaDeviceSynchronize());
-             return down(d, n, false);
-         }),
-         rround);
-    same("pack_bf16", shape,
-         both_paths("pack_bf16", true, shape, vec_width_ok(true, n), [&](int k) {
-             uint16_t *d = (uint16_t *)nan_buf(n, true, k);
-             CK(st_cuda_pack_bf16(d, (const float *)up(src, false, k), n, 0));
-             CK(cudaDeviceSynchronize());
-             return down(d, n, true);
-         }),
-         runp);
-    same("unpack_bf16", shape,
-         both_paths("unpack_bf16", true, shape, vec_width_ok(true, n), [&](int k) {
-             float *d = (float *)nan_buf(n, false, k);
-             uint16_t *w = (uint16_t *)nan_buf(n, true, k);
-             CK(cudaMemcpy(w, rpack.data(), n * 2, cudaMemcpyHostToDevice));
-             CK(st_cuda_unpack_bf16(d, w, n, 0));
-             CK(cudaDeviceSynchronize());
-             return down(d, n, false);
-         }),
-         runp);
+    cast("round_bf16", false, false, rround, [&](void *d, const void *in) {
+        return st_cuda_round_bf16((float *)d, (const float *)in, n, 0);
+    });
+    cast("pack_bf16", true, false, runp, [&](void *d, const void *in) {
+        return st_cuda_pack_bf16((uint16_t *)d, (const float *)in, n, 0);
+    });
+    cast("unpack_bf16", false, true, runp, [&](void *d, const void *in) {
+        return st_cuda_unpack_bf16((float *)d, (const uint16_t *)in, n, 0);
+    });
     free_all();
 }
 
