@@ -45,14 +45,6 @@ namespace {
 
 const int kThreads = 256;
 
-__device__ __forceinline__ uint16_t bf16_bits(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 /* The segments of one launch, by value in the kernel's parameters (about
  * 1 KiB of the 4 KiB a launch may carry).  Segment i covers the flat index
  * range [begin[i], begin[i + 1]) and maps it onto the shard from

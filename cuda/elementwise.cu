@@ -1,10 +1,11 @@
 /* Elementwise and gather/scatter kernels of the CUDA backend: the bias
- * gradient's column sum, SwiGLU, RoPE, the token/position
- * embedding and its backward, add_inplace and the bf16 casts.  Each kernel
- * is the CPU kernel of src/kernels/cpu_ops.c (or src/kernels/cpu_model.c for the embedding)
- * with its loops turned into a grid: one thread per output element, a
- * grid-stride loop so any size works with a bounded grid, fp32 arithmetic
- * whatever the storage type.  The two reductions over rows are the
+ * gradient's column sum, SwiGLU, RoPE, the token/position embedding and
+ * its backward, and add_inplace (the bf16 casts are in casts.cu).  Each
+ * kernel is the CPU kernel of src/kernels/cpu_ops.c (or
+ * src/kernels/cpu_model.c for the embedding) with its loops turned into a
+ * grid: one thread per output element (or per 16 bytes of them, see the
+ * speed notes), a grid-stride loop so any size works with a bounded grid,
+ * fp32 arithmetic whatever the storage type.  The two reductions over rows are the
  * exceptions.  The bias gradient is common.cuh's two-stage column sum
  * (row chunks x column tiles into fp32 partials, then a fixed tree), which
  * fills a GPU whatever C is; the CPU sums in double, so the two agree to
@@ -13,10 +14,15 @@
  * in ascending order, the CPU's order, so in fp32 it reproduces the CPU
  * bit for bit.  Neither uses atomics: results do not depend on scheduling.
  *
- * Speed notes: these kernels are memory-bound and written for obvious
- * correctness; the bias sum and the cross-entropy (xent.cu) use 16-byte
- * loads (common.cuh's load16), the other elementwise kernels would gain
- * from them in bf16. */
+ * Speed notes: these kernels are memory-bound.  Each has a 16-byte path
+ * (a template flag kVec: every thread moves V = 16 / sizeof(T) adjacent
+ * elements with 128-bit loads and stores, common.cuh's load16 / store16)
+ * that its launcher takes when the pointers are 16-byte aligned and the
+ * row widths and strides multiples of V, and otherwise the one-element
+ * scalar path.  The arithmetic per element, and the order of additions in
+ * the two embedding gradients, are the same in both, so they give the same
+ * bits.  The sort of the token-embedding gradient stays scalar (one
+ * block, latency-bound). */
 #include "common.cuh"
 
 using namespace st_cuda;
@@ -78,33 +84,54 @@ __global__ void bias_partials_kernel(float *partial, const T *dout, int64_t N, i
 
 /* ---- activations ----------------------------------------------------------- */
 
-/* Index i over N*F outputs: row n = i / F, column j = i % F; the row's
- * gate is at n*2F + j and its up at n*2F + F + j. */
-template <typename T>
+/* The vectorised kernels below (kVec) give each grid-stride item V =
+ * vec_width<T, kVec>() consecutive elements of a row (16 bytes, moved by
+ * 128-bit accesses; the launcher has checked the layout with common.cuh's
+ * aligned16 and widths_vec), the scalar instantiation the original single
+ * element.  The per-element arithmetic is written once for both, so the
+ * two give the same bits. */
+
+/* Element e over N*F outputs: row n = e / F, column j = e % F; the row's
+ * gate is at n*2F + j and its up at n*2F + F + j (F a multiple of V, so an
+ * item stays in one row). */
+template <typename T, bool kVec>
 __global__ void swiglu_forward_kernel(T *out, const T *gate_up, int64_t N, int64_t F)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * F;
+    constexpr int V = vec_width<T, kVec>();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * F / V;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t n = i / F, j = i - n * F;
+        const int64_t e = i * V, n = e / F, j = e - n * F;
         const T *row = gate_up + n * 2 * F;
-        float g = load_f(&row[j]), u = load_f(&row[F + j]);
-        store_f(&out[i], g / (1.0f + expf(-g)) * u);
+        float g[V], u[V], o[V];
+        load_vec(&row[j], g);
+        load_vec(&row[F + j], u);
+        for (int v = 0; v < V; v++)
+            o[v] = g[v] / (1.0f + expf(-g[v])) * u[v];
+        store_vec(&out[e], o);
     }
 }
 
-template <typename T>
+template <typename T, bool kVec>
 __global__ void swiglu_backward_kernel(T *d_gate_up, const T *gate_up, const T *dout,
                                        int64_t N, int64_t F)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * F;
+    constexpr int V = vec_width<T, kVec>();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * F / V;
          i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t n = i / F, j = i - n * F;
+        const int64_t e = i * V, n = e / F, j = e - n * F;
         const T *row = gate_up + n * 2 * F;
         T *drow = d_gate_up + n * 2 * F;
-        float g = load_f(&row[j]), u = load_f(&row[F + j]), d = load_f(&dout[i]);
-        float sig = 1.0f / (1.0f + expf(-g));
-        store_f(&drow[F + j], d * g * sig);
-        store_f(&drow[j], d * u * sig * (1.0f + g * (1.0f - sig)));
+        float g[V], u[V], d[V], dg[V], du[V];
+        load_vec(&row[j], g);
+        load_vec(&row[F + j], u);
+        load_vec(&dout[e], d);
+        for (int v = 0; v < V; v++) {
+            const float sig = 1.0f / (1.0f + expf(-g[v]));
+            du[v] = d[v] * g[v] * sig;
+            dg[v] = d[v] * u[v] * sig * (1.0f + g[v] * (1.0f - sig));
+        }
+        store_vec(&drow[F + j], du);
+        store_vec(&drow[j], dg);
     }
 }
 
@@ -126,42 +153,59 @@ __global__ void rope_tables_kernel(float *cos_t, float *sin_t, int64_t T, int64_
     }
 }
 
-/* One thread per rotated pair (row r, head h, i < hd/2): channels i and
- * i + hd/2 of the head, HF's rotate_half pairing.  The pair is read and
- * written by the same thread, so the in-place update needs no barrier. */
-template <typename T>
+/* One item per V rotated pairs (row r, head h, i .. i + V - 1 < hd/2):
+ * channels i and i + hd/2 of the head, HF's rotate_half pairing.  The pairs
+ * are read and written by the same thread, so the in-place update needs no
+ * barrier.  The vector path needs hd/2 and ld multiples of V (x's rows,
+ * heads and halves, and the tables' rows, start on 16 bytes). */
+template <typename T, bool kVec>
 __global__ void rope_apply_kernel(T *x, int64_t ld, int64_t rows, int64_t Tlen,
                                   int64_t n_heads, int64_t hd, const float *cos_t,
                                   const float *sin_t, float sgn)
 {
-    const int64_t half = hd / 2, per_row = n_heads * half;
+    constexpr int V = vec_width<T, kVec>();
+    const int64_t half = hd / 2, per_row = n_heads * half / V;
     for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < rows * per_row;
          k += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = k / per_row, rem = k - r * per_row;
-        int64_t h = rem / half, i = rem - h * half;
-        int64_t t = r % Tlen;
-        T *v = x + r * ld + h * hd;
-        float a = load_f(&v[i]), b = load_f(&v[i + half]);
-        float c = cos_t[t * half + i], s = sgn * sin_t[t * half + i];
-        store_f(&v[i], a * c - b * s);
-        store_f(&v[i + half], b * c + a * s);
+        const int64_t r = k / per_row, rem = (k - r * per_row) * V;
+        const int64_t h = rem / half, i = rem - h * half;
+        const int64_t t = r % Tlen;
+        T *p = x + r * ld + h * hd;
+        float a[V], b[V], c[V], s[V], oa[V], ob[V];
+        load_vec(&p[i], a);
+        load_vec(&p[i + half], b);
+        load_vec(&cos_t[t * half + i], c);
+        load_vec(&sin_t[t * half + i], s);
+        for (int v = 0; v < V; v++) {
+            const float sv = sgn * s[v];
+            oa[v] = a[v] * c[v] - b[v] * sv;
+            ob[v] = b[v] * c[v] + a[v] * sv;
+        }
+        store_vec(&p[i], oa);
+        store_vec(&p[i + half], ob);
     }
 }
 
 /* ---- embedding ------------------------------------------------------------- */
 
-template <typename T>
+/* Item: V consecutive columns of one output row (C a multiple of V). */
+template <typename T, bool kVec>
 __global__ void embed_forward_kernel(T *out, const T *wte, const T *wpe,
                                      const int32_t *tokens, int64_t rows, int64_t Tlen,
                                      int64_t C)
 {
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < rows * C;
+    constexpr int V = vec_width<T, kVec>();
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < rows * C / V;
          k += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = k / C, c = k - r * C;
-        float e = load_f(&wte[(int64_t)tokens[r] * C + c]);
-        if (wpe)
-            e += load_f(&wpe[(r % Tlen) * C + c]);
-        store_f(&out[k], e);
+        const int64_t e = k * V, r = e / C, c = e - r * C;
+        float o[V], p[V];
+        load_vec(&wte[(int64_t)tokens[r] * C + c], o);
+        if (wpe) {
+            load_vec(&wpe[(r % Tlen) * C + c], p);
+            for (int v = 0; v < V; v++)
+                o[v] += p[v];
+        }
+        store_vec(&out[e], o);
     }
 }
 
@@ -180,7 +224,9 @@ __global__ void embed_forward_kernel(T *out, const T *wte, const T *wpe,
  * sequence of float additions (st_embed_backward walks rows in order), so
  * fp32 results equal the CPU's bit for bit.  The parallelism is now
  * distinct tokens x C instead of C, and the sequential depth the longest
- * run instead of N. */
+ * run instead of N.  With kVec a thread owns V adjacent columns, read
+ * and accumulated 16 bytes at a time, each column's additions in the
+ * same order. */
 const int kSortThreads = 1024;
 
 __global__ void embed_sort_kernel(uint64_t *keys, int32_t *seg, int32_t *nseg,
@@ -231,89 +277,65 @@ __global__ void embed_sort_kernel(uint64_t *keys, int32_t *seg, int32_t *nseg,
             seg[o++] = (int32_t)i;
 }
 
-template <typename T>
+template <typename T, bool kVec>
 __global__ void embed_backward_wte_kernel(float *dwte, const uint64_t *keys,
                                           const int32_t *seg, const int32_t *nseg,
                                           const T *dout, int64_t C)
 {
-    const int64_t c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    constexpr int V = vec_width<T, kVec>();
+    const int64_t c = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * V;
     if (c >= C)
         return;
     const int32_t runs = *nseg;
     for (int32_t s = blockIdx.x; s < runs; s += gridDim.x) {
         const int32_t i0 = seg[s], i1 = seg[s + 1];
         float *e = dwte + (int64_t)(keys[i0] >> 32) * C + c;
-        float acc = *e;
-        for (int32_t i = i0; i < i1; i++)
-            acc += load_f(&dout[(int64_t)(uint32_t)keys[i] * C + c]);
-        *e = acc;
+        float acc[V], q[V];
+        load_vec(e, acc);
+        for (int32_t i = i0; i < i1; i++) {
+            load_vec(&dout[(int64_t)(uint32_t)keys[i] * C + c], q);
+            for (int v = 0; v < V; v++)
+                acc[v] += q[v];
+        }
+        store_vec(e, acc);
     }
 }
 
 /* Position table: element (t, c) receives rows b*T + t for b = 0..B-1, in
- * that order (the CPU's row order), so one thread per element, no race. */
-template <typename T>
+ * that order (the CPU's row order), so one thread per item of V elements,
+ * no race. */
+template <typename T, bool kVec>
 __global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int64_t B,
                                           int64_t Tlen, int64_t C)
 {
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < Tlen * C;
+    constexpr int V = vec_width<T, kVec>();
+    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < Tlen * C / V;
          k += (int64_t)gridDim.x * blockDim.x) {
-        float acc = dwpe[k];
-        for (int64_t b = 0; b < B; b++)
-            acc += load_f(&dout[b * Tlen * C + k]);
-        dwpe[k] = acc;
+        float acc[V], q[V];
+        load_vec(&dwpe[k * V], acc);
+        for (int64_t b = 0; b < B; b++) {
+            load_vec(&dout[b * Tlen * C + k * V], q);
+            for (int v = 0; v < V; v++)
+                acc[v] += q[v];
+        }
+        store_vec(&dwpe[k * V], acc);
     }
 }
 
-/* ---- add, casts ------------------------------------------------------------ */
+/* ---- add ----------------------------------------------------------------- */
 
-template <typename T>
+template <typename T, bool kVec>
 __global__ void add_inplace_kernel(T *y, const T *x, int64_t n)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        store_f(&y[i], load_f(&y[i]) + load_f(&x[i]));
-}
-
-/* The CPU's bf16_bits, verbatim in integer arithmetic, so the casts are
- * bit-identical to st_pack_bf16 including inf and NaN. */
-__device__ __forceinline__ uint16_t bf16_bits(float f)
-{
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7f800000u) != 0x7f800000u)
-        u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-__global__ void round_bf16_kernel(float *dst, const float *src, int64_t n)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = __uint_as_float((uint32_t)bf16_bits(src[i]) << 16);
-}
-
-__global__ void pack_bf16_kernel(uint16_t *dst, const float *src, int64_t n)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = bf16_bits(src[i]);
-}
-
-__global__ void unpack_bf16_kernel(float *dst, const uint16_t *src, int64_t n)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = __uint_as_float((uint32_t)src[i] << 16);
-}
-
-__global__ void unpack_bf16_rows_kernel(float *dst, int64_t ldd, const uint16_t *src,
-                                        int64_t lds, int64_t rows, int64_t cols)
-{
-    const int64_t n = rows * cols;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+    constexpr int V = vec_width<T, kVec>();
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n / V;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / cols, c = i - r * cols;
-        dst[r * ldd + c] = __uint_as_float((uint32_t)src[r * lds + c] << 16);
+        float a[V], b[V];
+        load_vec(&y[i * V], a);
+        load_vec(&x[i * V], b);
+        for (int v = 0; v < V; v++)
+            a[v] += b[v];
+        store_vec(&y[i * V], a);
     }
 }
 
@@ -333,7 +355,7 @@ cudaError_t bias_backward(float *dbias, const T *dout, int64_t N, int64_t C, voi
     const dim3 grid((unsigned)R, (unsigned)((C + 32 * V - 1) / (32 * V)));
     /* 16-byte loads need every row start, hence dout and C * sizeof(T),
      * on a 16-byte boundary. */
-    if (C % V == 0 && reinterpret_cast<uintptr_t>(dout) % 16 == 0)
+    if (aligned16(dout) && widths_vec<T>(C))
         bias_partials_kernel<T, true><<<grid, dim3(32, kBiasRowThreads), 0, s>>>(
             partial, dout, N, C);
     else
@@ -344,11 +366,18 @@ cudaError_t bias_backward(float *dbias, const T *dout, int64_t N, int64_t C, voi
     return launch_status();
 }
 
+/* Each launcher takes the 16-byte path (kVec) only when the pointers it
+ * passes are 16-byte aligned and the widths that place rows and items are
+ * multiples of V (common.cuh); the kernels' comments say which. */
 template <typename T>
 cudaError_t swiglu_forward(T *out, const T *gu, int64_t N, int64_t F, cudaStream_t s)
 {
+    const bool vec = aligned16(out, gu) && widths_vec<T>(F);
     if (N * F > 0)
-        swiglu_forward_kernel<T><<<grid_for(N * F, kThreads), kThreads, 0, s>>>(out, gu, N, F);
+        with_vec_items<T>(vec, N * F, kThreads, [&](auto tag, unsigned grid) {
+            constexpr bool kVec = decltype(tag)::value;
+            swiglu_forward_kernel<T, kVec><<<grid, kThreads, 0, s>>>(out, gu, N, F);
+        });
     return launch_status();
 }
 
@@ -356,9 +385,12 @@ template <typename T>
 cudaError_t swiglu_backward(T *dgu, const T *gu, const T *dout, int64_t N, int64_t F,
                             cudaStream_t s)
 {
+    const bool vec = aligned16(dgu, gu, dout) && widths_vec<T>(F);
     if (N * F > 0)
-        swiglu_backward_kernel<T><<<grid_for(N * F, kThreads), kThreads, 0, s>>>(
-            dgu, gu, dout, N, F);
+        with_vec_items<T>(vec, N * F, kThreads, [&](auto tag, unsigned grid) {
+            constexpr bool kVec = decltype(tag)::value;
+            swiglu_backward_kernel<T, kVec><<<grid, kThreads, 0, s>>>(dgu, gu, dout, N, F);
+        });
     return launch_status();
 }
 
@@ -367,10 +399,14 @@ cudaError_t rope_apply(T *x, int64_t ld, int64_t B, int64_t Tlen, int64_t n_head
                        int64_t hd, const float *cos_t, const float *sin_t, int inverse,
                        cudaStream_t s)
 {
-    int64_t work = B * Tlen * n_heads * (hd / 2);
+    const int64_t work = B * Tlen * n_heads * (hd / 2);
+    const bool vec = aligned16(x, cos_t, sin_t) && widths_vec<T>(ld, hd / 2);
     if (work > 0)
-        rope_apply_kernel<T><<<grid_for(work, kThreads), kThreads, 0, s>>>(
-            x, ld, B * Tlen, Tlen, n_heads, hd, cos_t, sin_t, inverse ? -1.0f : 1.0f);
+        with_vec_items<T>(vec, work, kThreads, [&](auto tag, unsigned grid) {
+            constexpr bool kVec = decltype(tag)::value;
+            rope_apply_kernel<T, kVec><<<grid, kThreads, 0, s>>>(
+                x, ld, B * Tlen, Tlen, n_heads, hd, cos_t, sin_t, inverse ? -1.0f : 1.0f);
+        });
     return launch_status();
 }
 
@@ -378,10 +414,14 @@ template <typename T>
 cudaError_t embed_forward(T *out, const T *wte, const T *wpe, const int32_t *tokens,
                           int64_t B, int64_t Tlen, int64_t C, cudaStream_t s)
 {
-    int64_t work = B * Tlen * C;
+    const int64_t work = B * Tlen * C;
+    const bool vec = aligned16(out, wte, wpe) && widths_vec<T>(C);
     if (work > 0)
-        embed_forward_kernel<T><<<grid_for(work, kThreads), kThreads, 0, s>>>(
-            out, wte, wpe, tokens, B * Tlen, Tlen, C);
+        with_vec_items<T>(vec, work, kThreads, [&](auto tag, unsigned grid) {
+            constexpr bool kVec = decltype(tag)::value;
+            embed_forward_kernel<T, kVec><<<grid, kThreads, 0, s>>>(
+                out, wte, wpe, tokens, B * Tlen, Tlen, C);
+        });
     return launch_status();
 }
 
@@ -416,19 +456,31 @@ cudaError_t embed_backward(float *dwte, float *dwpe, const int32_t *tokens, cons
      * per block: enough blocks for any GPU once a batch has a few hundred
      * distinct tokens; a fixed function of N, so the work split is too. */
     const unsigned gx = (unsigned)(N < 4096 ? N : 4096);
-    embed_backward_wte_kernel<T><<<dim3(gx, (unsigned)((C + 255) / 256)), 256, 0, s>>>(
-        dwte, keys, seg, nseg, dout, C);
+    with_vec(aligned16(dwte, dout) && widths_vec<T>(C), [&](auto tag) {
+        constexpr bool kVec = decltype(tag)::value;
+        constexpr int V = vec_width<T, kVec>();
+        const dim3 grid(gx, (unsigned)((C / V + 255) / 256));
+        embed_backward_wte_kernel<T, kVec><<<grid, 256, 0, s>>>(dwte, keys, seg, nseg, dout, C);
+    });
+    const bool vec = aligned16(dwpe, dout) && widths_vec<T>(C); /* dwpe NULL: not used */
     if (dwpe)
-        embed_backward_wpe_kernel<T><<<grid_for(Tlen * C, kThreads), kThreads, 0, s>>>(
-            dwpe, dout, B, Tlen, C);
+        with_vec_items<T>(vec, Tlen * C, kThreads, [&](auto tag, unsigned grid) {
+            constexpr bool kVec = decltype(tag)::value;
+            embed_backward_wpe_kernel<T, kVec><<<grid, kThreads, 0, s>>>(
+                dwpe, dout, B, Tlen, C);
+        });
     return launch_status();
 }
 
 template <typename T>
 cudaError_t add_inplace(T *y, const T *x, int64_t n, cudaStream_t s)
 {
+    const bool vec = aligned16(y, x) && widths_vec<T>(n);
     if (n > 0)
-        add_inplace_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(y, x, n);
+        with_vec_items<T>(vec, n, kThreads, [&](auto tag, unsigned grid) {
+            constexpr bool kVec = decltype(tag)::value;
+            add_inplace_kernel<T, kVec><<<grid, kThreads, 0, s>>>(y, x, n);
+        });
     return launch_status();
 }
 
@@ -537,37 +589,6 @@ cudaError_t st_cuda_add_inplace_bf16(uint16_t *y, const uint16_t *x, int64_t n,
                                      cudaStream_t s)
 {
     return add_inplace(as_bf16(y), as_bf16(x), n, s);
-}
-
-cudaError_t st_cuda_round_bf16(float *dst, const float *src, int64_t n, cudaStream_t s)
-{
-    if (n > 0)
-        round_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst, src, n);
-    return launch_status();
-}
-cudaError_t st_cuda_pack_bf16(uint16_t *dst, const float *src, int64_t n, cudaStream_t s)
-{
-    if (n > 0)
-        pack_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst, src, n);
-    return launch_status();
-}
-cudaError_t st_cuda_unpack_bf16(float *dst, const uint16_t *src, int64_t n,
-                                cudaStream_t s)
-{
-    if (n > 0)
-        unpack_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, s>>>(dst, src, n);
-    return launch_status();
-}
-cudaError_t st_cuda_unpack_bf16_rows(float *dst, int64_t ldd, const uint16_t *src,
-                                     int64_t lds, int64_t rows, int64_t cols,
-                                     cudaStream_t s)
-{
-    if (ldd < cols || lds < cols)
-        return cudaErrorInvalidValue;
-    if (rows > 0 && cols > 0)
-        unpack_bf16_rows_kernel<<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(
-            dst, ldd, src, lds, rows, cols);
-    return launch_status();
 }
 
 } /* extern "C" */

@@ -1,23 +1,33 @@
 /* The deterministic parallel reductions of the CUDA backend against the CPU
- * ops: the bias gradient (two-stage column sum, cuda/elementwise.cu), the
- * LayerNorm / RMSNorm backward with their fused parameter gradients
- * (cuda/norms.cu) and the token-embedding backward (device sort by token,
- * one block row per token, cuda/elementwise.cu).  The shapes are chosen to
- * break the reductions' tiling: several row chunks with a partial last one,
- * several column tiles with a partial last one, widths that are and are not
- * a multiple of the 16-byte vector, norm widths over 4096 and 8192 (the
- * wide register variant and the unfused path), and token batches with long runs of one token,
- * tokens that never occur, a single token throughout, and more rows than
- * the sort block has threads.
+ * ops, and the kernels' 16-byte paths.  The reductions: the bias gradient
+ * (two-stage column sum, cuda/elementwise.cu), the LayerNorm / RMSNorm
+ * backward with their fused parameter gradients (cuda/norms.cu) and the
+ * token-embedding backward (device sort by token, one block row per token,
+ * cuda/elementwise.cu).  The shapes are chosen to break the reductions'
+ * tiling: several row chunks with a partial last one, several column tiles
+ * with a partial last one, widths that are and are not a multiple of the
+ * 16-byte vector, norm widths over 4096 and 8192 (the wide register
+ * variant and the unfused path), and token batches with long runs of one
+ * token, tokens that never occur, a single token throughout, and more rows
+ * than the sort block has threads.
  *
- * Checks (TAP): each gradient against the CPU op within 1e-4 (fp32) or 2e-2
+ * It also covers the 16-byte paths (common.cuh) of the other memory-bound
+ * kernels: SwiGLU, RoPE, the embedding forward, add_inplace, the bf16 casts
+ * (cuda/casts.cu) and the norm forward, at widths that are multiples of 8
+ * (vector in fp32 and bf16), of 4 but not 8 (vector in fp32 only) and odd
+ * (scalar).
+ *
+ * Checks (TAP): each result against the CPU op within 1e-4 (fp32) or 2e-2
  * (bf16 storage), max |gpu - cpu| / max |cpu| as in test_cuda_ops.cu; the
- * token and position embedding gradients bit for bit against the CPU in
- * both modes (same inputs, same fp32 additions in the same order); the
- * bias gradient's 16-byte path bit-identical to its scalar path (the same
- * input at an offset that breaks the alignment).  Accumulators start
- * non-zero and workspaces are NaN-filled before each call, so a lost +=
- * or an unwritten partial fails.  Last, a "# digest" line hashes the bits
+ * token and position embedding gradients and the casts bit for bit against
+ * the CPU (same inputs, same fp32 operations in the same order); every
+ * vectorised op run on aligned operands and again on the same data skewed
+ * by one element, which must give the same bits, and under the emulation
+ * the count of 16-byte accesses must show the vector path taken exactly
+ * where the widths allow it and never for skewed operands (the emulation
+ * also aborts on a misaligned 16-byte access, as a GPU faults).
+ * Accumulators start non-zero and workspaces are NaN-filled before each
+ * call, so a lost += or an unwritten partial fails.  Last, a "# digest" line hashes the bits
  * of every result: tests/gpu/emu/run_reduce.sh runs the program again with
  * ST_EMU_REVERSE=1 (threads resumed last to first) and requires the same
  * digest.
@@ -35,6 +45,7 @@
 
 #include "cpu_ref.h"
 #include "kernels/cpu_ops.h"
+#include "model/model.h" /* st_rope_tables */
 #include "ops.h"
 #include "tap.h"
 #include "gpu_alloc.h"
@@ -127,6 +138,67 @@ static void check(const char *what, bool bf, const char *shape, const std::vecto
     digest(got);
 }
 
+/* ---- the 16-byte paths ----------------------------------------------------
+ * Each vectorised launcher (common.cuh) is run twice on the same data: with
+ * every device operand at the start of an allocation (16-byte aligned: the
+ * vector path where the widths allow it) and with every one skewed by one
+ * element (never aligned: the scalar path).  The two must give the same
+ * bits.  Under the emulation, which aborts on a misaligned 16-byte access,
+ * the count of 16-byte accesses also says which path each run took: some
+ * exactly when the widths are multiples of V (expect_vec), none when
+ * skewed. */
+static long vec_accesses(void)
+{
+#ifdef ST_CUDA_EMULATION
+    return emu_vec_accesses;
+#else
+    return 0;
+#endif
+}
+
+/* n NaN elements on the device, `skew` elements past the allocation. */
+static void *nan_buf(int64_t n, bool bf, int skew)
+{
+    const size_t es = bf ? 2 : 4;
+    return (char *)nan_ws((n + skew) * es) + skew * es;
+}
+
+/* run(skew) launches the op with its operands skewed by `skew` elements
+ * and returns its results; the aligned run's are returned (and digested). */
+template <class F>
+static std::vector<float> both_paths(const char *what, bool bf, const char *shape,
+                                     bool expect_vec, F run)
+{
+    const long c0 = vec_accesses();
+    std::vector<float> a = run(0);
+    const long c1 = vec_accesses();
+    std::vector<float> b = run(1);
+    const long c2 = vec_accesses();
+    const char *ty = bf ? "bf16" : "fp32";
+#ifdef ST_CUDA_EMULATION
+    tap_ok((c1 > c0) == expect_vec && c2 == c1,
+           "%s %s %s: %s path when aligned (%ld 16-byte accesses), scalar when skewed (%ld)",
+           what, ty, shape, expect_vec ? "16-byte" : "scalar", c1 - c0, c2 - c1);
+#else
+    (void)c0, (void)c1, (void)c2, (void)expect_vec;
+#endif
+    tap_ok(a.size() == b.size() && !memcmp(a.data(), b.data(), a.size() * sizeof(float)),
+           "%s %s %s: aligned and skewed operands give identical bits", what, ty, shape);
+    digest(a);
+    return a;
+}
+
+static std::vector<float> cat(std::vector<float> a, const std::vector<float> &b)
+{
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+static std::vector<float> part(const std::vector<float> &v, size_t at, size_t n)
+{
+    return std::vector<float>(v.begin() + at, v.begin() + at + n);
+}
+static bool vec_width_ok(bool bf, int64_t w) { return w % (bf ? 8 : 4) == 0; }
+
 static void test_bias(bool bf, int64_t N, int64_t C)
 {
     char shape[64];
@@ -154,23 +226,68 @@ static void test_bias(bool bf, int64_t N, int64_t C)
     free_all();
 }
 
+/* A norm test's inputs, x with rows that have a mean to subtract, and the
+ * CPU forward's out, mean (LayerNorm) and rstd. */
+struct NormCase {
+    std::vector<float> x, w, b, out, mean, rstd;
+    NormCase(bool bf, bool layer, int64_t N, int64_t C)
+        : x(rnd(N * C, bf, 2.0f)), w(rnd(C, bf)), b(rnd(C, bf)), out(N * C), mean(N), rstd(N)
+    {
+        for (int64_t i = 0; i < N * C; i++)
+            x[i] = bf ? f_of(bf16_of(x[i] + 0.5f)) : x[i] + 0.5f;
+        if (layer)
+            st_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
+                                 b.data(), N, C, 1e-5f);
+        else
+            st_rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    }
+};
+
+/* The forward (out, mean, rstd) against the CPU, both paths. */
+static void test_norm_forward(bool bf, bool layer, int64_t N, int64_t C)
+{
+    char shape[64];
+    const char *name = layer ? "layernorm_forward" : "rmsnorm_forward";
+    snprintf(shape, sizeof shape, "N=%lld C=%lld", (long long)N, (long long)C);
+    NormCase nc(bf, layer, N, C);
+    const std::vector<float> &x = nc.x, &w = nc.w, &b = nc.b, &out = nc.out, &mean = nc.mean,
+                             &rstd = nc.rstd;
+    std::vector<float> got = both_paths(name, bf, shape, vec_width_ok(bf, C), [&](int k) {
+        void *o = nan_buf(N * C, bf, k);
+        float *m = (float *)nan_buf(N, false, 0), *r = (float *)nan_buf(N, false, 0);
+        const void *dx = up(x, bf, k), *dw = up(w, bf, k), *db = up(b, bf, k);
+        if (layer)
+            CK(bf ? st_cuda_layernorm_forward_bf16((uint16_t *)o, m, r, (const uint16_t *)dx,
+                                                   (const uint16_t *)dw, (const uint16_t *)db,
+                                                   N, C, 1e-5f, 0)
+                  : st_cuda_layernorm_forward_f32((float *)o, m, r, (const float *)dx,
+                                                  (const float *)dw, (const float *)db, N, C,
+                                                  1e-5f, 0));
+        else
+            CK(bf ? st_cuda_rmsnorm_forward_bf16((uint16_t *)o, r, (const uint16_t *)dx,
+                                                 (const uint16_t *)dw, N, C, 1e-5f, 0)
+                  : st_cuda_rmsnorm_forward_f32((float *)o, r, (const float *)dx,
+                                                (const float *)dw, N, C, 1e-5f, 0));
+        CK(cudaDeviceSynchronize());
+        return cat(cat(down(o, N * C, bf), layer ? down(m, N, false) : mean),
+                   down(r, N, false));
+    });
+    check(name, bf, shape, part(got, 0, N * C), out);
+    check(name, false, shape, part(got, N * C + N, N), rstd); /* rstd: fp32 either way */
+    free_all();
+}
+
 /* sep: dx starts as NaN and the residual's gradient comes in as dres (the
- * block's use, dx = dres + ...); otherwise dx accumulates (dres NULL). */
+ * block's use, dx = dres + ...); otherwise dx accumulates (dres NULL).  Run
+ * aligned and skewed (both_paths); the workspace stays aligned. */
 static void test_norm(bool bf, bool layer, int64_t N, int64_t C, bool sep)
 {
     char shape[80];
     const char *name = layer ? "layernorm" : "rmsnorm";
     snprintf(shape, sizeof shape, "N=%lld C=%lld%s", (long long)N, (long long)C,
              sep ? " dres" : "");
-    std::vector<float> x = rnd(N * C, bf, 2.0f), w = rnd(C, bf), b = rnd(C, bf);
-    for (int64_t i = 0; i < N * C; i++) /* rows with a mean to subtract */
-        x[i] = bf ? f_of(bf16_of(x[i] + 0.5f)) : x[i] + 0.5f;
-    std::vector<float> out(N * C), mean(N), rstd(N);
-    if (layer)
-        st_layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(),
-                             b.data(), N, C, 1e-5f);
-    else
-        st_rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    NormCase nc(bf, layer, N, C);
+    const std::vector<float> &x = nc.x, &w = nc.w, &mean = nc.mean, &rstd = nc.rstd;
     std::vector<float> dout = rnd(N * C, bf), dx0 = rnd(N * C, bf), dw0 = rnd(C, false),
                        db0 = rnd(C, false);
     std::vector<float> rdx = dx0, rdw = dw0, rdb = db0;
@@ -180,40 +297,49 @@ static void test_norm(bool bf, bool layer, int64_t N, int64_t C, bool sep)
     else
         st_rmsnorm_backward(rdx.data(), rdw.data(), dout.data(), x.data(), w.data(),
                             rstd.data(), N, C);
-    void *ddx = sep ? nan_ws((bf ? 2 : 4) * (size_t)(N * C)) : up(dx0, bf);
-    const void *dres = sep ? up(dx0, bf) : nullptr;
-    const void *ddout = up(dout, bf), *dxx = up(x, bf), *dww = up(w, bf);
-    float *ddw = (float *)up(dw0, false), *ddb = (float *)up(db0, false);
-    const float *dmean = (const float *)up(mean, false), *drstd = (const float *)up(rstd, false);
-    void *ws = nan_ws(st_cuda_norm_backward_workspace_bytes(N, C));
-    if (layer)
-        CK(bf ? st_cuda_layernorm_backward_bf16((uint16_t *)ddx, (const uint16_t *)dres, ddw,
-                                                ddb, (const uint16_t *)ddout,
-                                                (const uint16_t *)dxx, (const uint16_t *)dww,
-                                                dmean, drstd, N, C, ws, 0)
-              : st_cuda_layernorm_backward_f32((float *)ddx, (const float *)dres, ddw, ddb,
-                                               (const float *)ddout, (const float *)dxx,
-                                               (const float *)dww, dmean, drstd, N, C, ws, 0));
-    else
-        CK(bf ? st_cuda_rmsnorm_backward_bf16((uint16_t *)ddx, (const uint16_t *)dres, ddw,
-                                              (const uint16_t *)ddout, (const uint16_t *)dxx,
-                                              (const uint16_t *)dww, drstd, N, C, ws, 0)
-              : st_cuda_rmsnorm_backward_f32((float *)ddx, (const float *)dres, ddw,
-                                             (const float *)ddout, (const float *)dxx,
-                                             (const float *)dww, drstd, N, C, ws, 0));
-    CK(cudaDeviceSynchronize());
     char what[64];
+    snprintf(what, sizeof what, "%s_backward", name);
+    /* Results: dx, dw, db, then dres (read, must come back unchanged). */
+    std::vector<float> got = both_paths(what, bf, shape, vec_width_ok(bf, C), [&](int k) {
+        void *ddx = sep ? nan_buf(N * C, bf, k) : up(dx0, bf, k);
+        const void *dres = sep ? up(dx0, bf, k) : nullptr;
+        const void *ddout = up(dout, bf, k), *dxx = up(x, bf, k), *dww = up(w, bf, k);
+        float *ddw = (float *)up(dw0, false), *ddb = (float *)up(db0, false);
+        const float *dmean = (const float *)up(mean, false);
+        const float *drstd = (const float *)up(rstd, false);
+        void *ws = nan_ws(st_cuda_norm_backward_workspace_bytes(N, C));
+        if (layer)
+            CK(bf ? st_cuda_layernorm_backward_bf16(
+                        (uint16_t *)ddx, (const uint16_t *)dres, ddw, ddb,
+                        (const uint16_t *)ddout, (const uint16_t *)dxx, (const uint16_t *)dww,
+                        dmean, drstd, N, C, ws, 0)
+                  : st_cuda_layernorm_backward_f32((float *)ddx, (const float *)dres, ddw, ddb,
+                                                   (const float *)ddout, (const float *)dxx,
+                                                   (const float *)dww, dmean, drstd, N, C, ws,
+                                                   0));
+        else
+            CK(bf ? st_cuda_rmsnorm_backward_bf16(
+                        (uint16_t *)ddx, (const uint16_t *)dres, ddw, (const uint16_t *)ddout,
+                        (const uint16_t *)dxx, (const uint16_t *)dww, drstd, N, C, ws, 0)
+                  : st_cuda_rmsnorm_backward_f32((float *)ddx, (const float *)dres, ddw,
+                                                 (const float *)ddout, (const float *)dxx,
+                                                 (const float *)dww, drstd, N, C, ws, 0));
+        CK(cudaDeviceSynchronize());
+        std::vector<float> r = cat(cat(down(ddx, N * C, bf), down(ddw, C, false)),
+                                   down(ddb, C, false));
+        return sep ? cat(r, down(dres, N * C, bf)) : r;
+    });
     snprintf(what, sizeof what, "%s_backward dx", name);
-    check(what, bf, shape, down(ddx, N * C, bf), rdx);
+    check(what, bf, shape, part(got, 0, N * C), rdx);
     if (sep) {
         snprintf(what, sizeof what, "%s_backward dres", name);
-        check(what, bf, shape, down(dres, N * C, bf), dx0); /* read, not written */
+        check(what, bf, shape, part(got, N * C + 2 * C, N * C), dx0);
     }
     snprintf(what, sizeof what, "%s_backward dw", name);
-    check(what, bf, shape, down(ddw, C, false), rdw);
+    check(what, bf, shape, part(got, N * C, C), rdw);
     if (layer) {
         snprintf(what, sizeof what, "%s_backward db", name);
-        check(what, bf, shape, down(ddb, C, false), rdb);
+        check(what, bf, shape, part(got, N * C + C, C), rdb);
     }
     free_all();
 }
@@ -235,22 +361,28 @@ static void test_embed(bool bf, bool gpt2, int64_t B, int64_t T, int64_t C, int6
                  : kind == 2 ? (int32_t)(r % 7)
                  : (u % 2) ? 3 : (int32_t)(u % (uint32_t)(V / 2));
     }
-    std::vector<float> dout = rnd(N * C, bf), wte0 = rnd(V * C, false), wpe0 = rnd(T * C, false);
+    std::vector<float> dout = rnd(N * C, bf), wte0 = rnd(V * C, false),
+                       wpe0 = rnd(T * C, false);
     std::vector<float> rwte = wte0, rwpe = wpe0;
     if (ref_embed_backward(rwte.data(), gpt2 ? rwpe.data() : NULL, tok.data(), dout.data(), B,
                            T, C, V))
         bail("ref_embed_backward", cudaErrorMemoryAllocation);
     int32_t *dtok = (int32_t *)dalloc(N * 4);
     CK(cudaMemcpy(dtok, tok.data(), N * 4, cudaMemcpyHostToDevice));
-    float *dwte = (float *)up(wte0, false), *dwpe = (float *)up(wpe0, false);
-    const void *dd = up(dout, bf);
-    void *ws = nan_ws(st_cuda_embed_backward_workspace_bytes(N));
-    CK(bf ? st_cuda_embed_backward_bf16(dwte, gpt2 ? dwpe : NULL, dtok, (const uint16_t *)dd,
-                                        B, T, C, ws, 0)
-          : st_cuda_embed_backward_f32(dwte, gpt2 ? dwpe : NULL, dtok, (const float *)dd, B,
-                                       T, C, ws, 0));
-    CK(cudaDeviceSynchronize());
-    std::vector<float> gw = down(dwte, V * C, false), gp = down(dwpe, T * C, false);
+    /* Results: dwte, then dwpe. */
+    std::vector<float> got = both_paths("embed_backward", bf, shape, vec_width_ok(bf, C),
+                                        [&](int k) {
+        float *dwte = (float *)up(wte0, false, k), *dwpe = (float *)up(wpe0, false, k);
+        const void *dd = up(dout, bf, k);
+        void *ws = nan_ws(st_cuda_embed_backward_workspace_bytes(N));
+        CK(bf ? st_cuda_embed_backward_bf16(dwte, gpt2 ? dwpe : NULL, dtok,
+                                            (const uint16_t *)dd, B, T, C, ws, 0)
+              : st_cuda_embed_backward_f32(dwte, gpt2 ? dwpe : NULL, dtok, (const float *)dd,
+                                           B, T, C, ws, 0));
+        CK(cudaDeviceSynchronize());
+        return cat(down(dwte, V * C, false), down(dwpe, T * C, false));
+    });
+    const float *gw = got.data(), *gp = got.data() + V * C;
     int64_t first = -1;
     for (int64_t i = 0; i < V * C && first < 0; i++)
         if (memcmp(&gw[i], &rwte[i], 4))
@@ -260,11 +392,189 @@ static void test_embed(bool bf, bool gpt2, int64_t B, int64_t T, int64_t C, int6
     if (first >= 0)
         tap_diag("first difference at token %lld column %lld: gpu %.9g cpu %.9g",
                  (long long)(first / C), (long long)(first % C), gw[first], rwte[first]);
-    tap_ok(!memcmp(gp.data(), rwpe.data(), T * C * 4),
+    tap_ok(!memcmp(gp, rwpe.data(), T * C * 4),
            "embed_backward dwpe %s %s: bit-identical to the CPU (untouched for llama)",
            bf ? "bf16" : "fp32", shape);
-    digest(gw);
-    digest(gp);
+    free_all();
+}
+
+static void test_embed_forward(bool bf, bool gpt2, int64_t B, int64_t T, int64_t C, int64_t V)
+{
+    char shape[96];
+    const int64_t N = B * T;
+    snprintf(shape, sizeof shape, "%s B=%lld T=%lld C=%lld", gpt2 ? "gpt2" : "llama",
+             (long long)B, (long long)T, (long long)C);
+    std::vector<int32_t> tok(N);
+    for (int64_t r = 0; r < N; r++)
+        tok[r] = (int32_t)((r * 7 + 3) % V);
+    std::vector<float> wte = rnd(V * C, bf), wpe = rnd(T * C, bf), ref(N * C);
+    if (ref_embed_forward(ref.data(), wte.data(), gpt2 ? wpe.data() : NULL, tok.data(), B, T,
+                          C, V))
+        bail("ref_embed_forward", cudaErrorMemoryAllocation);
+    int32_t *dtok = (int32_t *)dalloc(N * 4);
+    CK(cudaMemcpy(dtok, tok.data(), N * 4, cudaMemcpyHostToDevice));
+    std::vector<float> got = both_paths("embed_forward", bf, shape, vec_width_ok(bf, C),
+                                        [&](int k) {
+        void *out = nan_buf(N * C, bf, k);
+        const void *dte = up(wte, bf, k), *dpe = gpt2 ? up(wpe, bf, k) : NULL;
+        CK(bf ? st_cuda_embed_forward_bf16((uint16_t *)out, (const uint16_t *)dte,
+                                           (const uint16_t *)dpe, dtok, B, T, C, 0)
+              : st_cuda_embed_forward_f32((float *)out, (const float *)dte,
+                                          (const float *)dpe, dtok, B, T, C, 0));
+        CK(cudaDeviceSynchronize());
+        return down(out, N * C, bf);
+    });
+    check("embed_forward", bf, shape, got, ref);
+    free_all();
+}
+
+static void test_swiglu(bool bf, int64_t N, int64_t F)
+{
+    char shape[64];
+    snprintf(shape, sizeof shape, "N=%lld F=%lld", (long long)N, (long long)F);
+    std::vector<float> gu = rnd(N * 2 * F, bf, 3.0f), dout = rnd(N * F, bf);
+    std::vector<float> ref(N * F), dref(N * 2 * F);
+    st_swiglu_forward(ref.data(), gu.data(), N, F);
+    st_swiglu_backward(dref.data(), gu.data(), dout.data(), N, F);
+    const bool vec = vec_width_ok(bf, F);
+    std::vector<float> out = both_paths("swiglu_forward", bf, shape, vec, [&](int k) {
+        void *o = nan_buf(N * F, bf, k);
+        const void *g = up(gu, bf, k);
+        CK(bf ? st_cuda_swiglu_forward_bf16((uint16_t *)o, (const uint16_t *)g, N, F, 0)
+              : st_cuda_swiglu_forward_f32((float *)o, (const float *)g, N, F, 0));
+        CK(cudaDeviceSynchronize());
+        return down(o, N * F, bf);
+    });
+    check("swiglu_forward", bf, shape, out, ref);
+    std::vector<float> dgu = both_paths("swiglu_backward", bf, shape, vec, [&](int k) {
+        void *o = nan_buf(N * 2 * F, bf, k);
+        const void *g = up(gu, bf, k), *d = up(dout, bf, k);
+        CK(bf ? st_cuda_swiglu_backward_bf16((uint16_t *)o, (const uint16_t *)g,
+                                             (const uint16_t *)d, N, F, 0)
+              : st_cuda_swiglu_backward_f32((float *)o, (const float *)g, (const float *)d, N,
+                                            F, 0));
+        CK(cudaDeviceSynchronize());
+        return down(o, N * 2 * F, bf);
+    });
+    check("swiglu_backward", bf, shape, dgu, dref);
+    free_all();
+}
+
+/* x's rows of ld > n_heads * hd (q or k inside a qkv row): the channels
+ * outside the heads must come back untouched. */
+static void test_rope(bool bf, int64_t B, int64_t T, int64_t nh, int64_t hd, int64_t ld,
+                      int inverse)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "B=%lld T=%lld heads=%lld hd=%lld ld=%lld%s", (long long)B,
+             (long long)T, (long long)nh, (long long)hd, (long long)ld,
+             inverse ? " inverse" : "");
+    std::vector<float> c(T * hd / 2), sn(T * hd / 2), x = rnd(B * T * ld, bf);
+    st_rope_tables(c.data(), sn.data(), T, hd, 10000.0);
+    std::vector<float> ref = x;
+    st_rope_apply(ref.data(), ld, B, T, nh, hd, c.data(), sn.data(), inverse);
+    const bool vec = vec_width_ok(bf, hd / 2) && vec_width_ok(bf, ld);
+    std::vector<float> got = both_paths("rope_apply", bf, shape, vec, [&](int k) {
+        void *dx = up(x, bf, k);
+        const float *dc = (const float *)up(c, false, k), *ds = (const float *)up(sn, false, k);
+        CK(bf ? st_cuda_rope_apply_bf16((uint16_t *)dx, ld, B, T, nh, hd, dc, ds, inverse, 0)
+              : st_cuda_rope_apply_f32((float *)dx, ld, B, T, nh, hd, dc, ds, inverse, 0));
+        CK(cudaDeviceSynchronize());
+        return down(dx, B * T * ld, bf);
+    });
+    check("rope_apply", bf, shape, got, ref);
+    free_all();
+}
+
+static void test_add(bool bf, int64_t n)
+{
+    char shape[32];
+    snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+    std::vector<float> y = rnd(n, bf), x = rnd(n, bf), ref = y;
+    st_add_inplace(ref.data(), x.data(), n);
+    std::vector<float> got = both_paths("add_inplace", bf, shape, vec_width_ok(bf, n),
+                                        [&](int k) {
+        void *dy = up(y, bf, k);
+        const void *dx = up(x, bf, k);
+        CK(bf ? st_cuda_add_inplace_bf16((uint16_t *)dy, (const uint16_t *)dx, n, 0)
+              : st_cuda_add_inplace_f32((float *)dy, (const float *)dx, n, 0));
+        CK(cudaDeviceSynchronize());
+        return down(dy, n, bf);
+    });
+    check("add_inplace", bf, shape, got, ref);
+    free_all();
+}
+
+/* The casts, bit for bit against base/dtype.h's, on special values
+ * (signed zeros, ties, overflow, inf, NaN, subnormals) and random ones;
+ * pack's bf16 results are compared as floats (the words shifted up). */
+static void test_casts(int64_t n)
+{
+    static const uint32_t special[] = {
+        0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800000u,
+        0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffc00001u, 0x00000001u, 0x80018000u};
+    const int64_t nspec = (int64_t)(sizeof special / sizeof special[0]);
+    char shape[32];
+    snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+    std::vector<float> src = rnd(n, false, 1e3f);
+    for (int64_t i = 0; i < n && i < nspec; i++)
+        memcpy(&src[i], &special[i], 4);
+    std::vector<float> rround(n), runp(n);
+    std::vector<uint16_t> rpack(n);
+    st_round_bf16(rround.data(), src.data(), n);
+    st_pack_bf16(rpack.data(), src.data(), n);
+    st_unpack_bf16(runp.data(), rpack.data(), n);
+    /* op(dst, src) on NaN-filled dst; unpack's input is pack's result
+     * (runp's values are bf16, so up() gives exactly rpack's words). */
+    auto cast = [&](const char *what, bool bf_out, bool bf_in, const std::vector<float> &ref,
+                    auto op) {
+        const bool vec = vec_width_ok(bf_out || bf_in, n);
+        std::vector<float> got = both_paths(what, bf_out || bf_in, shape, vec, [&](int k) {
+            void *d = nan_buf(n, bf_out, k);
+            CK(op(d, up(bf_in ? runp : src, bf_in, k)));
+            CK(cudaDeviceSynchronize());
+            return down(d, n, bf_out);
+        });
+        tap_ok(!memcmp(got.data(), ref.data(), n * 4), "%s %s: bit-identical to the CPU", what,
+               shape);
+    };
+    cast("round_bf16", false, false, rround, [&](void *d, const void *in) {
+        return st_cuda_round_bf16((float *)d, (const float *)in, n, 0);
+    });
+    cast("pack_bf16", true, false, runp, [&](void *d, const void *in) {
+        return st_cuda_pack_bf16((uint16_t *)d, (const float *)in, n, 0);
+    });
+    cast("unpack_bf16", false, true, runp, [&](void *d, const void *in) {
+        return st_cuda_unpack_bf16((float *)d, (const uint16_t *)in, n, 0);
+    });
+    free_all();
+}
+
+/* rows x cols of a bf16 matrix of row stride lds into fp32 rows of ldd. */
+static void test_unpack_rows(int64_t rows, int64_t cols, int64_t lds, int64_t ldd)
+{
+    char shape[80];
+    snprintf(shape, sizeof shape, "rows=%lld cols=%lld lds=%lld ldd=%lld", (long long)rows,
+             (long long)cols, (long long)lds, (long long)ldd);
+    std::vector<float> src = rnd(rows * lds, true), ref(rows * cols);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            ref[r * cols + c] = src[r * lds + c];
+    const bool vec = vec_width_ok(true, cols) && vec_width_ok(true, lds) &&
+                     vec_width_ok(false, ldd);
+    std::vector<float> got = both_paths("unpack_bf16_rows", true, shape, vec, [&](int k) {
+        float *d = (float *)nan_buf(rows * ldd, false, k);
+        CK(st_cuda_unpack_bf16_rows(d, ldd, (const uint16_t *)up(src, true, k), lds, rows,
+                                    cols, 0));
+        CK(cudaDeviceSynchronize());
+        std::vector<float> h = down(d, rows * ldd, false), dense(rows * cols);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                dense[r * cols + c] = h[r * ldd + c];
+        return dense;
+    });
+    tap_ok(!memcmp(got.data(), ref.data(), ref.size() * 4),
+           "unpack_bf16_rows %s: bit-identical to the CPU", shape);
     free_all();
 }
 
@@ -288,12 +598,37 @@ int main(void)
             test_norm(bf, layer, 5, 64, false);    /* one partial chunk */
             test_norm(bf, layer, 200, 300, true);  /* dx = dres + ..., fused path */
             test_norm(bf, layer, 33, 9000, true);  /* and unfused */
+            test_norm(bf, layer, 20, 264, false);  /* a multiple of 8: vector in bf16 */
+            test_norm(bf, layer, 20, 261, false);  /* odd: scalar */
+            test_norm(bf, layer, 33, 9001, false); /* unfused, scalar */
         }
+        test_embed(bf, true, 3, 70, 36, 50, 0);    /* 36: a multiple of 4, not 8 */
+        test_embed(bf, false, 2, 5, 37, 9, 2);     /* odd width */
+        /* The 16-byte paths of the elementwise kernels and the norm forward
+         * (the backward's are above): widths a multiple of 8 (vector in both
+         * types), of 4 but not 8 (vector in fp32 only), odd (scalar). */
+        for (int64_t w : {264, 260, 261}) {
+            test_swiglu(bf, 3, w);
+            test_embed_forward(bf, w != 260, 2, 5, w, 11);
+            test_add(bf, 3 * w);
+            for (int layer = 1; layer >= 0; layer--)
+                test_norm_forward(bf, layer, 5, w);
+        }
+        test_rope(bf, 1, 5, 2, 64, 2 * 64 + 16, 0); /* every width a multiple of 8 */
+        test_rope(bf, 2, 3, 2, 72, 2 * 72 + 4, 1);  /* hd / 2 = 36, ld a multiple of 4 */
+        test_rope(bf, 1, 5, 2, 74, 2 * 74 + 2, 0);  /* hd / 2 odd */
+        test_rope(bf, 1, 5, 2, 64, 2 * 64 + 3, 1);  /* ld odd */
+        test_norm_forward(bf, true, 3, 9000);       /* wide rows */
         test_embed(bf, true, 3, 70, 300, 50, 0);   /* 2 column blocks of 256 */
         test_embed(bf, false, 4, 300, 40, 64, 0);  /* 1200 rows > 1024 sort threads */
         test_embed(bf, true, 2, 33, 64, 16, 1);    /* one run of 66 rows */
         test_embed(bf, false, 1, 1, 8, 4, 2);      /* one row */
     }
+    for (int64_t n : {264 * 3, 260 * 3, 261 * 3})
+        test_casts(n);
+    test_unpack_rows(3, 264, 272, 268); /* vector: cols, lds multiples of 8, ldd of 4 */
+    test_unpack_rows(3, 264, 270, 268); /* lds not a multiple of 8: scalar */
+    test_unpack_rows(3, 261, 264, 264); /* odd cols: scalar */
     printf("# digest %016llx\n", (unsigned long long)g_digest);
     return tap_done();
 }

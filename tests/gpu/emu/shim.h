@@ -18,6 +18,7 @@
 #include <vector>
 #include <memory>
 #include <cstring>
+#include <cstdint>
 #include <cstdlib>
 #include <cmath>
 #include <algorithm>
@@ -172,7 +173,9 @@ template <class T> inline void emu_rec_arg(const T &a) {
   else snprintf(b, sizeof b, "\t?");
   emu_rec_args += b;
 }
+inline const char *emu_cur_kernel = "?";  // the launch running, for messages
 template <class... A> inline int emu_check_args(const char *kernel, const A &...a) {
+  emu_cur_kernel = kernel;
   emu_count_launch(kernel);
   int i = 0;
   (emu_check_arg(kernel, i++, a), ...);
@@ -183,6 +186,21 @@ template <class... A> inline int emu_check_args(const char *kernel, const A &...
   }
   return 0;
 }
+// A GPU faults on a 128-bit access that is not 16-byte aligned; x86 does
+// not, so cuda/common.cuh's load16 / store16 (and any other 16-byte access)
+// call this, and a launcher that takes a vector path for a layout that
+// does not allow it aborts here instead of passing its test.  The count
+// lets a test see which path a launcher chose.
+inline long emu_vec_accesses;
+inline void emu_check_align16(const void *p, const char *what) {
+  emu_vec_accesses++;
+  if (((uintptr_t)p & 15) != 0) {
+    fprintf(stderr, "cuda emulation: kernel %s: misaligned 16-byte access (%s) at %p: "
+            "a GPU faults here\n", emu_cur_kernel, what, p);
+    abort();
+  }
+}
+#define ST_CUDA_CHECK_ALIGN16(p) emu_check_align16((const void *)(p), __func__)
 #include "tensor_core.h"  // mma, ldmatrix, cp.async (needs the fiber state above)
 inline void emu_fiber_main() {
   emu_entry(emu_entry_arg);
