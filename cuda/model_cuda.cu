@@ -83,15 +83,17 @@ template <class S>
 cudaError_t embed_forward_t(const st_model *m, const S *p, const int32_t *tokens,
                             int64_t B, S *out, st_cuda_model_ctx *x)
 {
-    const S *wpe = m->arch == ST_ARCH_GPT2 ? p + m->V * m->C : nullptr;
-    return embed_forward(out, p, wpe, tokens, B, m->T, m->C, x->stream);
+    /* gpt2's unit is [wpe, wte], llama's [embed_tokens] (model.c). */
+    const S *wpe = m->arch == ST_ARCH_GPT2 ? p : nullptr;
+    return embed_forward(out, p + st_model_wte_offset(m), wpe, tokens, B, m->T, m->C,
+                         x->stream);
 }
 
 template <class S>
 cudaError_t embed_backward_t(const st_model *m, float *g, const int32_t *tokens,
                              int64_t B, const S *dout, st_cuda_model_ctx *x)
 {
-    float *dwpe = m->arch == ST_ARCH_GPT2 ? g + m->V * m->C : nullptr;
+    float *dwpe = m->arch == ST_ARCH_GPT2 ? g : nullptr;
     /* The sort's workspace lives in the context, grown on first use (or for
      * a larger batch): the engine's scratch is not passed to this unit.
      * cudaFree waits for the device, so a block still in use is safe. */
@@ -103,7 +105,8 @@ cudaError_t embed_backward_t(const st_model *m, float *g, const int32_t *tokens,
         TRY(cudaMalloc(&x->embed_ws, need));
         x->embed_ws_bytes = need;
     }
-    return embed_backward(g, dwpe, tokens, dout, B, m->T, m->C, x->embed_ws, x->stream);
+    return embed_backward(g + st_model_wte_offset(m), dwpe, tokens, dout, B, m->T, m->C,
+                          x->embed_ws, x->stream);
 }
 
 /* The cross-entropy in place on logits of the storage type, and the
@@ -145,8 +148,11 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     layout_head_scratch(&sc, m, B, scratch);
     const S *normw = tp(m, hu, 0, head_p);
     /* Output weight [V, C]: the head's own, or the tied token embedding. */
-    const S *Wout = m->tied ? embed_p : tp(m, hu, gpt2 ? 2 : 1, head_p);
-    float *dWout = !backward ? nullptr : m->tied ? embed_g : tg(m, hu, gpt2 ? 2 : 1, head_g);
+    const int64_t wte = st_model_wte_offset(m);
+    const S *Wout = m->tied ? embed_p + wte : tp(m, hu, gpt2 ? 2 : 1, head_p);
+    float *dWout = !backward ? nullptr
+                   : m->tied ? embed_g + wte
+                             : tg(m, hu, gpt2 ? 2 : 1, head_g);
 
     if (gpt2)
         TRY(layernorm_forward(sc.xn, sc.mean, sc.rstd, in, normw, tp(m, hu, 1, head_p), N,
@@ -155,25 +161,27 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
         TRY(rmsnorm_forward(sc.xn, sc.rstd, in, normw, N, C, m->eps, s));
 
     /* bf16 mode: bf16 logits, whose gradient the cross-entropy writes in
-     * place as the products' bf16 input.  No product and not the
-     * cross-entropy touches the columns past V. */
-    const int64_t Vp = st_cuda_head_ld(m);
+     * place as the products' bf16 input.  The products run over the Vp
+     * stored rows of the output weight (zero past V: model.h), the loss
+     * over V columns, and the cross-entropy zeroes the gradient's columns
+     * past V, so the padding rows' weight gradient is zero. */
+    const int64_t Vp = m->Vp, ld = st_cuda_head_ld(m);
     const int64_t chunk = st_cuda_head_chunk_rows(m, B, dtype_of<S>::v);
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         const int64_t rows = N - r0 < chunk ? N - r0 : chunk;
-        TRY(mm(x, 0, 1, rows, V, C, (const S *)sc.xn + r0 * C, C, Wout, C, 0.0f, sc.logits,
-               Vp));
+        TRY(mm(x, 0, 1, rows, Vp, C, (const S *)sc.xn + r0 * C, C, Wout, C, 0.0f, sc.logits,
+               ld));
         if (logits_out)
-            TRY(logits_copy_out(logits_out + r0 * V, sc.logits, rows, V, Vp, s));
-        TRY(xent_inplace(sc.logits, targets + r0, rows, V, Vp, grad_scale, sc.row_loss,
+            TRY(logits_copy_out(logits_out + r0 * V, sc.logits, rows, V, ld, s));
+        TRY(xent_inplace(sc.logits, targets + r0, rows, V, ld, grad_scale, sc.row_loss,
                          sc.chunk_loss, s));
         add_double_kernel<<<1, 1, 0, s>>>(loss_sum, sc.chunk_loss);
         TRY(cudaGetLastError());
         if (backward) {
             const S *dl = sc.logits;
-            TRY(mm(x, 0, 0, rows, C, V, dl, Vp, Wout, C, 0.0f, sc.dxn + r0 * C, C));
+            TRY(mm(x, 0, 0, rows, C, Vp, dl, ld, Wout, C, 0.0f, sc.dxn + r0 * C, C));
             if (dWout) /* NULL: a frozen output weight (LoRA) */
-                TRY(mm(x, 1, 0, V, C, rows, dl, Vp, (const S *)sc.xn + r0 * C, C, 1.0f, dWout,
+                TRY(mm(x, 1, 0, Vp, C, rows, dl, ld, (const S *)sc.xn + r0 * C, C, 1.0f, dWout,
                        C));
         }
     }

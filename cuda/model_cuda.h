@@ -109,12 +109,17 @@ void st_cuda_block_acts_bind(st_cuda_block_acts *a, const st_model *m, int64_t B
  * adapters. */
 size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype);
 
-/* The head's logits chunk.  Its rows are st_cuda_head_ld(m) = V rounded up
- * to a multiple of ST_CUDA_HEAD_LD_ALIGN elements apart, so that every
- * product touching the logits has 16-byte row strides and pointers (the
- * fast path of cuda/gemm_check.h) whatever V is: GPT-2's 50257 becomes
- * 50304.  No product and not the cross-entropy computes or reads the
- * columns past V.  The logits are in the storage type (bf16 in bf16 mode)
+/* The head's logits chunk.  Its rows are st_cuda_head_ld(m) = the stored
+ * vocabulary Vp (model.h) rounded up to a multiple of
+ * ST_CUDA_HEAD_LD_ALIGN elements apart, so that every product touching the
+ * logits has 16-byte row strides and pointers (the fast path of
+ * cuda/gemm_check.h) whatever V is: GPT-2's 50257 becomes 50304.  The
+ * products run over the Vp stored rows of the output weight, whose rows
+ * past V are zero: with model.vocab_padding 128 (the default) Vp is 50304
+ * and the products' vocabulary dimension is whole 128-wide tiles.  The
+ * cross-entropy reads columns below V only and writes zero gradient into
+ * the columns from V to the row's end, so the padding rows' weight
+ * gradient stays zero and they never enter a loss.  The logits are in the storage type (bf16 in bf16 mode)
  * and their gradient overwrites them in place.  The head takes as many
  * rows at once as keep one chunk's logits within the budget
  * (ST_CUDA_HEAD_CHUNK_BYTES unless st_cuda_set_head_chunk_bytes changed
@@ -129,7 +134,7 @@ size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype);
 #define ST_CUDA_HEAD_CHUNK_BYTES ((size_t)1 << 30)
 static inline int64_t st_cuda_head_ld(const st_model *m)
 {
-    return (m->V + ST_CUDA_HEAD_LD_ALIGN - 1) / ST_CUDA_HEAD_LD_ALIGN * ST_CUDA_HEAD_LD_ALIGN;
+    return (m->Vp + ST_CUDA_HEAD_LD_ALIGN - 1) / ST_CUDA_HEAD_LD_ALIGN * ST_CUDA_HEAD_LD_ALIGN;
 }
 /* dtype: ST_CUDA_F32 or ST_CUDA_BF16, the logits' element type. */
 int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B, int dtype);

@@ -6,8 +6,10 @@
  * nothing of size N x V is ever allocated.  Rows are ld apart, ld >= V:
  * the LM head pads its logits rows to a multiple of 128 so that cuBLASLt
  * gets 16-byte row strides for any vocabulary (50257 included); the kernel
- * reads and writes only the first V columns, so the padding may hold
- * anything.
+ * reads only the first V columns, so the padding may hold anything, and
+ * when it writes the gradient it writes zero into the columns from V to
+ * ld: the head's weight-gradient product runs over the stored vocabulary
+ * rows (model.vocab_padding), and those rows' gradient must stay zero.
  *
  * One block per row.  Pass 1: each thread keeps a running (max, sum of
  * exp(x - max)) over its strided share of the row (16-byte vectors of it
@@ -89,7 +91,7 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
             float z[VE] = {};
             for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x)
                 store16(row + j * VE, z);
-            for (int64_t i = tail0 + threadIdx.x; i < V; i += blockDim.x)
+            for (int64_t i = tail0 + threadIdx.x; i < ld; i += blockDim.x)
                 store_f(&row[i], 0.0f);
         }
         return;
@@ -151,6 +153,10 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
             g -= grad_scale;
         store_f(&row[i], g);
     }
+    /* The padding columns: no probability, zero gradient (ld - V is small,
+     * under 128 plus the vocabulary padding). */
+    for (int64_t i = V + threadIdx.x; i < ld; i += blockDim.x)
+        store_f(&row[i], 0.0f);
 }
 
 /* Sum of the N row losses in double: thread j adds rows j, j + 256, ...

@@ -28,6 +28,7 @@ typedef struct {
     int arch;                /* enum st_arch */
     char *preset;            /* "" when none */
     int64_t n_layer, n_head, n_kv_head, d_model, d_ff, vocab_size, seq_len;
+    int64_t vocab_padding;   /* stored vocabulary rows: a multiple of this */
     double rope_theta, norm_eps;
     int rope_scaling;        /* enum st_rope_scaling */
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;

@@ -97,7 +97,9 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
     for (int u = 0; u < m->n_units; u++) {
         st_fsdp_unit *x = &f->units[u];
         x->numel = st_model_train_numel(m, u);
-        x->padded = (x->numel + f->S - 1) / f->S * f->S;
+        /* With the vocabulary tail (model.h): zeros past numel, sharded
+         * and gathered like the padding to a multiple of S. */
+        x->padded = st_model_train_padded(m, u, f->S);
         x->shard = x->padded / f->S;
         x->lo = (int64_t)f->shard_rank * x->shard;
         size_t bytes = sizeof(float) * (size_t)x->shard;
@@ -114,7 +116,7 @@ int st_fsdp_create(st_fsdp *f, const st_model *m, const st_fsdp_options *opt,
         }
         st_fsdp_frozen *z = &x->frozen;
         z->numel = st_model_frozen_numel(m, u);
-        z->padded = (z->numel + f->S - 1) / f->S * f->S;
+        z->padded = st_model_frozen_padded(m, u, f->S);
         z->shard = z->padded / f->S;
         z->lo = (int64_t)f->shard_rank * z->shard;
         if (z->numel)

@@ -114,7 +114,8 @@ size_t st_model_scratch_floats(const st_model *m, int64_t B)
 void st_embed_forward(const st_model *m, const float *p, const int32_t *tokens,
                       int64_t B, float *out)
 {
-    const float *wte = p, *wpe = m->arch == ST_ARCH_GPT2 ? p + m->V * m->C : NULL;
+    /* gpt2's unit is [wpe, wte], llama's [embed_tokens] (model.c). */
+    const float *wte = p + st_model_wte_offset(m), *wpe = m->arch == ST_ARCH_GPT2 ? p : NULL;
     int64_t C = m->C, T = m->T;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < B * T; r++) {
@@ -134,7 +135,7 @@ void st_embed_backward(const st_model *m, float *g, const int32_t *tokens,
                        int64_t B, const float *dout)
 {
     int64_t C = m->C, T = m->T;
-    float *dwte = g, *dwpe = m->arch == ST_ARCH_GPT2 ? g + m->V * C : NULL;
+    float *dwte = g + st_model_wte_offset(m), *dwpe = m->arch == ST_ARCH_GPT2 ? g : NULL;
     /* Threads split the channels; each walks the rows in order, so a
      * token seen twice accumulates in the same order every run. */
 #pragma omp parallel for schedule(static)
@@ -330,8 +331,9 @@ double st_head_forward_backward(const st_model *m, const float *head_p,
     float *dxn = rstd + N, *logits = dxn + N * C;
     const float *normw = tp(m, hu, 0, head_p);
     /* Output weight [V, C]: the head's own, or the tied token embedding. */
-    const float *Wout = m->tied ? embed_p : tp(m, hu, gpt2 ? 2 : 1, head_p);
-    float *dWout = !backward ? NULL : m->tied ? embed_g : tg(m, hu, gpt2 ? 2 : 1, head_g);
+    const int64_t wte = st_model_wte_offset(m);
+    const float *Wout = m->tied ? embed_p + wte : tp(m, hu, gpt2 ? 2 : 1, head_p);
+    float *dWout = !backward ? NULL : m->tied ? embed_g + wte : tg(m, hu, gpt2 ? 2 : 1, head_g);
 
     if (gpt2)
         st_layernorm_forward(xn, mean, rstd, in, normw, tp(m, hu, 1, head_p), N, C, m->eps);

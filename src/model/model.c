@@ -39,8 +39,10 @@ static int add_tensor(st_model *m, int cap, int unit, const char *name,
 static void layout_gpt2(st_model *m, int cap)
 {
     char n[80];
-    add_tensor(m, cap, 0, "transformer.wte.weight", m->V, m->C, ST_INIT_NORMAL);
+    /* wte last, so that its vocabulary padding is the unit's tail
+     * (st_model_vocab_tail). */
     add_tensor(m, cap, 0, "transformer.wpe.weight", m->T, m->C, ST_INIT_NORMAL);
+    add_tensor(m, cap, 0, "transformer.wte.weight", m->V, m->C, ST_INIT_NORMAL);
     for (int64_t l = 0; l < m->L; l++) {
         int u = (int)l + 1;
 #define T_(suffix, d0, d1, init)                                                \
@@ -109,6 +111,9 @@ int st_model_init(st_model *m, const st_model_config *cfg)
     m->hd = m->C / m->H;
     m->F = cfg->d_ff;
     m->V = cfg->vocab_size;
+    /* 0: a config not from the schema (tests, tools), stored unpadded. */
+    const int64_t vpad = cfg->vocab_padding > 0 ? cfg->vocab_padding : 1;
+    m->Vp = (m->V + vpad - 1) / vpad * vpad;
     m->T = cfg->seq_len;
     m->tied = cfg->tie_embeddings;
     m->eps = (float)cfg->norm_eps;

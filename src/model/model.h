@@ -77,6 +77,13 @@ typedef struct {
 typedef struct {
     int arch;                /* enum st_arch */
     int64_t L, C, H, KV, hd, F, V, T;
+    /* Stored vocabulary rows: V rounded up to model.vocab_padding.  The
+     * token embedding and the untied output weight are each their unit's
+     * last tensor, and the (Vp - V) x C zero rows after them are the
+     * unit's vocabulary tail (st_model_vocab_tail): storage the engine
+     * shards and gathers like its other padding, which no tensor, loss,
+     * checkpoint tensor or export sees. */
+    int64_t Vp;
     int tied;
     float eps;
     double init_std;
@@ -140,6 +147,34 @@ static inline int64_t st_model_train_numel(const st_model *m, int u)
 static inline int64_t st_model_frozen_numel(const st_model *m, int u)
 {
     return m->lora.rank ? m->units[u].numel : 0;
+}
+/* Zero elements stored after unit u's tensors: the vocabulary padding
+ * rows of its token embedding or output weight, else 0. */
+static inline int64_t st_model_vocab_tail(const st_model *m, int u)
+{
+    const int ends_with_vocab = u == 0 || (u == st_model_head_unit(m) && !m->tied);
+    return ends_with_vocab ? (m->Vp - m->V) * m->C : 0;
+}
+/* Stored sizes of unit u's trained and frozen parts when split over S
+ * ranks: the elements, the vocabulary tail (in the part holding the base
+ * weights), and zero padding to a multiple of S.  The engine allocates
+ * from these and `shardtrain estimate` counts the same. */
+static inline int64_t st_model_round_up(int64_t n, int64_t S) { return (n + S - 1) / S * S; }
+static inline int64_t st_model_train_padded(const st_model *m, int u, int64_t S)
+{
+    const int64_t tail = m->lora.rank ? 0 : st_model_vocab_tail(m, u);
+    return st_model_round_up(st_model_train_numel(m, u) + tail, S);
+}
+static inline int64_t st_model_frozen_padded(const st_model *m, int u, int64_t S)
+{
+    const int64_t tail = m->lora.rank ? st_model_vocab_tail(m, u) : 0;
+    return st_model_round_up(st_model_frozen_numel(m, u) + tail, S);
+}
+/* The token embedding [V, C] (wte, embed_tokens): its element offset in
+ * unit 0, where the tied head reads it too. */
+static inline int64_t st_model_wte_offset(const st_model *m)
+{
+    return m->tensors[m->units[0].first_tensor + m->units[0].n_tensors - 1].offset;
 }
 
 /* Initial values of elements [lo, hi) of unit u's adapter buffer: A as

@@ -172,10 +172,10 @@ void st_estimate_memory_traced(const st_model *m, const st_config *cfg, int stra
     s.padded = padded, s.shard = shard, s.gathered = gathered, s.has_grad = h;
     double shard_total = 0.0, frozen_total = 0.0, frozen_max = 0.0;
     for (int u = 0; u < nu; u++) {
-        padded[u] = (st_model_train_numel(m, u) + S - 1) / S * S;
+        padded[u] = st_model_train_padded(m, u, S);
         shard[u] = padded[u] / S;
         shard_total += (double)shard[u];
-        const int64_t fp = (st_model_frozen_numel(m, u) + S - 1) / S * S;
+        const int64_t fp = st_model_frozen_padded(m, u, S);
         frozen_total += (double)(fp / S);
         if ((double)(fp / S) > frozen_max)
             frozen_max = (double)(fp / S);

@@ -318,8 +318,8 @@ static double cost_units(const st_model *m, const st_config *cfg, const st_clust
             uc->flops[u] += 12.0 * (double)(m->C * m->T);
         /* Gathers bring both parts of a unit; only the trained part (all
          * of it without LoRA, the adapters with) is reduced. */
-        int64_t padded = (st_model_train_numel(m, u) + S - 1) / S * S;
-        int64_t gathered = padded + (st_model_frozen_numel(m, u) + S - 1) / S * S;
+        int64_t padded = st_model_train_padded(m, u, S);
+        int64_t gathered = padded + st_model_frozen_padded(m, u, S);
         double shard = (double)(padded / S);
         shard_elems += shard;
         uc->ag_s[u] = ring(S, (double)gathered * cbytes, shard_link);
