@@ -151,7 +151,7 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     const int64_t wte = st_model_wte_offset(m);
     const S *Wout = m->tied ? embed_p + wte : tp(m, hu, gpt2 ? 2 : 1, head_p);
     float *dWout = !backward ? nullptr
-                   : m->tied ? embed_g + wte
+                   : m->tied ? (embed_g ? embed_g + wte : nullptr) /* NULL: frozen */
                              : tg(m, hu, gpt2 ? 2 : 1, head_g);
 
     if (gpt2)

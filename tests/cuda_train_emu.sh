@@ -25,7 +25,8 @@
 # dropout 0.1; cuda/model_block.cu's adapters over a frozen base) matches
 # the CPU backend as above, the adapters (final/adapter) and the gradient
 # norm compared on their own too, in fp32 and bf16 for gpt2 and llama, and
-# on 2 ranks full_shard matches 1 rank.  Not covered:
+# on 2 ranks full_shard matches 1 rank.  A vocabulary of 300 stored as 384
+# padded rows gives the unpadded run's losses.  Not covered:
 # cuBLASLt (the CPU st_gemm stands in), real streams and concurrency,
 # NCCL.  Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
@@ -205,6 +206,32 @@ check "the instruction data leaves most tokens untrained (prompts and padding ar
 import sys
 m = open('$TMP/data/inst_train_000000.mask', 'rb').read()[1024:]
 sys.exit(not 0 < sum(b & 1 for b in m) < len(m) // 2 + len(m) // 4)"
+
+# The padded vocabulary (model.vocab_padding, default 128; tests/vocab_pad.sh
+# for the CPU side): 300 token ids stored as 384 rows, one block, 2 steps.
+# The head's three products run over the stored rows (N = 384 for the
+# logits, K = 384 for the input gradient, M = 384 for the weight gradient,
+# logit rows 384 apart) and the cross-entropy zeroes the padding columns'
+# gradient.  The padded emulated run gives the unpadded one's losses bit
+# for bit and its weights within 1e-6 (the stand-in product, the CPU's
+# st_gemm, blocks the last rows of M = 300 and M = 384 differently, which
+# moves a few roundings of the weight gradient's last rows), and the CPU's
+# within the bf16 tolerance above.
+v300="-s train.precision=bf16 -s model.vocab_size=300 -s model.n_layer=1 -s train.steps=2"
+for arch in gpt2 llama; do
+    run emu_${arch}_v300 "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda $v300 &
+    run emu_${arch}_v300_p1 "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda $v300 \
+        -s model.vocab_padding=1
+    wait
+    run cpu_${arch}_v300 "$SHARDTRAIN" 1 "$TMP/$arch.ini" -s train.device=cpu $v300
+    check "$arch bf16, vocabulary 300 stored as 384 rows: the unpadded run's losses bit for bit" \
+        compare_runs --exact --only metrics "$TMP/emu_${arch}_v300" \
+        "$TMP/emu_${arch}_v300_p1" 2
+    check "$arch bf16, vocabulary 300 stored as 384 rows: the unpadded run's weights within 1e-6" \
+        compare_runs "$TMP/emu_${arch}_v300" "$TMP/emu_${arch}_v300_p1" 1e-6 2
+    check "$arch bf16, vocabulary 300 stored as 384 rows: cuda backend matches the cpu backend within 2e-2" \
+        compare_runs "$TMP/emu_${arch}_v300" "$TMP/cpu_${arch}_v300" 2e-2 2
+done
 
 # LoRA on the CUDA units: the adapters of every target, dropout masks from
 # the device's st_lora_keep_at, frozen base weights (no gradient products).

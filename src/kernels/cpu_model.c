@@ -333,7 +333,10 @@ double st_head_forward_backward(const st_model *m, const float *head_p,
     /* Output weight [V, C]: the head's own, or the tied token embedding. */
     const int64_t wte = st_model_wte_offset(m);
     const float *Wout = m->tied ? embed_p + wte : tp(m, hu, gpt2 ? 2 : 1, head_p);
-    float *dWout = !backward ? NULL : m->tied ? embed_g + wte : tg(m, hu, gpt2 ? 2 : 1, head_g);
+    /* A NULL gradient (a frozen weight, LoRA) stays NULL. */
+    float *dWout = !backward ? NULL
+                   : m->tied ? (embed_g ? embed_g + wte : NULL)
+                             : tg(m, hu, gpt2 ? 2 : 1, head_g);
 
     if (gpt2)
         st_layernorm_forward(xn, mean, rstd, in, normw, tp(m, hu, 1, head_p), N, C, m->eps);
