@@ -208,7 +208,7 @@ m = open('$TMP/data/inst_train_000000.mask', 'rb').read()[1024:]
 sys.exit(not 0 < sum(b & 1 for b in m) < len(m) // 2 + len(m) // 4)"
 
 # The padded vocabulary (model.vocab_padding, default 128; tests/vocab_pad.sh
-# for the CPU side): 300 token ids stored as 384 rows, one block, 2 steps.
+# for the CPU side): 300 token ids stored as 384 rows, 2 steps.
 # The head's three products run over the stored rows (N = 384 for the
 # logits, K = 384 for the input gradient, M = 384 for the weight gradient,
 # logit rows 384 apart) and the cross-entropy zeroes the padding columns'
@@ -217,7 +217,7 @@ sys.exit(not 0 < sum(b & 1 for b in m) < len(m) // 2 + len(m) // 4)"
 # st_gemm, blocks the last rows of M = 300 and M = 384 differently, which
 # moves a few roundings of the weight gradient's last rows), and the CPU's
 # within the bf16 tolerance above.
-v300="-s train.precision=bf16 -s model.vocab_size=300 -s model.n_layer=1 -s train.steps=2"
+v300="-s train.precision=bf16 -s model.vocab_size=300 -s train.steps=2"
 for arch in gpt2 llama; do
     run emu_${arch}_v300 "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda $v300 &
     run emu_${arch}_v300_p1 "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda $v300 \

@@ -72,6 +72,19 @@ static void unit_sizes(const st_config *cfg, double n[3])
     }
 }
 
+/* The units as stored: the vocabulary rows of the token embedding and an
+ * untied output weight padded to a multiple of model.vocab_padding
+ * (zero rows the optimizer updates like any others). */
+static void stored_unit_sizes(const st_config *cfg, double n[3])
+{
+    unit_sizes(cfg, n);
+    const int64_t V = cfg->model.vocab_size, pad = cfg->model.vocab_padding;
+    const double extra = (double)((V + pad - 1) / pad * pad - V) * (double)cfg->model.d_model;
+    n[0] += extra;
+    if (cfg->model.arch != ST_ARCH_GPT2)
+        n[2] += extra;
+}
+
 /* Matrix parameters of one block and of the head, per the FLOPs convention. */
 static void matrix_params(const st_config *cfg, double *block, double *head)
 {
@@ -148,6 +161,15 @@ static void check_pure_compute(void)
     tap_ok(m.units[0].numel == (int64_t)sz[0] && m.units[1].numel == (int64_t)sz[1] &&
                m.units[m.n_units - 1].numel == (int64_t)sz[2],
            "gpt2-124m unit sizes match the hand count (%.0f, %.0f, %.0f)", sz[0], sz[1], sz[2]);
+    double st[3];
+    stored_unit_sizes(&cfg, st);
+    tap_ok(cfg.model.vocab_padding == 128 && st[0] == (50304.0 + 1024.0) * 768.0 &&
+               st_model_train_padded(&m, 0, 1) == (int64_t)st[0] &&
+               st_model_train_padded(&m, 1, 1) == (int64_t)sz[1] &&
+               st_model_train_padded(&m, m.n_units - 1, 1) == (int64_t)sz[2],
+           "gpt2-124m stored units: the embedding's 50257 vocabulary rows padded to 50304 "
+           "(%.0f elements), the others as counted",
+           st[0]);
     tap_ok(near(st_model_flops_per_token(&m), 6 * (12 * blk + head) + 12 * 12 * 768 * 1024.0,
                 1e-12),
            "flops per token is 6 x matrix params + 12 L C T");
@@ -194,11 +216,12 @@ static void check_pure_compute(void)
                near(p.step_s, want, 1e-12) && p.shard_size == 1 && p.replicate_size == 1,
            "no_shard on 1 GPU: no bytes moved, step %.6g s = compute %.6g s", p.step_s, want);
 
-    /* The optimizer update: 28 bytes per element of the rank's shards. */
+    /* The optimizer update: 28 bytes per stored element of the rank's
+     * shards. */
     c.hbm_bw_gbs = 2000.0;
     rc = project(&cfg, &c, &p);
     double sz1[3];
-    unit_sizes(&cfg, sz1);
+    stored_unit_sizes(&cfg, sz1);
     double elems = sz1[0] + 12 * sz1[1] + sz1[2];
     tap_ok(!rc && near(p.optimizer_s, 28 * elems / 2e12, 1e-12) &&
                near(p.step_s, want + p.optimizer_s, 1e-12),
@@ -227,7 +250,7 @@ static void check_toy(void)
     st_config cfg;
     toy_config(&cfg);
     double sz[3], blk, head;
-    unit_sizes(&cfg, sz);
+    stored_unit_sizes(&cfg, sz);
     matrix_params(&cfg, &blk, &head);
     const double T = 16, C = 64;
     /* bf16 gathers over S = 2 send half the unit: a_B = 2 sz[1] / 2 / bw. */
