@@ -32,8 +32,11 @@ bench/attention_model.py's tile walk at the recorded shape.  Assumptions
   - one rank: no collective runs (the one-rank mpi groups copy nothing).
 MFU = model FLOPs of the step / (step time x 989 TFLOP/s), model FLOPs as
 shardtrain counts them (st_model_flops_per_token): here the sum of the
-step's bf16 GEMM FLOPs plus 12 x layers x d_model x T per token for
-attention, both read off the records.
+step's bf16 GEMM FLOPs, the LM head's over the true vocabulary (its
+products run over the padded stored rows, model.vocab_padding, whose
+extra FLOPs are priced in the step time but are not model FLOPs), plus
+12 x layers x d_model x T per token for attention, all read off the
+records.
 
 Usage: step_model.py DIR            print the markdown of docs/gpu.md's block
        step_model.py DIR --write F  replace F's block between the markers
@@ -220,7 +223,7 @@ def c_sum_losses(o, ctx):
 def c_xent(o, ctx):
     V, ld = o.ints()[:2]
     N = o.grid[0]
-    ctx["vocab"] = V
+    ctx["vocab"], ctx["vocab_ld"] = V, ld
     # logits read for the max and the sum, then read and written as the
     # gradient: 3 passes; exp counted as a CUDA-core operation
     return 0, 8 * N * V, 3 * N * V * o.elem(), None
@@ -360,9 +363,29 @@ def cost(ops):
     return rows, ctx
 
 
+def head_vocab_dim(o, ctx):
+    """The vocabulary dimension of an LM head product, else None: the
+    products run over the stored rows (model.vocab_padding), from the true
+    vocabulary V up to the logits' row stride (the cross-entropy's two
+    arguments)."""
+    V = ctx.get("vocab")
+    if V is None:
+        return None
+    for x in o.args[:3]:
+        d = int(x)
+        if V <= d <= ctx.get("vocab_ld", V):
+            return d
+    return None
+
+
 def model_flops(rows, ctx):
-    """shardtrain's model FLOPs of the step, from the records."""
-    gemm = sum(n * tc for o, n, tc, cu, by, t, b in rows if o.kind == "gemm")
+    """shardtrain's model FLOPs of the step, from the records: the head's
+    products counted over the true vocabulary, not its padding rows."""
+    gemm = 0
+    for o, n, tc, cu, by, t, b in rows:
+        if o.kind == "gemm":
+            d = head_vocab_dim(o, ctx)
+            gemm += n * tc * (ctx["vocab"] / d if d else 1)
     # 12 x d_model x T per token and layer, causal half not discounted
     attn = sum(12 * C * T * B * T for B, T, C in ctx.get("attn", []))
     return gemm + attn, gemm
@@ -422,8 +445,7 @@ def table(d):
 def group_of(o, ctx):
     n = o.name
     if o.kind == "gemm":
-        head = ctx.get("vocab") in (int(x) for x in o.args[:3])
-        return "LM head GEMMs" if head else "GEMMs"
+        return "LM head GEMMs" if head_vocab_dim(o, ctx) else "GEMMs"
     if n.startswith("attn_"):
         return "attention"
     if n.startswith("xent") or n in ("sum_losses_kernel", "add_double_kernel"):
