@@ -26,6 +26,9 @@ bench/attention_model.py's tile walk at the recorded shape.  Assumptions
   - HBM3 3.35 TB/s, every byte of a row counted once (no cache reuse);
   - host copies over PCIe at 25 GB/s plus HOST_SYNC_S when the host
     waits (a copy to the host);
+  - the embedding sort's shared-memory passes and block scans: clock
+    estimates (SMEM_BYTES_CLK, SMEM_BARRIER_CLK below), where they exceed
+    the launch's bytes at HBM speed;
   - per operation: max(tensor time, CUDA-core time, memory time) +
     LAUNCH_S, the gap between dependent back-to-back launches in one
     stream without CUDA graphs;
@@ -173,14 +176,67 @@ def c_embed_forward(o, ctx):
     return 0, rows * C, 2 * rows * C * s + wpe + rows * 4, None
 
 
-def c_embed_sort(o, ctx):
-    N, P = o.ints()[-2:]
+# The embedding sort (cuda/embedding.cu): tiles of keys sorted in shared
+# memory, passes across tiles one launch each, then the run list.  A
+# shared-memory pass over a tile moves the tile's 8-byte keys in and out
+# at SMEM_BYTES_CLK per SM, plus SMEM_BARRIER_CLK for the barrier; a block
+# scan (the run list) is 2 log2(threads) such barrier steps.  One block per
+# SM is assumed, so blocks beyond the SMs' count run in further waves.
+CLOCK, SMS = am.CLOCK, am.SMS
+SMEM_BYTES_CLK = 128
+SMEM_BARRIER_CLK = 50
+
+
+def smem_passes_s(passes, tile, blocks):
+    per_pass = (tile * 8 * 2 / SMEM_BYTES_CLK + SMEM_BARRIER_CLK) / CLOCK
+    return passes * per_pass * -(-blocks // SMS)
+
+
+def latency_or_memory(by, latency):
+    """The time override: the latency where it exceeds the bytes' time, else
+    None (the row is then priced, and labelled, by its bytes)."""
+    return latency if latency > by / HBM else None
+
+
+def block_scan_s(threads, times=1):
+    return times * 2 * (threads - 1).bit_length() * SMEM_BARRIER_CLK / CLOCK
+
+
+def c_embed_sort_tile(o, ctx):
+    N, tile = o.ints()[-2:]
+    P = tile * o.grid[0]
     ctx["embed_rows"] = N
-    lg = max(1, (P - 1).bit_length())
+    lg = (tile - 1).bit_length()
     passes = lg * (lg + 1) // 2
-    # One block: latency-bound, a barrier pass each (docs/gpu.md's
-    # reductions section: 10-20 us a pass; 10 taken).
-    return 0, passes * P, passes * P * 8 * 2, passes * 10e-6
+    by = N * 4 + P * 8
+    return 0, passes * P // 2, by, latency_or_memory(by, smem_passes_s(passes, tile, o.grid[0]))
+
+
+def c_embed_sort_span(o, ctx):
+    P = o.ints()[-3]
+    return 0, P // 2, 2 * P * 8, None
+
+
+def c_embed_sort_merge(o, ctx):
+    tile = o.ints()[-1]
+    P = tile * o.grid[0]
+    passes = (tile - 1).bit_length()
+    by = 2 * P * 8
+    return 0, passes * P // 2, by, latency_or_memory(by, smem_passes_s(passes, tile, o.grid[0]))
+
+
+def c_embed_runs(o, ctx):
+    N = o.ints()[-1]
+    by = N * 8 + o.grid[0] * 4
+    if "list" in o.name:
+        by += N * 4  # at most one start per row, and the offsets
+    return 0, N, by, latency_or_memory(by, block_scan_s(o.block[0], -(-o.grid[0] // SMS)))
+
+
+def c_embed_runs_offsets(o, ctx):
+    blocks = o.ints()[0]
+    chunks = -(-blocks // o.block[0])
+    return 0, blocks, 2 * blocks * 4, block_scan_s(o.block[0], chunks)
 
 
 def c_embed_wte(o, ctx):
@@ -281,7 +337,12 @@ COSTS = {
     "pack_bf16_kernel<kVec>": c_pack, "unpack_bf16_kernel<kVec>": c_pack,
     "round_bf16_kernel<kVec>": elementwise(1, 1, 2),
     "embed_forward_kernel<T, kVec>": c_embed_forward,
-    "embed_sort_kernel": c_embed_sort,
+    "embed_sort_tile_kernel": c_embed_sort_tile,
+    "embed_sort_span_kernel": c_embed_sort_span,
+    "embed_sort_merge_kernel": c_embed_sort_merge,
+    "embed_runs_count_kernel": c_embed_runs,
+    "embed_runs_offsets_kernel": c_embed_runs_offsets,
+    "embed_runs_list_kernel": c_embed_runs,
     "embed_backward_wte_kernel<T, kVec>": c_embed_wte,
     "embed_backward_wpe_kernel<T, kVec>": c_embed_wpe,
     "norm_forward_kernel<T, centered, kVec>": c_norm_forward,

@@ -1,18 +1,14 @@
-/* Elementwise and gather/scatter kernels of the CUDA backend: the bias
- * gradient's column sum, SwiGLU, RoPE, the token/position embedding and
- * its backward, and add_inplace (the bf16 casts are in casts.cu).  Each
- * kernel is the CPU kernel of src/kernels/cpu_ops.c (or
- * src/kernels/cpu_model.c for the embedding) with its loops turned into a
- * grid: one thread per output element (or per 16 bytes of them, see the
- * speed notes), a grid-stride loop so any size works with a bounded grid,
- * fp32 arithmetic whatever the storage type.  The two reductions over rows are the
- * exceptions.  The bias gradient is common.cuh's two-stage column sum
- * (row chunks x column tiles into fp32 partials, then a fixed tree), which
- * fills a GPU whatever C is; the CPU sums in double, so the two agree to
- * rounding.  The token-embedding gradient sorts the rows by token on the
- * device and gives each distinct token to a block row that adds its rows
- * in ascending order, the CPU's order, so in fp32 it reproduces the CPU
- * bit for bit.  Neither uses atomics: results do not depend on scheduling.
+/* Elementwise kernels of the CUDA backend: the bias gradient's column
+ * sum, SwiGLU, RoPE and add_inplace (the bf16 casts are in casts.cu, the
+ * embedding in embedding.cu).  Each kernel is the CPU kernel of
+ * src/kernels/cpu_ops.c with its loops turned into a grid: one thread per
+ * output element (or per 16 bytes of them, see the speed notes), a
+ * grid-stride loop so any size works with a bounded grid, fp32 arithmetic
+ * whatever the storage type.  The bias gradient is the exception, a
+ * reduction over rows: common.cuh's two-stage column sum (row chunks x
+ * column tiles into fp32 partials, then a fixed tree), which fills a GPU
+ * whatever C is and uses no atomics, so its result does not depend on
+ * scheduling; the CPU sums in double, so the two agree to rounding.
  *
  * Speed notes: these kernels are memory-bound.  Each has a 16-byte path
  * (a template flag kVec: every thread moves V = 16 / sizeof(T) adjacent
@@ -20,9 +16,7 @@
  * that its launcher takes when the pointers are 16-byte aligned and the
  * row widths and strides multiples of V, and otherwise the one-element
  * scalar path.  The arithmetic per element, and the order of additions in
- * the two embedding gradients, are the same in both, so they give the same
- * bits.  The sort of the token-embedding gradient stays scalar (one
- * block, latency-bound). */
+ * the column sum, are the same in both, so they give the same bits. */
 #include "common.cuh"
 
 using namespace st_cuda;
@@ -186,142 +180,6 @@ __global__ void rope_apply_kernel(T *x, int64_t ld, int64_t rows, int64_t Tlen,
     }
 }
 
-/* ---- embedding ------------------------------------------------------------- */
-
-/* Item: V consecutive columns of one output row (C a multiple of V). */
-template <typename T, bool kVec>
-__global__ void embed_forward_kernel(T *out, const T *wte, const T *wpe,
-                                     const int32_t *tokens, int64_t rows, int64_t Tlen,
-                                     int64_t C)
-{
-    constexpr int V = vec_width<T, kVec>();
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < rows * C / V;
-         k += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t e = k * V, r = e / C, c = e - r * C;
-        float o[V], p[V];
-        load_vec(&wte[(int64_t)tokens[r] * C + c], o);
-        if (wpe) {
-            load_vec(&wpe[(r % Tlen) * C + c], p);
-            for (int v = 0; v < V; v++)
-                o[v] += p[v];
-        }
-        store_vec(&out[e], o);
-    }
-}
-
-/* Token-embedding scatter-add without atomics, in two kernels.
- *
- * embed_sort_kernel (one block) sorts the keys (token << 32 | row) of the
- * N rows, a bitonic network in the workspace: the keys are distinct, so
- * the order is total and the result does not depend on which thread
- * swaps what; rows of one token end up adjacent and ascending.  It then
- * lists where each distinct token's run starts (a per-thread count, one
- * fixed scan, per-thread writes), so empty tokens cost nothing.
- *
- * embed_backward_wte_kernel gives each run (token) to one block row of the
- * grid and each column to one thread; the thread adds the run's rows in
- * ascending row order onto dwte[token, c], which is exactly the CPU's
- * sequence of float additions (st_embed_backward walks rows in order), so
- * fp32 results equal the CPU's bit for bit.  The parallelism is now
- * distinct tokens x C instead of C, and the sequential depth the longest
- * run instead of N.  With kVec a thread owns V adjacent columns, read
- * and accumulated 16 bytes at a time, each column's additions in the
- * same order. */
-const int kSortThreads = 1024;
-
-__global__ void embed_sort_kernel(uint64_t *keys, int32_t *seg, int32_t *nseg,
-                                  const int32_t *tokens, int64_t N, int64_t P)
-{
-    __shared__ int32_t count[kSortThreads];
-    const int t = threadIdx.x;
-    for (int64_t i = t; i < P; i += kSortThreads)
-        keys[i] = i < N ? (uint64_t)(uint32_t)tokens[i] << 32 | (uint64_t)i : ~(uint64_t)0;
-    __syncthreads();
-    for (int64_t k = 2; k <= P; k <<= 1)
-        for (int64_t j = k >> 1; j > 0; j >>= 1) {
-            for (int64_t i = t; i < P; i += kSortThreads) {
-                const int64_t l = i ^ j;
-                if (l > i) {
-                    const uint64_t a = keys[i], b = keys[l];
-                    if (((i & k) == 0) == (a > b)) {
-                        keys[i] = b;
-                        keys[l] = a;
-                    }
-                }
-            }
-            __syncthreads();
-        }
-    /* Run starts: thread t scans positions [lo, hi), a contiguous range, so
-     * the list comes out ascending after the exclusive scan of the counts. */
-    const int64_t per = (N + kSortThreads - 1) / kSortThreads;
-    const int64_t lo = t * per, hi = lo + per < N ? lo + per : N;
-    int32_t n_here = 0;
-    for (int64_t i = lo; i < hi; i++)
-        n_here += i == 0 || keys[i] >> 32 != keys[i - 1] >> 32;
-    count[t] = n_here;
-    __syncthreads();
-    if (t == 0) {
-        int32_t run = 0;
-        for (int i = 0; i < kSortThreads; i++) {
-            const int32_t c = count[i];
-            count[i] = run;
-            run += c;
-        }
-        *nseg = run;
-        seg[run] = (int32_t)N;
-    }
-    __syncthreads();
-    int32_t o = count[t];
-    for (int64_t i = lo; i < hi; i++)
-        if (i == 0 || keys[i] >> 32 != keys[i - 1] >> 32)
-            seg[o++] = (int32_t)i;
-}
-
-template <typename T, bool kVec>
-__global__ void embed_backward_wte_kernel(float *dwte, const uint64_t *keys,
-                                          const int32_t *seg, const int32_t *nseg,
-                                          const T *dout, int64_t C)
-{
-    constexpr int V = vec_width<T, kVec>();
-    const int64_t c = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * V;
-    if (c >= C)
-        return;
-    const int32_t runs = *nseg;
-    for (int32_t s = blockIdx.x; s < runs; s += gridDim.x) {
-        const int32_t i0 = seg[s], i1 = seg[s + 1];
-        float *e = dwte + (int64_t)(keys[i0] >> 32) * C + c;
-        float acc[V], q[V];
-        load_vec(e, acc);
-        for (int32_t i = i0; i < i1; i++) {
-            load_vec(&dout[(int64_t)(uint32_t)keys[i] * C + c], q);
-            for (int v = 0; v < V; v++)
-                acc[v] += q[v];
-        }
-        store_vec(e, acc);
-    }
-}
-
-/* Position table: element (t, c) receives rows b*T + t for b = 0..B-1, in
- * that order (the CPU's row order), so one thread per item of V elements,
- * no race. */
-template <typename T, bool kVec>
-__global__ void embed_backward_wpe_kernel(float *dwpe, const T *dout, int64_t B,
-                                          int64_t Tlen, int64_t C)
-{
-    constexpr int V = vec_width<T, kVec>();
-    for (int64_t k = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; k < Tlen * C / V;
-         k += (int64_t)gridDim.x * blockDim.x) {
-        float acc[V], q[V];
-        load_vec(&dwpe[k * V], acc);
-        for (int64_t b = 0; b < B; b++) {
-            load_vec(&dout[b * Tlen * C + k * V], q);
-            for (int v = 0; v < V; v++)
-                acc[v] += q[v];
-        }
-        store_vec(&dwpe[k * V], acc);
-    }
-}
-
 /* ---- add ----------------------------------------------------------------- */
 
 template <typename T, bool kVec>
@@ -411,68 +269,6 @@ cudaError_t rope_apply(T *x, int64_t ld, int64_t B, int64_t Tlen, int64_t n_head
 }
 
 template <typename T>
-cudaError_t embed_forward(T *out, const T *wte, const T *wpe, const int32_t *tokens,
-                          int64_t B, int64_t Tlen, int64_t C, cudaStream_t s)
-{
-    const int64_t work = B * Tlen * C;
-    const bool vec = aligned16(out, wte, wpe) && widths_vec<T>(C);
-    if (work > 0)
-        with_vec_items<T>(vec, work, kThreads, [&](auto tag, unsigned grid) {
-            constexpr bool kVec = decltype(tag)::value;
-            embed_forward_kernel<T, kVec><<<grid, kThreads, 0, s>>>(
-                out, wte, wpe, tokens, B * Tlen, Tlen, C);
-        });
-    return launch_status();
-}
-
-/* Workspace of the token-embedding backward for N rows: the sort keys
- * (N rounded up to a power of two), the run starts (N + 1) and the run
- * count, each 256-byte aligned. */
-static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
-static int64_t pow2_at_least(int64_t n)
-{
-    int64_t p = 1;
-    while (p < n)
-        p <<= 1;
-    return p;
-}
-
-template <typename T>
-cudaError_t embed_backward(float *dwte, float *dwpe, const int32_t *tokens, const T *dout,
-                           int64_t B, int64_t Tlen, int64_t C, void *ws, cudaStream_t s)
-{
-    const int64_t N = B * Tlen;
-    if (N * C <= 0)
-        return launch_status();
-    if (!ws || N > INT32_MAX - 1)
-        return cudaErrorInvalidValue;
-    const int64_t P = pow2_at_least(N);
-    char *w = static_cast<char *>(ws);
-    uint64_t *keys = reinterpret_cast<uint64_t *>(w);
-    int32_t *seg = reinterpret_cast<int32_t *>(w + align256(P * 8));
-    int32_t *nseg = reinterpret_cast<int32_t *>(w + align256(P * 8) + align256((N + 1) * 4));
-    embed_sort_kernel<<<1, kSortThreads, 0, s>>>(keys, seg, nseg, tokens, N, P);
-    /* A block row per run up to 4096 runs (then each loops), 256 columns
-     * per block: enough blocks for any GPU once a batch has a few hundred
-     * distinct tokens; a fixed function of N, so the work split is too. */
-    const unsigned gx = (unsigned)(N < 4096 ? N : 4096);
-    with_vec(aligned16(dwte, dout) && widths_vec<T>(C), [&](auto tag) {
-        constexpr bool kVec = decltype(tag)::value;
-        constexpr int V = vec_width<T, kVec>();
-        const dim3 grid(gx, (unsigned)((C / V + 255) / 256));
-        embed_backward_wte_kernel<T, kVec><<<grid, 256, 0, s>>>(dwte, keys, seg, nseg, dout, C);
-    });
-    const bool vec = aligned16(dwpe, dout) && widths_vec<T>(C); /* dwpe NULL: not used */
-    if (dwpe)
-        with_vec_items<T>(vec, Tlen * C, kThreads, [&](auto tag, unsigned grid) {
-            constexpr bool kVec = decltype(tag)::value;
-            embed_backward_wpe_kernel<T, kVec><<<grid, kThreads, 0, s>>>(
-                dwpe, dout, B, Tlen, C);
-        });
-    return launch_status();
-}
-
-template <typename T>
 cudaError_t add_inplace(T *y, const T *x, int64_t n, cudaStream_t s)
 {
     const bool vec = aligned16(y, x) && widths_vec<T>(n);
@@ -550,36 +346,6 @@ cudaError_t st_cuda_rope_apply_bf16(uint16_t *x, int64_t ld, int64_t B, int64_t 
     return rope_apply(as_bf16(x), ld, B, T, n_heads, hd, cos_t, sin_t, inverse, s);
 }
 
-cudaError_t st_cuda_embed_forward_f32(float *out, const float *wte, const float *wpe,
-                                      const int32_t *tokens, int64_t B, int64_t T,
-                                      int64_t C, cudaStream_t s)
-{
-    return embed_forward(out, wte, wpe, tokens, B, T, C, s);
-}
-cudaError_t st_cuda_embed_forward_bf16(uint16_t *out, const uint16_t *wte,
-                                       const uint16_t *wpe, const int32_t *tokens,
-                                       int64_t B, int64_t T, int64_t C, cudaStream_t s)
-{
-    return embed_forward(as_bf16(out), as_bf16(wte), as_bf16(wpe), tokens, B, T, C, s);
-}
-size_t st_cuda_embed_backward_workspace_bytes(int64_t N)
-{
-    if (N <= 0)
-        return 0;
-    return align256(pow2_at_least(N) * 8) + align256((N + 1) * 4) + align256(4);
-}
-cudaError_t st_cuda_embed_backward_f32(float *dwte, float *dwpe, const int32_t *tokens,
-                                       const float *dout, int64_t B, int64_t T,
-                                       int64_t C, void *ws, cudaStream_t s)
-{
-    return embed_backward(dwte, dwpe, tokens, dout, B, T, C, ws, s);
-}
-cudaError_t st_cuda_embed_backward_bf16(float *dwte, float *dwpe, const int32_t *tokens,
-                                        const uint16_t *dout, int64_t B, int64_t T,
-                                        int64_t C, void *ws, cudaStream_t s)
-{
-    return embed_backward(dwte, dwpe, tokens, as_bf16(dout), B, T, C, ws, s);
-}
 
 cudaError_t st_cuda_add_inplace_f32(float *y, const float *x, int64_t n, cudaStream_t s)
 {

@@ -620,9 +620,18 @@ int main(void)
         test_rope(bf, 1, 5, 2, 64, 2 * 64 + 3, 1);  /* ld odd */
         test_norm_forward(bf, true, 3, 9000);       /* wide rows */
         test_embed(bf, true, 3, 70, 300, 50, 0);   /* 2 column blocks of 256 */
-        test_embed(bf, false, 4, 300, 40, 64, 0);  /* 1200 rows > 1024 sort threads */
+        test_embed(bf, false, 4, 300, 40, 64, 0);  /* 1200 rows > 1024: 2 blocks of the run list */
         test_embed(bf, true, 2, 33, 64, 16, 1);    /* one run of 66 rows */
         test_embed(bf, false, 1, 1, 8, 4, 2);      /* one row */
+        /* The sort's tiles are 2048 keys: exactly one; two (one span pass,
+         * the second tile mostly padding keys); 5000 rows = 4 tiles of
+         * 8192 padded keys (three span passes, two merges) and 5 blocks of
+         * the run list; one token throughout 4500 rows (a run across the
+         * run list's blocks). */
+        test_embed(bf, false, 1, 2048, 8, 100, 0);
+        test_embed(bf, true, 1, 2049, 16, 40, 2);
+        test_embed(bf, false, 5, 1000, 8, 300, 0);
+        test_embed(bf, true, 3, 1500, 8, 20, 1);
     }
     for (int64_t n : {264 * 3, 260 * 3, 261 * 3})
         test_casts(n);

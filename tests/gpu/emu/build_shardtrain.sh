@@ -56,7 +56,7 @@ nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/streams.c" -o "$tmp/stre
 nice -n 10 $CC $cflags -c "$emu/nccl_mpi.c" -o "$tmp/nccl_mpi.o"
 objs="$objs $tmp/devmem.o $tmp/streams.o $tmp/nccl_mpi.o"
 
-for f in elementwise casts norms xent attention attention_tc model_cuda model_block adamw reduce; do
+for f in elementwise embedding casts norms xent attention attention_tc model_cuda model_block adamw reduce; do
     python3 "$emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
     nice -n 10 g++ -std=c++20 -O2 -w -include "$emu/shim.h" -I"$cuda/include" \
         -I"$build" -I"$top" -I"$top/cuda" -I"$top/src" -c "$tmp/${f}_emu.cpp" -o "$tmp/$f.o"
