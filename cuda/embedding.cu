@@ -69,10 +69,11 @@ __global__ void embed_forward_kernel(T *out, const T *wte, const T *wpe,
  *
  * The run list (where each distinct token's rows start, ascending) is
  * three launches: each block of kRunThreads sorted positions counts the
- * run starts in it, one block turns the counts into offsets (an exclusive
+ * run starts in it, one warp turns the counts into offsets (an exclusive
  * scan), and each block writes its starts at its offset. */
 const int kSortTile = 2048;     /* keys per block: 16 KiB of shared memory */
 const int kRunThreads = 1024;   /* sorted positions per block of the run list */
+const int kOffsetThreads = 32;  /* the one block that scans the run list's counts */
 
 /* Index of the lower key of pair p in a pass of distance j (a power of
  * two): p's bits below j stay, the others move up one, bit j is clear. */
@@ -151,23 +152,23 @@ __device__ __forceinline__ bool run_starts_at(const uint64_t *keys, int64_t i)
     return i == 0 || keys[i] >> 32 != keys[i - 1] >> 32;
 }
 
-/* Exclusive prefix sum of v over the block's kRunThreads threads (all of
- * them must call it); *total gets the block's sum.  A Hillis-Steele scan
- * in shared memory: integer additions, exact in any order. */
-__device__ int32_t block_exclusive_scan(int32_t v, int32_t *total)
+/* Exclusive prefix sum of v over a block of kN threads (all of them must
+ * call it); *total gets the block's sum.  A Hillis-Steele scan in shared
+ * memory: integer additions, exact in any order. */
+template <int kN> __device__ int32_t block_exclusive_scan(int32_t v, int32_t *total)
 {
-    __shared__ int32_t s[kRunThreads];
+    __shared__ int32_t s[kN];
     const int t = threadIdx.x;
     s[t] = v;
     __syncthreads();
-    for (int d = 1; d < kRunThreads; d <<= 1) {
+    for (int d = 1; d < kN; d <<= 1) {
         const int32_t add = t >= d ? s[t - d] : 0;
         __syncthreads();
         s[t] += add;
         __syncthreads();
     }
     const int32_t inclusive = s[t];
-    *total = s[kRunThreads - 1];
+    *total = s[kN - 1];
     __syncthreads(); /* s is overwritten by the next call */
     return inclusive - v;
 }
@@ -177,22 +178,26 @@ __global__ void embed_runs_count_kernel(int32_t *count, const uint64_t *keys, in
 {
     const int64_t i = (int64_t)blockIdx.x * kRunThreads + threadIdx.x;
     int32_t total;
-    block_exclusive_scan(i < N && run_starts_at(keys, i), &total);
+    block_exclusive_scan<kRunThreads>(i < N && run_starts_at(keys, i), &total);
     if (threadIdx.x == 0)
         count[blockIdx.x] = total;
 }
 
-/* One block: count[] becomes the exclusive prefix of the counts (where
- * each block's starts go in seg), *nseg the number of runs, and
- * seg[*nseg] = N closes the last run. */
+/* One block of kOffsetThreads: count[] becomes the exclusive prefix of
+ * the counts (where each block's starts go in seg), *nseg the number of
+ * runs, and seg[*nseg] = N closes the last run.  The counts are scanned a
+ * chunk of kOffsetThreads at a time, a carry between chunks: one warp, so
+ * a scan step is cheap, and a batch of more than 32 Ki rows already takes
+ * the loop (the emulated tests reach it). */
 __global__ void embed_runs_offsets_kernel(int32_t *count, int64_t blocks, int32_t *seg,
                                           int32_t *nseg, int64_t N)
 {
     int32_t carry = 0;
-    for (int64_t b0 = 0; b0 < blocks; b0 += kRunThreads) {
+    for (int64_t b0 = 0; b0 < blocks; b0 += kOffsetThreads) {
         const int64_t b = b0 + threadIdx.x;
         int32_t total;
-        const int32_t off = block_exclusive_scan(b < blocks ? count[b] : 0, &total);
+        const int32_t off =
+            block_exclusive_scan<kOffsetThreads>(b < blocks ? count[b] : 0, &total);
         if (b < blocks)
             count[b] = carry + off;
         carry += total;
@@ -210,7 +215,7 @@ __global__ void embed_runs_list_kernel(int32_t *seg, const int32_t *offset,
     const int64_t i = (int64_t)blockIdx.x * kRunThreads + threadIdx.x;
     const bool start = i < N && run_starts_at(keys, i);
     int32_t total;
-    const int32_t n = block_exclusive_scan(start, &total);
+    const int32_t n = block_exclusive_scan<kRunThreads>(start, &total);
     if (start)
         seg[offset[blockIdx.x] + n] = (int32_t)i;
 }
@@ -325,7 +330,7 @@ static void embed_sort_runs(uint64_t *keys, int32_t *seg, int32_t *nseg, int32_t
     }
     const unsigned blocks = (unsigned)run_blocks(N);
     embed_runs_count_kernel<<<blocks, kRunThreads, 0, s>>>(count, keys, N);
-    embed_runs_offsets_kernel<<<1, kRunThreads, 0, s>>>(count, blocks, seg, nseg, N);
+    embed_runs_offsets_kernel<<<1, kOffsetThreads, 0, s>>>(count, blocks, seg, nseg, N);
     embed_runs_list_kernel<<<blocks, kRunThreads, 0, s>>>(seg, count, keys, N);
 }
 

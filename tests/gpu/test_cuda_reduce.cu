@@ -633,6 +633,9 @@ int main(void)
         test_embed(bf, false, 5, 1000, 8, 300, 0);
         test_embed(bf, true, 3, 1500, 8, 20, 1);
     }
+    /* 33,500 rows: 33 blocks of the run list, so the one-warp scan of
+     * their counts takes a second chunk (its carry); 64 Ki padded keys. */
+    test_embed(false, false, 1, 33500, 4, 3000, 0);
     for (int64_t n : {264 * 3, 260 * 3, 261 * 3})
         test_casts(n);
     test_unpack_rows(3, 264, 272, 268); /* vector: cols, lds multiples of 8, ldd of 4 */
