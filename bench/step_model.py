@@ -5,8 +5,10 @@ measurement.
 
 Input: the records bench/step_walk.sh leaves (ST_EMU_RECORD of the
 emulated shardtrain, tests/gpu/emu/devmem.c), one line per device
-operation: `launch NAME GRID BLOCK SMEM ARGS...` (scalar arguments by
-value, pointers as pK, K the element size, or null), `gemm M N K AB C D TA
+operation: `launch NAME GRID BLOCK SMEM ARGS...` (NAME as the launch
+writes it, then ` = <...>` with the values of its template arguments, as
+`embed_forward_kernel<T, kVec> = <__nv_bfloat16, true>`; scalar arguments
+by value, pointers as pK, K the element size, or null), `gemm M N K AB C D TA
 TB EPI BETA IN_PLACE`, `memset BYTES`, `memcpy KIND BYTES`.  A model is
 walked for 1 and for 2 steps; the multiset difference of the two records
 is one step (set-up and final weights cancel).  Identical lines are one
@@ -44,6 +46,7 @@ records.
 Usage: step_model.py DIR            print the markdown of docs/gpu.md's block
        step_model.py DIR --write F  replace F's block between the markers
        step_model.py DIR --check F  exit 1 when F's block differs
+       step_model.py DIR --scalar   list the launches on a one-element path
 """
 import os
 import sys
@@ -73,8 +76,11 @@ class Op:
         self.line = line
         f = line.split("\t")
         self.kind = f[0]
+        self.instance = ""
         if self.kind == "launch":
-            self.name = f[1]
+            # "NAME = <ARGS>": the kernel as the launch writes it (the key of
+            # COSTS) and the template arguments it instantiates
+            self.name, _, self.instance = f[1].partition(" = ")
             self.grid = [int(x) for x in f[2].split(",")]
             self.block = [int(x) for x in f[3].split(",")]
             self.smem = int(f[4])
@@ -82,6 +88,23 @@ class Op:
         else:
             self.name = self.kind
             self.args = f[1:]
+
+    def shown_name(self):
+        """The kernel with the values of its template arguments, as the
+        table shows it: embed_forward_kernel<bf16, true>."""
+        if not self.instance:
+            return self.name
+        return self.name.split("<")[0] + self.instance.replace("__nv_bfloat16", "bf16")
+
+    def scalar_path(self):
+        """True for a launch of a kernel with a 16-byte path (a kVec
+        template parameter) that took its one-element path."""
+        if not self.instance or "<" not in self.name:
+            return False
+        params = [x.strip() for x in self.name[self.name.index("<") + 1:-1].split(",")]
+        values = [x.strip() for x in self.instance[1:-1].split(",")]
+        return "kVec" in params and len(values) == len(params) and \
+            values[params.index("kVec")] == "false"
 
     def ints(self):
         """The integer arguments, in order (pointers and floats left out)."""
@@ -396,7 +419,7 @@ def describe(o):
     g = "x".join(str(x) for x in o.grid) + " / " + "x".join(str(x) for x in o.block)
     if o.smem:
         g += f" smem {o.smem}"
-    return f"{o.name.replace('|', '/')} ({args})", g
+    return f"{o.shown_name().replace('|', '/')} ({args})", g
 
 
 def cost(ops):
@@ -494,6 +517,12 @@ def table(d):
         out.append(f"- Rows bound by the tensor cores (bf16 GEMMs and attention kernels): "
                    f"{core * 1e3:.1f} ms; every other row: {(total - core) * 1e3:.1f} ms "
                    f"({100 * (total - core) / total:.0f}% of the step).")
+        vec = [r for r in rows if "kVec" in r[0].name]
+        scalar = [r for r in vec if r[0].scalar_path()]
+        out.append(f"- 16-byte paths: {sum(r[1] for r in vec) - sum(r[1] for r in scalar)} of "
+                   f"the {sum(r[1] for r in vec)} launches of kernels that have one take it"
+                   + ("." if not scalar else "; the one-element path: " + ", ".join(
+                       f"#{rows.index(r) + 1}" for r in scalar) + "."))
         rest = sorted((r for r in rows if not r[2] or r[6] == "memory"), key=lambda r: -r[5])
         out.append("- Largest of the rest (row: predicted ms): " + "; ".join(
             f"#{rows.index(r) + 1} `{describe(r[0])[0].split(' (')[0]}` x{r[1]}: {r[5] * 1e3:.1f}"
@@ -530,6 +559,15 @@ def main():
     text = table(sys.argv[1])
     if len(sys.argv) == 2:
         sys.stdout.write(text)
+        return
+    if sys.argv[2] == "--scalar":
+        # the launches that took a kernel's one-element path (none expected
+        # in the bf16 step, whose layouts are all aligned)
+        for model, B, T in MODELS:
+            for line, n in step_ops(sys.argv[1], model)[0]:
+                o = Op(line)
+                if o.kind == "launch" and o.scalar_path():
+                    print(f"{model}: {n} x {o.shown_name()} ({' '.join(o.args)})")
         return
     mode, path = sys.argv[2], sys.argv[3]
     with open(path) as fp:

@@ -134,7 +134,7 @@ size_t st_cuda_model_scratch_bytes(const st_model *m, int64_t B, int dtype);
 #define ST_CUDA_HEAD_CHUNK_BYTES ((size_t)1 << 30)
 static inline int64_t st_cuda_head_ld(const st_model *m)
 {
-    return (m->Vp + ST_CUDA_HEAD_LD_ALIGN - 1) / ST_CUDA_HEAD_LD_ALIGN * ST_CUDA_HEAD_LD_ALIGN;
+    return st_model_round_up(m->Vp, ST_CUDA_HEAD_LD_ALIGN);
 }
 /* dtype: ST_CUDA_F32 or ST_CUDA_BF16, the logits' element type. */
 int64_t st_cuda_head_chunk_rows(const st_model *m, int64_t B, int dtype);

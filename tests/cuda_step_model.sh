@@ -8,9 +8,11 @@
 # from those records; it must equal the committed block byte for byte.
 # So a launch added to or removed from the step, a changed grid or buffer
 # size, or a changed cost formula fails here until the table is
-# regenerated (bench/step_model.py DIR --write docs/gpu.md).  Self-checks:
-# one launch more in the record is told apart, and an operation without a
-# cost formula stops the generator.  About 6 minutes on two busy cores,
+# regenerated (bench/step_model.py DIR --write docs/gpu.md).  It also
+# checks that every kernel with a 16-byte path takes it in both steps.
+# Self-checks: one launch more in the record is told apart, a launch on a
+# one-element path is reported, and an operation without a cost formula
+# stops the generator.  About 6 minutes on two busy cores,
 # most of it the host's set-up of llama-1b's 1.2 billion parameters.
 # Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
@@ -55,6 +57,20 @@ for m in gpt2-124m llama-1b; do
                grep -q '^launch${tab}adamw_unit_kernel' '$W/$m.steps2.rec'"
 done
 
+# Every memory-bound kernel with a 16-byte path must take it in the bf16
+# step: the model's layouts are aligned (widths multiples of 8, buffers
+# 256-byte aligned), and the table prices every such launch at full
+# bandwidth.  The records carry each launch's template arguments (kVec).
+model "$W" --scalar >"$TMP/scalar" 2>&1
+vec=$(grep -c "^launch${tab}[^${tab}]*kVec[^${tab}]* = <[^${tab}]*true" "$W/gpt2-124m.steps2.rec" \
+    "$W/llama-1b.steps2.rec" | awk -F: '{ n += $2 } END { print n + 0 }')
+if [ ! -s "$TMP/scalar" ] && [ "$vec" -gt 0 ]; then
+    ok "the bf16 steps take every kernel's 16-byte path ($vec launches with kVec = true in the two-step records)"
+else
+    not_ok "the bf16 steps take every kernel's 16-byte path ($vec launches with kVec = true)"
+    diag "$(head -n 20 "$TMP/scalar")"
+fi
+
 # Self-checks on copies of the records: one launch more in gpt2's step (a
 # copy of its first kernel launch) changes the table against a document
 # regenerated from the unchanged records, and a kernel without a cost
@@ -68,6 +84,17 @@ if [ -z "$extra" ] || model "$TMP/extra" --check "$TMP/gpu.md" >/dev/null 2>&1; 
     not_ok "self-check: one launch added to the step is told apart"
 else
     ok "self-check: one launch added to the step is told apart"
+fi
+# (the last SwiGLU launch of llama's second step turned to kVec = false)
+cp -r "$W" "$TMP/scalarrec"
+n=$(grep -n "^launch${tab}swiglu_forward_kernel" "$W/llama-1b.steps2.rec" | tail -n 1 | cut -d: -f1)
+sed "${n:-0}s/, true>/, false>/" "$W/llama-1b.steps2.rec" >"$TMP/scalarrec/llama-1b.steps2.rec"
+model "$TMP/scalarrec" --scalar >"$TMP/scalar2" 2>&1
+if grep -q "^llama-1b: 1 x swiglu_forward_kernel<bf16, false>" "$TMP/scalar2"; then
+    ok "self-check: a launch recorded on its one-element path is reported"
+else
+    not_ok "self-check: a launch recorded on its one-element path is reported"
+    diag "$(head -n 5 "$TMP/scalar2")"
 fi
 cp -r "$W" "$TMP/unknown"
 printf 'launch\tnew_kernel\t1,1,1\t32,1,1\t0\tp4\t64\n' >>"$TMP/unknown/llama-1b.steps2.rec"

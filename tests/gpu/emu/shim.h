@@ -174,13 +174,29 @@ template <class T> inline void emu_rec_arg(const T &a) {
   emu_rec_args += b;
 }
 inline const char *emu_cur_kernel = "?";  // the launch running, for messages
-template <class... A> inline int emu_check_args(const char *kernel, const A &...a) {
+// The template arguments of the kernel a launch instantiates, as values:
+// "<__nv_bfloat16, true>" for embed_forward_kernel<T, kVec> in bf16 on its
+// vector path, "" for a kernel that is no template.  g++'s
+// __PRETTY_FUNCTION__ names F in full ("[with auto F = ns::name<...>]").
+template <auto F> inline const char *emu_instance() {
+  static const std::string args = [](const std::string p) {  // this function's name, not the lambda's
+    const size_t f = p.find("F = "), e = p.rfind(']');
+    const size_t a = f == std::string::npos ? f : p.find('<', f);
+    return a == std::string::npos || a > e ? std::string() : p.substr(a, e - a);
+  }(__PRETTY_FUNCTION__);
+  return args.c_str();
+}
+// The record names a launch "NAME = <ARGS>" (NAME as the launch wrote it,
+// ARGS as emu_instance gives them), or NAME alone for no template.
+template <class... A> inline int emu_check_args(const char *kernel, const char *instance,
+                                                const A &...a) {
   emu_cur_kernel = kernel;
   emu_count_launch(kernel);
   int i = 0;
   (emu_check_arg(kernel, i++, a), ...);
   if (emu_rec_on()) {
     emu_rec_kernel = kernel;
+    if (*instance) emu_rec_kernel += std::string(" = ") + instance;
     emu_rec_args.clear();
     (emu_rec_arg(a), ...);
   }

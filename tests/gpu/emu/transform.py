@@ -1,6 +1,6 @@
 """Rewrite each CUDA launch `kernel<...><<<grid, block[, smem, stream]>>>(args)`
-of a .cu file into `(emu_check_args("kernel", args), emu_launch(dim3(grid), dim3(block),
-[=]() { kernel<...>(args); }, smem))`
+of a .cu file into `(emu_check_args("kernel", emu_instance<&kernel<...>>(), args),
+emu_launch(dim3(grid), dim3(block), [=]() { kernel<...>(args); }, smem))`
 so g++ can compile it against shim.h (the host emulation of the CUDA
 features the kernels use).  The kernel expression is the identifier (with
 optional template arguments) right before `<<<`, which may sit on the
@@ -8,7 +8,9 @@ previous line; grid, block and the dynamic shared-memory size are the first thre
 top-level fields of the launch configuration (the stream is dropped: the
 emulation runs everything in order on the host).  emu_check_args checks
 that every pointer argument is device memory, where a block table is
-linked (the emulated shardtrain)."""
+linked (the emulated shardtrain); emu_instance gives the template
+arguments the launch instantiates (their values, as `<float, true>`), which
+a record of the launch carries beside the kernel's name as written."""
 import re
 import sys
 
@@ -60,8 +62,9 @@ while True:
     args = s[a + 1:p]
     out.append(s[i:m.start()])
     smem = cfg[2] if len(cfg) > 2 else '0'
-    out.append('(emu_check_args("%s"%s), emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s))'
-               % (name.replace('"', "'"), (', ' + args) if args.strip() else '',
+    out.append('(emu_check_args("%s", emu_instance<&%s>()%s), '
+               'emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s))'
+               % (name.replace('"', "'"), name, (', ' + args) if args.strip() else '',
                   cfg[0], cfg[1], name, args, smem))
     i = p + 1
 print(''.join(out))
