@@ -96,14 +96,23 @@ class Op:
             return self.name
         return self.name.split("<")[0] + self.instance.replace("__nv_bfloat16", "bf16")
 
+    def template_params(self):
+        """The names of the kernel's template parameters, as the launch
+        writes them (["T", "kVec"]); [] for no template."""
+        if "<" not in self.name:
+            return []
+        return [x.strip() for x in self.name[self.name.index("<") + 1:-1].split(",")]
+
+    def has_vec_path(self):
+        """The kernel has a 16-byte path: a kVec template parameter."""
+        return "kVec" in self.template_params()
+
     def scalar_path(self):
-        """True for a launch of a kernel with a 16-byte path (a kVec
-        template parameter) that took its one-element path."""
-        if not self.instance or "<" not in self.name:
-            return False
-        params = [x.strip() for x in self.name[self.name.index("<") + 1:-1].split(",")]
-        values = [x.strip() for x in self.instance[1:-1].split(",")]
-        return "kVec" in params and len(values) == len(params) and \
+        """True for a launch of a kernel with a 16-byte path that took its
+        one-element path."""
+        params = self.template_params()
+        values = [x.strip() for x in self.instance[1:-1].split(",")] if self.instance else []
+        return self.has_vec_path() and len(values) == len(params) and \
             values[params.index("kVec")] == "false"
 
     def ints(self):
@@ -517,7 +526,7 @@ def table(d):
         out.append(f"- Rows bound by the tensor cores (bf16 GEMMs and attention kernels): "
                    f"{core * 1e3:.1f} ms; every other row: {(total - core) * 1e3:.1f} ms "
                    f"({100 * (total - core) / total:.0f}% of the step).")
-        vec = [r for r in rows if "kVec" in r[0].name]
+        vec = [r for r in rows if r[0].has_vec_path()]
         scalar = [r for r in vec if r[0].scalar_path()]
         out.append(f"- 16-byte paths: {sum(r[1] for r in vec) - sum(r[1] for r in scalar)} of "
                    f"the {sum(r[1] for r in vec)} launches of kernels that have one take it"
