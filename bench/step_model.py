@@ -313,8 +313,13 @@ def c_xent(o, ctx):
     N = o.grid[0]
     ctx["vocab"], ctx["vocab_ld"] = V, ld
     # logits read for the max and the sum, then read and written as the
-    # gradient: 3 passes; exp counted as a CUDA-core operation
-    return 0, 8 * N * V, 3 * N * V * o.elem(), None
+    # gradient; the second read comes from the row cache in shared memory
+    # (the launch's dynamic bytes) for the cached elements, from memory for
+    # the rest; exp counted as a CUDA-core operation
+    cached = o.smem // o.elem()
+    if not 0 <= cached <= V:
+        raise SystemExit(f"step_model.py: xent row cache of {cached} elements for V {V}")
+    return 0, 8 * N * V, (3 * V - cached) * N * o.elem(), None
 
 
 def c_adamw(o, ctx):
@@ -384,7 +389,7 @@ COSTS = {
     # the step's verdict and AdamW's gate (src/kernels/step_gate.h): a few
     # doubles in one thread
     "step_verdict_kernel": c_tiny, "step_gate_kernel": c_tiny,
-    "xent_rows_kernel<T, true>": c_xent, "xent_rows_kernel<T, false>": c_xent,
+    "xent_rows_kernel<T, kVec>": c_xent,
     "adamw_unit_kernel": c_adamw,
     "attn_fwd_tc_kernel<HD>": attention("fwd"),
     "attn_bwd_dq_tc_kernel<HD>": attention("dq"),

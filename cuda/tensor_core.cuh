@@ -49,7 +49,9 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
 
 /* Dynamic shared memory of a kernel (the launch's third argument; above
  * 48 KiB the host must raise cudaFuncAttributeMaxDynamicSharedMemorySize). */
+#ifndef ST_DYNAMIC_SMEM /* common.cuh has the same */
 #define ST_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+#endif
 
 namespace st_cuda {
 

@@ -16,7 +16,12 @@
  * where the rows are aligned), rescaling the sum when
  * the max grows (the "online softmax"), so the row is read once for both;
  * the per-thread pairs are merged by a warp-shuffle tree and then across
- * warps.  Pass 2: write (softmax - onehot) * grad_scale.  A row whose
+ * warps.  Pass 2: write (softmax - onehot) * grad_scale.  Pass 1 also keeps
+ * the row's first `cached` elements in shared memory (up to 110 KiB, the
+ * row cache), and pass 2 reads them from there instead of from global
+ * memory: a bf16 row of gpt2's 50,257 fits whole, so its logits cross the
+ * memory bus once each way instead of twice in and once out; of llama's
+ * 128,256 the first 56,320 are cached.  A row whose
  * target is negative is ignored (loss 0, gradient 0), as on the CPU.  A second,
  * one-block kernel adds the row losses in double in a fixed order, so the
  * total is deterministic and the call never synchronises with the host.
@@ -32,6 +37,11 @@ using namespace st_cuda;
 namespace {
 
 const int kXentThreads = 512;
+/* The row cache's size: two blocks of 512 threads with 110 KiB each fit on
+ * an sm_90 SM (228 KiB of shared memory, 1 KiB of it reserved per block,
+ * plus the kernel's 384 bytes of static arrays, as ptxas -v reports), so
+ * the SM keeps 1024 threads streaming. */
+const int64_t kXentCacheBytes = 110 * 1024;
 const int kSumThreads = 256;
 
 /* Merge two partial softmax states (m, s): s counts exp(x - m).  An empty
@@ -67,12 +77,16 @@ __device__ __forceinline__ void online_add(float &m, float &s, float x)
  * t + blockDim.x, ...; the rest, fewer than one vector, one by one.  The
  * split changes which thread adds which element, hence the rounding of the
  * row's sum, not which elements are added; without kVec every element is
- * scalar and strided. */
+ * scalar and strided.  The row cache holds elements [0, cached) at their own
+ * index, each written and later read by the same thread; with kVec, cached
+ * is a multiple of the vector, at most V rounded down to one. */
 template <typename T, bool kVec>
 __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, int64_t ld,
-                                 float grad_scale, float *row_loss)
+                                 int64_t cached, float grad_scale, float *row_loss)
 {
     constexpr int VE = 16 / sizeof(T);
+    ST_DYNAMIC_SMEM(smem);
+    T *cache = reinterpret_cast<T *>(smem);
     __shared__ float sm[32], ss[32];
     __shared__ float row_lse;
     const int64_t n = blockIdx.x;
@@ -104,11 +118,17 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
     for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x) {
         float q[VE];
         load16(row + j * VE, q);
+        if (j * VE < cached)
+            store16(cache + j * VE, q); /* exact: the values came from T */
         for (int v = 0; v < VE; v++)
             online_add(m, s, q[v]);
     }
-    for (int64_t i = tail0 + threadIdx.x; i < V; i += blockDim.x)
-        online_add(m, s, load_f(&row[i]));
+    for (int64_t i = tail0 + threadIdx.x; i < V; i += blockDim.x) {
+        const T x = row[i];
+        if (i < cached)
+            cache[i] = x;
+        online_add(m, s, load_f(&x));
+    }
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o);
         float s2 = __shfl_xor_sync(0xffffffffu, s, o);
@@ -139,7 +159,7 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
     const float lse = row_lse;
     for (int64_t j = threadIdx.x; j < nvec; j += blockDim.x) {
         float q[VE];
-        load16(row + j * VE, q);
+        load16(j * VE < cached ? cache + j * VE : row + j * VE, q);
         for (int v = 0; v < VE; v++) {
             q[v] = expf(q[v] - lse) * grad_scale;
             if (j * VE + v == tgt)
@@ -148,7 +168,7 @@ __global__ void xent_rows_kernel(T *logits, const int32_t *targets, int64_t V, i
         store16(row + j * VE, q);
     }
     for (int64_t i = tail0 + threadIdx.x; i < V; i += blockDim.x) {
-        float g = expf(load_f(&row[i]) - lse) * grad_scale;
+        float g = expf(load_f(i < cached ? &cache[i] : &row[i]) - lse) * grad_scale;
         if (i == tgt)
             g -= grad_scale;
         store_f(&row[i], g);
@@ -178,6 +198,32 @@ __global__ void sum_losses_kernel(const float *row_loss, int64_t N, double *loss
         *loss_sum = part[0];
 }
 
+/* The row kernel on one path: the cache holds as much of the row as
+ * kXentCacheBytes allows, in whole vectors on the vector path.  Over
+ * 48 KiB of dynamic shared memory the kernel must be allowed it first; the
+ * attribute is the kernel's and lasts for the process, so it is set at the
+ * first call of each instantiation. */
+template <typename T, bool kVec>
+cudaError_t launch_xent_rows(T *logits, const int32_t *targets, int64_t N, int64_t V,
+                             int64_t ld, float grad_scale, float *row_loss, cudaStream_t s)
+{
+    constexpr int64_t VE = vec_width<T, kVec>();
+    const int64_t cap = kXentCacheBytes / (int64_t)sizeof(T) / VE;
+    const int64_t cached = (V / VE < cap ? V / VE : cap) * VE;
+    static bool smem_allowed = false;
+    if (!smem_allowed) {
+        const cudaError_t e = cudaFuncSetAttribute(
+            xent_rows_kernel<T, kVec>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            (int)kXentCacheBytes);
+        if (e != cudaSuccess)
+            return e;
+        smem_allowed = true;
+    }
+    xent_rows_kernel<T, kVec><<<(unsigned)N, kXentThreads, (size_t)cached * sizeof(T), s>>>(
+        logits, targets, V, ld, cached, grad_scale, row_loss);
+    return cudaSuccess;
+}
+
 template <typename T>
 cudaError_t softmax_xent(T *logits, const int32_t *targets, int64_t N, int64_t V,
                          int64_t ld, float grad_scale, float *row_loss, double *loss_sum,
@@ -188,12 +234,12 @@ cudaError_t softmax_xent(T *logits, const int32_t *targets, int64_t N, int64_t V
     /* 128-bit accesses when every row starts on 16 bytes (the LM head's
      * rows are a multiple of 128 elements apart). */
     const bool vec = (uintptr_t)logits % 16 == 0 && (ld * (int64_t)sizeof(T)) % 16 == 0;
-    if (N > 0 && V > 0 && vec)
-        xent_rows_kernel<T, true><<<(unsigned)N, kXentThreads, 0, s>>>(logits, targets, V, ld,
-                                                                       grad_scale, row_loss);
-    else if (N > 0 && V > 0)
-        xent_rows_kernel<T, false><<<(unsigned)N, kXentThreads, 0, s>>>(
-            logits, targets, V, ld, grad_scale, row_loss);
+    cudaError_t e = cudaSuccess;
+    if (N > 0 && V > 0)
+        e = vec ? launch_xent_rows<T, true>(logits, targets, N, V, ld, grad_scale, row_loss, s)
+                : launch_xent_rows<T, false>(logits, targets, N, V, ld, grad_scale, row_loss, s);
+    if (e != cudaSuccess)
+        return e;
     sum_losses_kernel<<<1, kSumThreads, 0, s>>>(row_loss, N, loss_sum);
     return launch_status();
 }

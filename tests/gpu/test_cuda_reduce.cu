@@ -32,6 +32,9 @@
  * ST_EMU_REVERSE=1 (threads resumed last to first) and requires the same
  * digest.
  *
+ * Last, the cross-entropy (cuda/xent.cu), a row reduction whose row cache in
+ * shared memory must hold exactly what its second pass reads.
+ *
  * Without a usable GPU the program prints "Bail out!" and exits 1; it is
  * meant for the host emulation (run_reduce.sh) and builds with nvcc too. */
 #include <cuda_runtime.h>
@@ -578,6 +581,91 @@ static void test_unpack_rows(int64_t rows, int64_t cols, int64_t lds, int64_t ld
     free_all();
 }
 
+/* ---- the cross-entropy's row cache -----------------------------------------
+ * st_cuda_softmax_xent (cuda/xent.cu) keeps up to 110 KiB of each logits
+ * row in shared memory between its two passes.  The cases: a bf16 row that
+ * fits whole with a one-element tail past the last vector (gpt2's 50,257),
+ * rows that do not fit (fp32 50,257; bf16 128,256), whose rest is read
+ * again from global memory, the scalar path (operands skewed by one
+ * element), padded rows (ld > V), ignored targets (-1: loss and gradient
+ * exactly 0) and a loss-only call, which must leave the logits alone.  The
+ * loss against the CPU within 1e-4 relative, the gradient within the type's
+ * tolerance.  Under the emulation the dynamic shared memory starts as NaN
+ * bytes, so an element that pass 2 reads from the cache without pass 1
+ * having stored it poisons the gradient, and the 16-byte access count must
+ * show the vector path exactly when the layout allows it.  The launch needs
+ * its kernel's shared-memory limit raised (over 48 KiB), which the
+ * emulation refuses without. */
+static void test_xent(bool bf, int64_t N, int64_t V, int64_t ld, int skew, bool with_grad,
+                      bool ignore)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "N=%lld V=%lld ld=%lld%s%s%s", (long long)N, (long long)V,
+             (long long)ld, skew ? " skewed" : "", with_grad ? "" : " loss-only",
+             ignore ? " ignored rows" : "");
+    const char *ty = bf ? "bf16" : "fp32";
+    std::vector<float> h = rnd(N * ld, bf, 4.0f), ref(N * V);
+    std::vector<int32_t> tgt(N);
+    for (int64_t n = 0; n < N; n++) {
+        tgt[n] = (int32_t)((uniform_pm1() + 1.0f) * 0.5f * (float)V) % (int32_t)V;
+        if (ignore && n % 3 == 0)
+            tgt[n] = -1;
+        memcpy(&ref[n * V], &h[n * ld], sizeof(float) * V);
+    }
+    const float scale = with_grad ? 1.0f / (float)N : 0.0f;
+    const double rsum = st_softmax_xent(ref.data(), tgt.data(), N, V, scale);
+    void *logits = up(h, bf, skew);
+    int32_t *dtgt = (int32_t *)dalloc(sizeof(int32_t) * N);
+    CK(cudaMemcpy(dtgt, tgt.data(), sizeof(int32_t) * N, cudaMemcpyHostToDevice));
+    float *row_loss = (float *)nan_ws(sizeof(float) * N);
+    double *dsum = (double *)nan_ws(sizeof(double));
+    const long c0 = vec_accesses();
+    CK(bf ? st_cuda_softmax_xent_bf16((uint16_t *)logits, dtgt, N, V, ld, scale, row_loss, dsum,
+                                      0)
+          : st_cuda_softmax_xent_f32((float *)logits, dtgt, N, V, ld, scale, row_loss, dsum, 0));
+    CK(cudaDeviceSynchronize());
+    const long c1 = vec_accesses();
+#ifdef ST_CUDA_EMULATION
+    const bool expect_vec = skew == 0 && vec_width_ok(bf, ld);
+    tap_ok((c1 > c0) == expect_vec, "softmax_xent %s %s: %s path (%ld 16-byte accesses)", ty,
+           shape, expect_vec ? "16-byte" : "scalar", c1 - c0);
+#else
+    (void)c0, (void)c1;
+#endif
+    double gsum = NAN;
+    CK(cudaMemcpy(&gsum, dsum, sizeof gsum, cudaMemcpyDeviceToHost));
+    const double lerr = fabs(gsum - rsum) / fabs(rsum);
+    tap_ok(lerr <= kTolF32, "softmax_xent %s %s: loss rel err %.3g (tol %.0e)", ty, shape, lerr,
+           kTolF32);
+    std::vector<float> all = down(logits, N * ld, bf), got(N * V), rl(N);
+    CK(cudaMemcpy(rl.data(), row_loss, sizeof(float) * N, cudaMemcpyDeviceToHost));
+    bool pad_ok = true, ignored_ok = true;
+    for (int64_t n = 0; n < N; n++) {
+        memcpy(&got[n * V], &all[n * ld], sizeof(float) * V);
+        for (int64_t i = V; i < ld; i++)
+            pad_ok = pad_ok && (with_grad ? all[n * ld + i] == 0.0f
+                                          : !memcmp(&all[n * ld + i], &h[n * ld + i], 4));
+        if (tgt[n] < 0) {
+            ignored_ok = ignored_ok && rl[n] == 0.0f;
+            for (int64_t i = 0; i < V && with_grad; i++)
+                ignored_ok = ignored_ok && got[n * V + i] == 0.0f;
+        }
+    }
+    if (with_grad)
+        check("softmax_xent gradient", bf, shape, got, ref);
+    else
+        tap_ok(!memcmp(got.data(), ref.data(), got.size() * 4),
+               "softmax_xent %s %s: the logits untouched", ty, shape);
+    if (ld > V)
+        tap_ok(pad_ok, "softmax_xent %s %s: the columns past V %s", ty, shape,
+               with_grad ? "zero gradient" : "untouched");
+    if (ignore)
+        tap_ok(ignored_ok, "softmax_xent %s %s: ignored rows have loss 0 and no gradient", ty,
+               shape);
+    digest(rl);
+    free_all();
+}
+
 int main(void)
 {
     int ndev = 0;
@@ -632,6 +720,15 @@ int main(void)
         test_embed(bf, true, 1, 2049, 16, 40, 2);
         test_embed(bf, false, 5, 1000, 8, 300, 0);
         test_embed(bf, true, 3, 1500, 8, 20, 1);
+        /* The cross-entropy's row cache (110 KiB: 56,320 bf16 or 28,160
+         * fp32 elements): whole in bf16 with a tail element, partial in
+         * fp32; partial in bf16 at llama's vocabulary; the scalar path
+         * (whole in both types); small padded rows with ignored targets. */
+        test_xent(bf, 3, 50257, 50304, 0, true, false);
+        test_xent(bf, 2, 128256, 128256, 0, true, false);
+        test_xent(bf, 3, 50257, 50304, 1, true, true);
+        test_xent(bf, 7, 301, 384, 0, true, true);
+        test_xent(bf, 4, 1000, 1000, 1, false, true);
     }
     /* 33,500 rows: 33 blocks of the run list, so the one-warp scan of
      * their counts takes a second chunk (its carry); 64 Ki padded keys. */

@@ -21,7 +21,14 @@
  *     wait_group 1 (the model copies as late as the ISA allows, which is
  *     what makes a missing wait visible there).
  *  5. Emulation only: a misaligned ldmatrix row address aborts (in a
- *     child process), as the device faults. */
+ *     child process), as the device faults.
+ *  6. The launch checks: a block over 1024 threads or with z over 64, an
+ *     empty grid, a grid y over 65535, dynamic shared memory over 48 KiB
+ *     before cudaFuncSetAttribute raised the kernel's limit, and over the
+ *     227 KiB of an sm_90 block, are each refused: cudaGetLastError
+ *     reports an error (once: the next call says success) and the kernel
+ *     did not run.  The same kernel launches and runs with a good
+ *     configuration, and with 48 KiB + 16 bytes once its limit is raised. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -288,6 +295,61 @@ static bool misaligned_aborts(void)
 }
 #endif
 
+/* 6. Thread 0 of the grid's last block writes 1 to *ran, after touching
+ * the last byte of its dynamic shared memory. */
+__global__ void launch_probe_kernel(int *ran, unsigned smem_bytes)
+{
+    ST_DYNAMIC_SMEM(smem);
+    if (smem_bytes > 0)
+        smem[smem_bytes - 1] = 1;
+    if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0 &&
+        blockIdx.x == gridDim.x - 1 && blockIdx.y == gridDim.y - 1 &&
+        blockIdx.z == gridDim.z - 1)
+        *ran = 1;
+}
+
+/* Launches the probe; true when it was refused (an error, once, and *ran
+ * left 0) if `refused`, or ran (no error, *ran 1) if not. */
+static bool probe(int *dran, dim3 grid, dim3 block, unsigned smem, bool refused)
+{
+    CK(cudaMemset(dran, 0, sizeof(int)));
+    launch_probe_kernel<<<grid, block, smem>>>(dran, smem);
+    const cudaError_t e = cudaGetLastError(), after = cudaGetLastError();
+    CK(cudaDeviceSynchronize());
+    int ran = -1;
+    CK(cudaMemcpy(&ran, dran, sizeof ran, cudaMemcpyDeviceToHost));
+    return refused ? e != cudaSuccess && after == cudaSuccess && ran == 0
+                   : e == cudaSuccess && ran == 1;
+}
+
+static void launch_checks(void)
+{
+    int *d;
+    CK(cudaMalloc(&d, sizeof(int)));
+    const unsigned k48 = 48 * 1024, k227 = 227 * 1024;
+    tap_ok(probe(d, dim3(2, 1, 1), dim3(1024, 1, 1), 0, false),
+           "launch: 2 blocks of 1024 threads run");
+    tap_ok(probe(d, dim3(1), dim3(1025), 0, true), "launch: a block of 1025 threads is refused");
+    tap_ok(probe(d, dim3(1), dim3(1, 1, 65), 0, true), "launch: a block z of 65 is refused");
+    tap_ok(probe(d, dim3(0), dim3(32), 0, true), "launch: an empty grid is refused");
+    tap_ok(probe(d, dim3(1, 65536, 1), dim3(32), 0, true),
+           "launch: a grid y of 65536 is refused");
+    tap_ok(probe(d, dim3(1), dim3(32), k48, false),
+           "launch: 48 KiB of dynamic shared memory runs without raising the limit");
+    tap_ok(probe(d, dim3(1), dim3(32), k48 + 16, true),
+           "launch: 48 KiB + 16 bytes is refused before cudaFuncSetAttribute");
+    tap_ok(cudaFuncSetAttribute(launch_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)(k227 + 1)) != cudaSuccess,
+           "launch: a limit over 227 KiB cannot be set");
+    CK(cudaFuncSetAttribute(launch_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)k227));
+    tap_ok(probe(d, dim3(1), dim3(32), k48 + 16, false),
+           "launch: 48 KiB + 16 bytes runs once the limit is raised");
+    tap_ok(probe(d, dim3(1), dim3(32), k227 + 16, true),
+           "launch: 227 KiB + 16 bytes is refused even so");
+    cudaFree(d);
+}
+
 int main(void)
 {
     gpu_rng_state = 0x2545f4914f6cdd1dull; /* this test's own inputs */
@@ -307,5 +369,6 @@ int main(void)
 #ifdef ST_CUDA_EMULATION
     tap_ok(misaligned_aborts(), "emulation: a misaligned ldmatrix row address aborts");
 #endif
+    launch_checks();
     return tap_done();
 }

@@ -218,6 +218,66 @@ inline void emu_check_align16(const void *p, const char *what) {
 }
 #define ST_CUDA_CHECK_ALIGN16(p) emu_check_align16((const void *)(p), __func__)
 #include "tensor_core.h"  // mma, ldmatrix, cp.async (needs the fiber state above)
+// The checks a device makes of a launch before it runs anything, and the
+// error it then leaves for cudaGetLastError: a block of 1 to 1024 threads
+// (x and y up to 1024, z up to 64), a grid of at least one block in each
+// dimension (x up to 2^31 - 1, y and z up to 65535), and no more dynamic
+// shared memory than the kernel may have: 48 KiB unless the host raised
+// cudaFuncAttributeMaxDynamicSharedMemorySize for that kernel, never over
+// the 227 KiB of an sm_90 block.  A refused launch runs nothing, as on the
+// device, and says why on stderr.  Static __shared__ arrays are host
+// statics here, so their size is not checked.  The error codes are the
+// runtime header's (cudaErrorInvalidConfiguration for what no device could
+// run); callers must treat any of them as fatal, as launch_status does.
+constexpr size_t emu_default_dynamic_smem = 48 * 1024;
+inline std::vector<std::pair<const void *, size_t>> emu_smem_optin;  // kernel -> raised limit
+inline cudaError_t emu_launch_error = cudaSuccess;
+inline size_t emu_dynamic_smem_limit(const void *kernel) {
+  for (auto &e : emu_smem_optin)
+    if (e.first == kernel) return e.second;
+  return emu_default_dynamic_smem;
+}
+template <class F> inline cudaError_t emu_cudaFuncSetAttribute(F kernel, cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+  if (value < 0 || (size_t)value > emu_dynamic_smem_bytes) return cudaErrorInvalidValue;
+  const void *k = (const void *)kernel;
+  for (auto &e : emu_smem_optin)
+    if (e.first == k) { e.second = (size_t)value; return cudaSuccess; }
+  emu_smem_optin.push_back({k, (size_t)value});
+  return cudaSuccess;
+}
+#define cudaFuncSetAttribute emu_cudaFuncSetAttribute
+// The kernel a launch names, as the pointer cudaFuncSetAttribute is given;
+// null for a launch whose template arguments are deduced from its call
+// (g++ then takes &NAME as an unresolved overload set), which gets the
+// 48 KiB default: such a launch must name its template arguments to use
+// more.
+template <auto F> inline const void *emu_kernel_key() {
+  if constexpr (requires { (const void *)F; }) return (const void *)F;
+  else return nullptr;
+}
+inline bool emu_launch_refused(const void *kernel, dim3 g, dim3 b, size_t smem) {
+  const char *why = nullptr;
+  cudaError_t e = cudaErrorInvalidConfiguration;
+  if (b.x == 0 || b.y == 0 || b.z == 0 || b.x > 1024 || b.y > 1024 || b.z > 64 ||
+      (unsigned long long)b.x * b.y * b.z > 1024)
+    why = "a block must have 1 to 1024 threads (x, y <= 1024, z <= 64)";
+  else if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 2147483647u || g.y > 65535 || g.z > 65535)
+    why = "a grid must have 1 to (2^31 - 1, 65535, 65535) blocks";
+  else if (smem > emu_dynamic_smem_bytes)
+    why = "dynamic shared memory over the 227 KiB of an sm_90 block";
+  else if (smem > emu_dynamic_smem_limit(kernel)) {
+    e = cudaErrorInvalidValue;  // what users of real devices report; not seen here
+    why = "dynamic shared memory over the kernel's limit (48 KiB unless "
+          "cudaFuncSetAttribute raised it)";
+  }
+  if (!why) return false;
+  fprintf(stderr, "cuda emulation: kernel %s: launch refused: %s (grid %u,%u,%u block %u,%u,%u, "
+          "%zu bytes of dynamic shared memory)\n", emu_cur_kernel, why, g.x, g.y, g.z, b.x, b.y,
+          b.z, smem);
+  emu_launch_error = e;
+  return true;
+}
 inline void emu_fiber_main() {
   emu_entry(emu_entry_arg);
   emu_done[emu_cur] = 1;
@@ -232,7 +292,9 @@ inline bool emu_reverse() {
   return r;
 }
 template <class F> void emu_call(void *f) { (*(F *)f)(); }
-template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_smem = 0) {
+template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_smem = 0,
+                                   const void *kernel = nullptr) {
+  if (emu_launch_refused(kernel, grid, block, dynamic_smem)) return;
   const unsigned threads = block.x * block.y * block.z;
   if (emu_rec_on())
     emu_rec("launch\t%s\t%u,%u,%u\t%u,%u,%u\t%zu%s", emu_rec_kernel.c_str(), grid.x, grid.y,
@@ -255,7 +317,7 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_sm
     emu_block_bar = {0, threads, 0};
     emu_cp_reset(threads);
     // dynamic shared memory starts as NaN bytes, as unwritten memory may
-    memset(emu_dynamic_smem_buf, 0xff, dynamic_smem < emu_dynamic_smem_bytes ? dynamic_smem : emu_dynamic_smem_bytes);
+    memset(emu_dynamic_smem_buf, 0xff, dynamic_smem);
     for (unsigned w = 0; w < (threads + 31) / 32; w++) emu_warp_bar[w] = {0, 32, 0};
     for (unsigned t = 0; t < threads; t++) {
       emu_fib[t] = tmpl;
@@ -306,7 +368,7 @@ inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKi
 inline cudaError_t emu_cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceProperties(cudaDeviceProp *p, int) { memset(p, 0, sizeof *p); strcpy(p->name, "host emulation"); return cudaSuccess; }
-inline cudaError_t emu_cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t emu_cudaGetLastError() { const cudaError_t e = emu_launch_error; emu_launch_error = cudaSuccess; return e; }
 inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) { if (emu_skip_copy(d, n, k)) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
 inline cudaError_t emu_cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, cudaMemcpyKind k, cudaStream_t) {

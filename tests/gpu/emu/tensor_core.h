@@ -198,13 +198,3 @@ template <int N> inline void st_cp_async_wait()
 
 } /* namespace st_cuda */
 
-/* cudaFuncSetAttribute: the emulated dynamic shared memory is one buffer
- * of the sm_90 maximum; a request above it is what the device refuses. */
-template <class F> inline cudaError_t emu_cudaFuncSetAttribute(F, cudaFuncAttribute attr, int value)
-{
-    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize &&
-        (value < 0 || (size_t)value > emu_dynamic_smem_bytes))
-        return cudaErrorInvalidValue;
-    return cudaSuccess;
-}
-#define cudaFuncSetAttribute emu_cudaFuncSetAttribute

@@ -1,6 +1,7 @@
 """Rewrite each CUDA launch `kernel<...><<<grid, block[, smem, stream]>>>(args)`
 of a .cu file into `(emu_check_args("kernel", emu_instance<&kernel<...>>(), args),
-emu_launch(dim3(grid), dim3(block), [=]() { kernel<...>(args); }, smem))`
+emu_launch(dim3(grid), dim3(block), [=]() { kernel<...>(args); }, smem,
+emu_kernel_key<&kernel<...>>()))`
 so g++ can compile it against shim.h (the host emulation of the CUDA
 features the kernels use).  The kernel expression is the identifier (with
 optional template arguments) right before `<<<`, which may sit on the
@@ -63,8 +64,8 @@ while True:
     out.append(s[i:m.start()])
     smem = cfg[2] if len(cfg) > 2 else '0'
     out.append('(emu_check_args("%s", emu_instance<&%s>()%s), '
-               'emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s))'
+               'emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s, emu_kernel_key<&%s>()))'
                % (name.replace('"', "'"), name, (', ' + args) if args.strip() else '',
-                  cfg[0], cfg[1], name, args, smem))
+                  cfg[0], cfg[1], name, args, smem, name))
     i = p + 1
 print(''.join(out))
