@@ -21,7 +21,9 @@
  *     wait_group 1 (the model copies as late as the ISA allows, which is
  *     what makes a missing wait visible there).
  *  5. Emulation only: a misaligned ldmatrix row address aborts (in a
- *     child process), as the device faults.
+ *     child process), as the device faults; dynamic shared memory past
+ *     the launch's allocation reads as NaN bytes, and a write there aborts
+ *     (the device reports an illegal address).
  *  6. The launch checks: a block over 1024 threads or with z over 64, an
  *     empty grid, a grid y over 65535, dynamic shared memory over 48 KiB
  *     before cudaFuncSetAttribute raised the kernel's limit, and over the
@@ -293,6 +295,49 @@ static bool misaligned_aborts(void)
     waitpid(pid, &status, 0);
     return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
 }
+
+/* Dynamic shared memory past the launch's allocation: a read gives the
+ * poison (NaN bytes), a write aborts after the block. */
+__global__ void smem_edge_kernel(uint32_t *out, int write_past)
+{
+    ST_DYNAMIC_SMEM(smem);
+    uint32_t *w = reinterpret_cast<uint32_t *>(smem);
+    w[threadIdx.x] = threadIdx.x; /* 32 words: the launch's 128 bytes */
+    __syncthreads();
+    out[threadIdx.x] = w[32 + threadIdx.x]; /* the next 128 bytes */
+    if (write_past && threadIdx.x == 0)
+        w[32] = 7;
+}
+
+static bool smem_read_past_is_poison(void)
+{
+    uint32_t *d;
+    CK(cudaMalloc(&d, 128));
+    smem_edge_kernel<<<1, 32, 128>>>(d, 0);
+    uint32_t h[32];
+    CK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    cudaFree(d);
+    bool all = true;
+    for (uint32_t x : h)
+        all = all && x == 0xffffffffu;
+    return all;
+}
+
+static bool smem_write_past_aborts(void)
+{
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stderr);
+        uint32_t *d;
+        cudaMalloc(&d, 128);
+        smem_edge_kernel<<<1, 32, 128>>>(d, 1);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
 #endif
 
 /* 6. Thread 0 of the grid's last block writes 1 to *ran, after touching
@@ -368,6 +413,10 @@ int main(void)
     cp_async_checks();
 #ifdef ST_CUDA_EMULATION
     tap_ok(misaligned_aborts(), "emulation: a misaligned ldmatrix row address aborts");
+    tap_ok(smem_read_past_is_poison(),
+           "emulation: dynamic shared memory past the launch's bytes reads as NaN bytes");
+    tap_ok(smem_write_past_aborts(),
+           "emulation: a write past the launch's dynamic shared memory aborts");
 #endif
     launch_checks();
     return tap_done();

@@ -292,6 +292,16 @@ inline bool emu_reverse() {
   return r;
 }
 template <class F> void emu_call(void *f) { (*(F *)f)(); }
+inline bool emu_smem_poisoned;
+inline void emu_check_smem_tail(size_t dynamic_smem) {
+  for (size_t i = dynamic_smem; i < emu_dynamic_smem_bytes; i++)
+    if (emu_dynamic_smem_buf[i] != 0xff) {
+      fprintf(stderr, "cuda emulation: kernel %s: wrote dynamic shared memory at byte %zu, past "
+              "the launch's %zu bytes: a GPU reports an illegal address\n", emu_cur_kernel, i,
+              dynamic_smem);
+      abort();
+    }
+}
 template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_smem = 0,
                                    const void *kernel = nullptr) {
   if (emu_launch_refused(kernel, grid, block, dynamic_smem)) return;
@@ -316,8 +326,17 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_sm
     emu_blockIdx = {x, y, z};
     emu_block_bar = {0, threads, 0};
     emu_cp_reset(threads);
-    // dynamic shared memory starts as NaN bytes, as unwritten memory may
+    // Dynamic shared memory starts as NaN bytes, as unwritten memory may,
+    // and so is everything past the launch's allocation: a read beyond it
+    // gives NaN, and a write beyond it (where a GPU reports an illegal
+    // address) aborts after the block, checked for the kernels that took the
+    // pointer.
+    if (!emu_smem_poisoned) {
+      memset(emu_dynamic_smem_buf, 0xff, emu_dynamic_smem_bytes);
+      emu_smem_poisoned = true;
+    }
     memset(emu_dynamic_smem_buf, 0xff, dynamic_smem);
+    emu_dynamic_smem_used = false;
     for (unsigned w = 0; w < (threads + 31) / 32; w++) emu_warp_bar[w] = {0, 32, 0};
     for (unsigned t = 0; t < threads; t++) {
       emu_fib[t] = tmpl;
@@ -337,7 +356,9 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_sm
         emu_threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
         swapcontext(&emu_sched_ctx, &emu_fib[t]);
       }
+    if (emu_dynamic_smem_used) emu_check_smem_tail(dynamic_smem);
   }
+  memset(emu_dynamic_smem_buf, 0xff, dynamic_smem);  // all NaN again for the next launch
 }
 // runtime API on host memory (recorded, and skipped when recording only:
 // then a copy to the host gives zeros, as in shim_c.h)

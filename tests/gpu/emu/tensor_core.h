@@ -44,7 +44,9 @@
  * 227 KiB, the most an sm_90 block may have. */
 constexpr size_t emu_dynamic_smem_bytes = 227 * 1024;
 alignas(128) inline unsigned char emu_dynamic_smem_buf[emu_dynamic_smem_bytes];
-#define ST_DYNAMIC_SMEM(name) unsigned char *name = emu_dynamic_smem_buf
+inline bool emu_dynamic_smem_used; /* the running block took its pointer */
+#define ST_DYNAMIC_SMEM(name) \
+    unsigned char *name = (emu_dynamic_smem_used = true, emu_dynamic_smem_buf)
 
 inline void emu_tc_die(const char *what, const void *p)
 {
