@@ -328,7 +328,8 @@ def c_adamw(o, ctx):
     n = ctx["sumsq"][ctx.setdefault("adamw", 0)]
     ctx["adamw"] += 1
     threads = o.block[0]
-    if not (o.grid[0] == (n + threads - 1) // threads or o.grid[0] * threads < n):
+    items = n // 8 if o.has_vec_path() and not o.scalar_path() else n  # 8 a thread on the 16-byte path
+    if not (o.grid[0] == (items + threads - 1) // threads or o.grid[0] * threads < items):
         raise SystemExit(f"step_model.py: adamw launch of grid {o.grid[0]} does not cover "
                          f"the unit's {n} elements: the unit order changed")
     # p, m, v read and written (fp32), g read, the bf16 copy written
@@ -390,7 +391,7 @@ COSTS = {
     # doubles in one thread
     "step_verdict_kernel": c_tiny, "step_gate_kernel": c_tiny,
     "xent_rows_kernel<T, kVec>": c_xent,
-    "adamw_unit_kernel": c_adamw,
+    "adamw_unit_kernel<kVec>": c_adamw,
     "attn_fwd_tc_kernel<HD>": attention("fwd"),
     "attn_bwd_dq_tc_kernel<HD>": attention("dq"),
     "attn_bwd_dkdv_tc_kernel<HD>": attention("dkdv"),

@@ -20,7 +20,12 @@
  * run, on any GPU, and under the host emulation of tests/gpu/emu/.
  * Memory traffic: 16 bytes read and 14 written per element (p, g, m, v in;
  * p, m, v and the bf16 word out); the segment table rides in the launch's
- * parameter block, so there is no table to copy and no host wait.
+ * parameter block, so there is no table to copy and no host wait.  Where
+ * every segment starts and ends on a multiple of 8 elements and the arrays
+ * are 16-byte aligned (the models' tensors are multiples of 8 wide, and
+ * so are the shards), a thread takes 8 elements at a time in 128-bit
+ * accesses (two per fp32 array, one for the 8 bf16 words); the arithmetic
+ * per element is the same, so the bits are too.
  *
  * The gate (src/kernels/step_gate.h): with one, the kernel first reads
  * whether the step applies and its bias corrections from device memory,
@@ -56,15 +61,35 @@ struct seg_table {
     int64_t offset[ST_CUDA_ADAMW_MAX_SEGMENTS];
 };
 
-/* A grid-stride loop over the segments laid end to end.  A thread's flat
- * index only grows, so its segment is found by walking forward from the
- * last one: no search per element.  c1, c2: the bias corrections
- * 1 - beta^t, from the host's pow() in double, rounded once to fp32. */
+/* One element's update, in the order of the CPU's fp32 moment updates.
+ * (*pi, *mi, *vi) in and out. */
+__device__ __forceinline__ void adamw_element(float &pi, float gi, float &mi, float &vi,
+                                              float grad_scale, float lr, float b1, float b2,
+                                              float one_b1, float one_b2, float c1, float c2,
+                                              float eps, float wd)
+{
+    gi = __fmul_rn(gi, grad_scale);
+    mi = __fadd_rn(__fmul_rn(b1, mi), __fmul_rn(one_b1, gi));
+    vi = __fadd_rn(__fmul_rn(b2, vi), __fmul_rn(__fmul_rn(one_b2, gi), gi));
+    const float mhat = __fdiv_rn(mi, c1), vhat = __fdiv_rn(vi, c2);
+    const float u = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), eps)),
+                              __fmul_rn(wd, pi));
+    pi = __fadd_rn(pi, -__fmul_rn(lr, u));
+}
+
+/* A grid-stride loop over the segments laid end to end, VE elements per
+ * item (8 on the 16-byte path, where every segment boundary is a multiple
+ * of 8, so no item straddles two).  A thread's flat index only grows, so
+ * its segment is found by walking forward from the last one: no search per
+ * element.  c1, c2: the bias corrections 1 - beta^t, from the host's pow()
+ * in double, rounded once to fp32. */
+template <bool kVec>
 __global__ void adamw_unit_kernel(seg_table t, float *p, const float *g, float *m, float *v,
                                   uint16_t *p_bf16, float lr, float b1, float b2, float c1,
                                   float c2, float eps, float weight_decay, double scale,
                                   const double *clip_sumsq, double clip, const double *gate)
 {
+    constexpr int VE = kVec ? 8 : 1;
     if (gate) {
         if (gate[ST_GATE_APPLY] == 0.0)
             return;
@@ -83,25 +108,34 @@ __global__ void adamw_unit_kernel(seg_table t, float *p, const float *g, float *
     const int64_t total = t.begin[t.n];
     const float one_b1 = 1.0f - b1, one_b2 = 1.0f - b2;
     int sg = 0;
-    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < total;
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j * VE < total;
          j += (int64_t)gridDim.x * blockDim.x) {
-        while (j >= t.begin[sg + 1])
+        const int64_t e = j * VE;
+        while (e >= t.begin[sg + 1])
             sg++;
-        const int64_t i = t.offset[sg] + (j - t.begin[sg]);
+        const int64_t i = t.offset[sg] + (e - t.begin[sg]);
         const float wd = (t.decay >> sg) & 1ull ? weight_decay : 0.0f;
-        const float gi = __fmul_rn(g[i], grad_scale);
-        const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(one_b1, gi));
-        const float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(one_b2, gi), gi));
-        m[i] = mi;
-        v[i] = vi;
-        const float mhat = __fdiv_rn(mi, c1), vhat = __fdiv_rn(vi, c2);
-        const float pi = p[i];
-        const float u = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), eps)),
-                                  __fmul_rn(wd, pi));
-        const float pn = __fadd_rn(pi, -__fmul_rn(lr, u));
-        p[i] = pn;
-        if (p_bf16)
-            p_bf16[i] = bf16_bits(pn);
+        float pv[VE], gv[VE], mv[VE], vv[VE];
+        load_vec<VE>(p + i, pv);
+        load_vec<VE>(g + i, gv);
+        load_vec<VE>(m + i, mv);
+        load_vec<VE>(v + i, vv);
+        for (int k = 0; k < VE; k++)
+            adamw_element(pv[k], gv[k], mv[k], vv[k], grad_scale, lr, b1, b2, one_b1, one_b2,
+                          c1, c2, eps, wd);
+        store_vec<VE>(m + i, mv);
+        store_vec<VE>(v + i, vv);
+        store_vec<VE>(p + i, pv);
+        if (p_bf16) {
+            if constexpr (kVec) {
+                uint16_t h[8];
+                for (int k = 0; k < 8; k++)
+                    h[k] = bf16_bits(pv[k]);
+                store16_bits(p_bf16 + i, h);
+            } else {
+                p_bf16[i] = bf16_bits(pv[0]);
+            }
+        }
     }
 }
 
@@ -142,10 +176,17 @@ extern "C" cudaError_t st_cuda_adamw_unit(const st_cuda_adamw_segment *segs, int
                 tab.decay |= 1ull << i;
         }
         const int64_t total = tab.begin[tab.n];
+        /* The 16-byte path: every segment on multiples of 8 elements. */
+        bool vec = aligned16(p, g, m, v, p_bf16);
+        for (int i = 0; i < tab.n && vec; i++)
+            vec = tab.offset[i] % 8 == 0 && (tab.begin[i + 1] - tab.begin[i]) % 8 == 0;
         if (total > 0)
-            adamw_unit_kernel<<<grid_for(total, kThreads), kThreads, 0, s>>>(
-                tab, p, g, m, v, p_bf16, (float)lr, (float)beta1, (float)beta2, c1, c2,
-                (float)eps, (float)weight_decay, grad_scale, clip_sumsq, clip, gate);
+            with_vec_items<bf16>(vec, total, kThreads, [&](auto tag, unsigned grid) {
+                constexpr bool kVec = decltype(tag)::value;
+                adamw_unit_kernel<kVec><<<grid, kThreads, 0, s>>>(
+                    tab, p, g, m, v, p_bf16, (float)lr, (float)beta1, (float)beta2, c1, c2,
+                    (float)eps, (float)weight_decay, grad_scale, clip_sumsq, clip, gate);
+            });
     }
     return launch_status();
 }

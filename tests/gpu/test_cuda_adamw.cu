@@ -28,6 +28,10 @@
  *     above the clip (scaled) and below it (unscaled);
  *   - under the emulation: one launch for up to ST_CUDA_ADAMW_MAX_SEGMENTS
  *     segments, one more per further batch;
+ *   - the 16-byte path (every segment on multiples of 8 elements: the "by
+ *     8" cases, checked as above) against the one-element path on the same
+ *     numbers, bit for bit, and under the emulation 16-byte accesses exactly
+ *     on the first;
  *   - the step gate (src/kernels/step_gate.h): the one-thread verdict and
  *     gate kernels give the host functions' doubles over a sequence of
  *     finite, non-finite and forced steps up to the stop at the limit; an
@@ -39,6 +43,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <string>
 #include <vector>
 
 #include "adamw.h"
@@ -56,16 +61,20 @@ struct Case {
     int64_t t;
 };
 
-/* The shard's layout: segments in order with gaps between some. */
-std::vector<st_cuda_adamw_segment> layout(int n, int64_t *shard)
+/* The shard's layout: segments in order with gaps between some.  by8:
+ * every length and gap rounded up to a multiple of 8 elements, the layout
+ * the kernel's 16-byte path needs (the models' shards have it). */
+std::vector<st_cuda_adamw_segment> layout(int n, int64_t *shard, bool by8 = false)
 {
     static const int64_t lens[] = {1, 7, 1000, 0, 4097, 33, 300, 65, 2, 513};
     std::vector<st_cuda_adamw_segment> s;
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
         int64_t len = lens[i % 10] + (i / 10) * 3;
+        if (by8)
+            len = (len + 7) / 8 * 8;
         if (i % 4 == 3)
-            at += 5; /* a gap */
+            at += by8 ? 8 : 5; /* a gap */
         s.push_back({at, len, (i % 3) != 1});
         at += len;
     }
@@ -256,10 +265,61 @@ void gate_case(const Case &c)
            "%s: a shut gate writes nothing (p, m, v and the bf16 copy unchanged)", c.name);
 }
 
-void run_case(const Case &c, int n_segs)
+long vec_accesses(void)
+{
+#ifdef ST_CUDA_EMULATION
+    return emu_vec_accesses;
+#else
+    return 0;
+#endif
+}
+
+/* The 16-byte path against the one-element path on the same numbers: the
+ * by8 layout (vector path), then the same segments one element further
+ * into arrays one longer (offsets odd: the scalar path).  Same bits
+ * required; under the emulation, 16-byte accesses in the first run only. */
+void vec_case(const Case &c)
 {
     int64_t n;
-    std::vector<st_cuda_adamw_segment> segs = layout(n_segs, &n);
+    std::vector<st_cuda_adamw_segment> segs = layout(12, &n, true), skew = segs;
+    for (auto &sg : skew)
+        sg.offset += 1;
+    std::vector<float> p, g, m, v;
+    std::vector<uint16_t> w;
+    random_state(n, p, g, m, v, w);
+    /* The skewed arrays: one element in front, so element i + 1 there is
+     * element i here. */
+    std::vector<float> ps = p, gs = g, ms = m, vs = v;
+    std::vector<uint16_t> ws = w;
+    ps.insert(ps.begin(), 0.5f), gs.insert(gs.begin(), 0.5f);
+    ms.insert(ms.begin(), 0.0f), vs.insert(vs.begin(), 0.0f), ws.insert(ws.begin(), 0xabcd);
+    const long c0 = vec_accesses();
+    const Result a = run_gpu(segs, c, p, g, m, v, w);
+    const long c1 = vec_accesses();
+    const Result b = run_gpu(skew, c, ps, gs, ms, vs, ws);
+    const long c2 = vec_accesses();
+    const Result b1{std::vector<float>(b.p.begin() + 1, b.p.end()),
+                    std::vector<float>(b.m.begin() + 1, b.m.end()),
+                    std::vector<float>(b.v.begin() + 1, b.v.end()),
+                    std::vector<uint16_t>(b.w.begin() + 1, b.w.end())};
+    tap_ok(same_result(a, b1, (size_t)n),
+           "%s: the 16-byte path and the one-element path give the same bits", c.name);
+#ifdef ST_CUDA_EMULATION
+    tap_ok(c1 > c0 && c2 == c1,
+           "%s: 16-byte accesses on the by-8 layout (%ld), none when skewed (%ld)", c.name,
+           c1 - c0, c2 - c1);
+#else
+    (void)c0, (void)c1, (void)c2;
+#endif
+}
+
+void run_case(const Case &c_in, int n_segs, bool by8 = false)
+{
+    const std::string name = std::string(c_in.name) + (by8 ? ", by 8" : "");
+    Case c = c_in;
+    c.name = name.c_str();
+    int64_t n;
+    std::vector<st_cuda_adamw_segment> segs = layout(n_segs, &n, by8);
     std::vector<float> p(n), g(n), m(n), v(n);
     std::vector<uint16_t> w(n, 0xabcd); /* the copy before: stale words */
     for (int64_t i = 0; i < n; i++) {
@@ -360,8 +420,11 @@ int main(void)
         {"step 10, clipped 0.73", 3e-3, 0.9, 0.95, 1e-8, 0.1, 0.73, 10},
         {"step 1000, beta2 0.999", 6e-4, 0.9, 0.999, 1e-8, 0.01, 1.0, 1000},
     };
-    for (const Case &c : cases)
+    for (const Case &c : cases) {
         run_case(c, 10);
+        run_case(c, 10, true); /* the 16-byte path */
+    }
+    vec_case(cases[1]);
     /* More segments than one launch carries: the batching path. */
     run_case(cases[1], ST_CUDA_ADAMW_MAX_SEGMENTS + 6);
     clip_case(cases[0]);
