@@ -279,8 +279,10 @@ __global__ void misaligned_kernel(uint32_t *out)
     out[threadIdx.x] = r[0];
 }
 
-/* The child runs the kernel; it must die of SIGABRT naming ldmatrix. */
-static bool misaligned_aborts(void)
+/* launch(d) runs in a child process with a 128-byte device buffer d; true
+ * when the child died of SIGABRT (the emulation's abort, with its message
+ * sent to /dev/null). */
+template <class F> static bool child_aborts(F launch)
 {
     fflush(stdout);
     const pid_t pid = fork();
@@ -288,12 +290,17 @@ static bool misaligned_aborts(void)
         freopen("/dev/null", "w", stderr);
         uint32_t *d;
         cudaMalloc(&d, 128);
-        misaligned_kernel<<<1, 32>>>(d);
+        launch(d);
         _exit(0);
     }
     int status = 0;
     waitpid(pid, &status, 0);
     return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+static bool misaligned_aborts(void)
+{
+    return child_aborts([](uint32_t *d) { misaligned_kernel<<<1, 32>>>(d); });
 }
 
 /* Dynamic shared memory past the launch's allocation: a read gives the
@@ -325,18 +332,7 @@ static bool smem_read_past_is_poison(void)
 
 static bool smem_write_past_aborts(void)
 {
-    fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
-        freopen("/dev/null", "w", stderr);
-        uint32_t *d;
-        cudaMalloc(&d, 128);
-        smem_edge_kernel<<<1, 32, 128>>>(d, 1);
-        _exit(0);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+    return child_aborts([](uint32_t *d) { smem_edge_kernel<<<1, 32, 128>>>(d, 1); });
 }
 #endif
 
