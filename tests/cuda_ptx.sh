@@ -7,7 +7,16 @@
 #     kernels of cuda/attention.cu);
 #   - ptxas (-v, -warn-spills) reports no spill for any kernel, and the
 #     registers and shared memory it reports are printed as diagnostics
-#     (docs/gpu.md's table quotes them).
+#     (docs/gpu.md's table quotes them);
+#   - every kernel of cuda/ fits the register file at the largest block it
+#     may be launched with: registers (ptxas -v, rounded up to 8 as sm_90
+#     allocates them) times that block's threads (rounded to whole warps)
+#     at most 65,536, where the block is the kernel's __launch_bounds__
+#     (.maxntid in its PTX) or else 1024.  A launch that breaks this fails
+#     on the device ("too many resources requested for launch") and the
+#     host emulation cannot see registers; a self-check shows the test fails
+#     on a 107-register kernel without bounds and passes it with bounds of
+#     256 (tests/gpu/launch_regs_selfcheck.cu).
 # Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
 NVCC=$(sed -n 's/^NVCC = //p' "$top_builddir/Makefile")
@@ -63,6 +72,81 @@ for sm in 80 90; do
         diag "$(tail -n 5 "$TMP/ptxas_$sm.log")"
     fi
 done
+
+# reg_fit DIR: DIR holds, per compiled file, NAME.log (ptxas -v) and the
+# kept NAME.ptx; prints "bad KERNEL regs THREADS" per kernel whose
+# registers do not fit its largest block, then "fit N BOUNDED" (kernels
+# checked, of them with __launch_bounds__).
+reg_fit() {
+    python3 - "$1" <<'EOF_PY'
+import glob, os, re, sys
+n = bounded = 0
+for log in sorted(glob.glob(os.path.join(sys.argv[1], "*.log"))):
+    ptx = open(log[:-4] + ".ptx").read()
+    regs = {}
+    name = None
+    for line in open(log):
+        m = re.search(r"Compiling entry function '(\S+)' for 'sm_90'", line)
+        if m:
+            name = m.group(1)
+        m = re.search(r"Used (\d+) registers", line)
+        if m and name:
+            regs[name] = int(m.group(1))
+            name = None
+    for k, r in regs.items():
+        m = re.search(r"\.entry " + re.escape(k) + r"\((.*?)\{", ptx, re.S)
+        if not m:
+            print("bad", k, "no .entry in the PTX")
+            continue
+        b = re.search(r"\.maxntid (\d+), (\d+), (\d+)", m.group(1))
+        threads = int(b.group(1)) * int(b.group(2)) * int(b.group(3)) if b else 1024
+        n += 1
+        bounded += bool(b)
+        if -(-r // 8) * 8 * -(-threads // 32) * 32 > 65536:
+            print("bad", k, r, threads)
+print("fit", n, bounded)
+EOF_PY
+}
+# compile_regs OUTDIR FILE...: sm_90 cubins with ptxas -v and the PTX kept
+compile_regs() {
+    d=$1
+    shift
+    mkdir -p "$d"
+    for f in "$@"; do
+        b=$(basename "$f" .cu)
+        mkdir -p "$d/keep_$b"
+        "$NVCC" -std=c++17 -O2 -arch=sm_90 -cubin -keep -keep-dir "$d/keep_$b" -Xptxas -v $inc \
+            "$f" -o "$d/keep_$b/$b.cubin" >"$d/$b.log" 2>&1 || return 1
+        cp "$d/keep_$b/$b.ptx" "$d/$b.ptx"
+    done
+}
+cuda_files=$(grep -l '__global__' "$top_srcdir"/cuda/*.cu)
+if compile_regs "$TMP/regs" $cuda_files; then
+    out=$(reg_fit "$TMP/regs")
+    nk=$(printf '%s\n' "$out" | sed -n 's/^fit \([0-9]*\) .*/\1/p')
+    nb=$(printf '%s\n' "$out" | sed -n 's/^fit [0-9]* \([0-9]*\)/\1/p')
+    if [ "${nk:-0}" -gt 0 ] && ! printf '%s\n' "$out" | grep -q '^bad'; then
+        ok "sm_90: the registers of all $nk kernels of cuda/ fit their largest block ($nb with __launch_bounds__, the rest at 1024 threads)"
+    else
+        not_ok "sm_90: the registers of every kernel of cuda/ fit its largest block"
+        diag "$(printf '%s\n' "$out" | c++filt | head -n 5)"
+    fi
+else
+    not_ok "sm_90: ptxas -v on the kernels of cuda/"
+fi
+if compile_regs "$TMP/selfcheck" "$top_srcdir/tests/gpu/launch_regs_selfcheck.cu"; then
+    out=$(reg_fit "$TMP/selfcheck")
+    if printf '%s\n' "$out" | grep -q '^bad _Z16unbounded_kernel' &&
+       ! printf '%s\n' "$out" | grep -q '^bad _Z14bounded_kernel' &&
+       printf '%s\n' "$out" | grep -q '^fit 2 1$'; then
+        ok "self-check: a 107-register kernel fails the register test without __launch_bounds__, passes with 256"
+    else
+        not_ok "self-check: the register test on tests/gpu/launch_regs_selfcheck.cu"
+        diag "$out"
+    fi
+else
+    not_ok "self-check: ptxas -v on tests/gpu/launch_regs_selfcheck.cu"
+fi
 
 # Self-check: the CUDA-core kernels' PTX does not pass the test above.
 if "$NVCC" -std=c++17 -O2 -arch=sm_80 -ptx $inc "$top_srcdir/cuda/attention.cu" \
