@@ -179,7 +179,7 @@ launches() {
 # n_layer 2: units embedding, 2 blocks, head
 units=4
 for name in emu_gpt2 emu_llama_bf16; do
-    n=$(launches $name adamw_unit_kernel)
+    n=$(launches $name 'adamw_unit_kernel<kVec>')
     check "$name: one AdamW launch per unit per step ($n = $STEPS steps x $units units)" \
         test "$n" -eq $((STEPS * units))
 done
@@ -305,7 +305,7 @@ same_lora emu_lora_llama_np2 emu_lora_llama 1e-5 \
 run emu_lora_gpt2_bf16_np2 "$EMU" 2 "$TMP/lora_gpt2.ini" $fs -s train.precision=bf16
 same_lora emu_lora_gpt2_bf16_np2 emu_lora_gpt2_bf16 1e-3 \
     "LoRA bf16 full_shard on 2 ranks (staged mpi) matches 1 rank within 1e-3"
-n=$(launches emu_gpt2_bf16_np2 adamw_unit_kernel)
+n=$(launches emu_gpt2_bf16_np2 'adamw_unit_kernel<kVec>')
 check "bf16 on 2 ranks: one AdamW launch per unit per step on each rank ($n)" \
     test "$n" -eq $((2 * STEPS * units))
 
