@@ -32,6 +32,14 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 out=${out:-bundle}
 bin=${SHARDTRAIN:-$top/shardtrain}
 [ -x "$bin" ] || { echo "bundle.sh: $bin not built (make first)" >&2; exit 1; }
+# A sanitizer build is for finding bugs on this machine, not for carrying:
+# its instrumented programs and the sanitizer runtimes take the bundle past
+# the 64 MiB the device tool carries (72 MiB on 2026-11-29), and on the GPU
+# machine compute-sanitizer is the checker.
+if ldd "$bin" 2>/dev/null | grep -q 'lib[a-z]*san\.so'; then
+    echo "bundle.sh: $bin is a sanitizer build (--enable-sanitizers); bundle a release build" >&2
+    exit 1
+fi
 
 mpirun=$(readlink -f "$(command -v mpirun)")
 orted=$(readlink -f "$(command -v orted)")

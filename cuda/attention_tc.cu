@@ -528,10 +528,9 @@ attn_bwd_dkdv_tc_kernel(bf16 *dk, int64_t lddk, bf16 *dv, int64_t lddv,
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Kernels over 48 KiB of dynamic shared memory must say so first. */
-template <class K> int allow_smem(K kernel, size_t bytes)
+template <auto Kernel> int allow_smem(size_t bytes)
 {
-    const cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    const cudaError_t e = allow_dynamic_smem<Kernel>(bytes);
     return e == cudaSuccess ? 0 : (int)e;
 }
 
@@ -549,7 +548,7 @@ int forward_hd(bf16 *out, int64_t ldo, float *lse, const bf16 *q, int64_t ldq, c
                int64_t KV, cudaStream_t stream)
 {
     const size_t smem = fwd_smem(HD);
-    int rc = allow_smem(attn_fwd_tc_kernel<HD>, smem);
+    int rc = allow_smem<attn_fwd_tc_kernel<HD>>(smem);
     if (rc)
         return rc;
     const dim3 grid((unsigned)ceil_div(T, kBlockRows), (unsigned)H, (unsigned)B);
@@ -567,9 +566,9 @@ int backward_hd(bf16 *dq, int64_t lddq, bf16 *dk, int64_t lddk, bf16 *dv, int64_
 {
     const float scale = scale_of(HD), scale_log2 = scale * kLog2e;
     const int group = (int)(H / KV);
-    int rc = allow_smem(attn_bwd_dkdv_tc_kernel<HD>, dkdv_smem(HD));
+    int rc = allow_smem<attn_bwd_dkdv_tc_kernel<HD>>(dkdv_smem(HD));
     if (!rc)
-        rc = allow_smem(attn_bwd_dq_tc_kernel<HD>, dq_smem(HD));
+        rc = allow_smem<attn_bwd_dq_tc_kernel<HD>>(dq_smem(HD));
     if (rc)
         return rc;
     const dim3 grid_kv((unsigned)ceil_div(T, kBlockRows), (unsigned)KV, (unsigned)B);

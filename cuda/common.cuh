@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "dynamic_smem.cuh"
 #include "ops.h"
 
 namespace st_cuda {
@@ -60,13 +61,6 @@ static inline unsigned grid_for(int64_t n, int threads)
 
 static inline cudaError_t launch_status(void) { return cudaGetLastError(); }
 
-/* A kernel's dynamic shared memory (the launch's third argument; above
- * 48 KiB the host must first raise the kernel's
- * cudaFuncAttributeMaxDynamicSharedMemorySize, or the launch fails).  The
- * host emulation defines it as its own buffer. */
-#ifndef ST_DYNAMIC_SMEM
-#define ST_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
-#endif
 
 /* ---- 16-byte accesses -----------------------------------------------------
  * A 128-bit load or store moves 16 bytes, V = 16 / sizeof(T) elements (4

@@ -32,6 +32,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include "dynamic_smem.cuh"
+
 namespace st_cuda {
 
 /* Two fp32 values rounded to bf16 (nearest even) in one .b32 register,
@@ -47,11 +49,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi)
 
 #ifndef ST_CUDA_EMULATION
 
-/* Dynamic shared memory of a kernel (the launch's third argument; above
- * 48 KiB the host must raise cudaFuncAttributeMaxDynamicSharedMemorySize). */
-#ifndef ST_DYNAMIC_SMEM /* common.cuh has the same */
-#define ST_DYNAMIC_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
-#endif
 
 namespace st_cuda {
 

@@ -200,9 +200,8 @@ __global__ void sum_losses_kernel(const float *row_loss, int64_t N, double *loss
 
 /* The row kernel on one path: the cache holds as much of the row as
  * kXentCacheBytes allows, in whole vectors on the vector path.  Over
- * 48 KiB of dynamic shared memory the kernel must be allowed it first; the
- * attribute is the kernel's and lasts for the process, so it is set at the
- * first call of each instantiation. */
+ * 48 KiB of dynamic shared memory the kernel must be allowed it first
+ * (allow_dynamic_smem, which calls the runtime once per instantiation). */
 template <typename T, bool kVec>
 cudaError_t launch_xent_rows(T *logits, const int32_t *targets, int64_t N, int64_t V,
                              int64_t ld, float grad_scale, float *row_loss, cudaStream_t s)
@@ -210,15 +209,9 @@ cudaError_t launch_xent_rows(T *logits, const int32_t *targets, int64_t N, int64
     constexpr int64_t VE = vec_width<T, kVec>();
     const int64_t cap = kXentCacheBytes / (int64_t)sizeof(T) / VE;
     const int64_t cached = (V / VE < cap ? V / VE : cap) * VE;
-    static bool smem_allowed = false;
-    if (!smem_allowed) {
-        const cudaError_t e = cudaFuncSetAttribute(
-            xent_rows_kernel<T, kVec>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-            (int)kXentCacheBytes);
-        if (e != cudaSuccess)
-            return e;
-        smem_allowed = true;
-    }
+    const cudaError_t e = allow_dynamic_smem<xent_rows_kernel<T, kVec>>((size_t)cached * sizeof(T));
+    if (e != cudaSuccess)
+        return e;
     xent_rows_kernel<T, kVec><<<(unsigned)N, kXentThreads, (size_t)cached * sizeof(T), s>>>(
         logits, targets, V, ld, cached, grad_scale, row_loss);
     return cudaSuccess;

@@ -14,6 +14,20 @@ require command -v mount
 require unshare -m true
 export OMP_NUM_THREADS=1
 
+# ---- a sanitizer build is refused (make check-sanitize) -------------------
+# The bundle is what the device tool carries, so it is built from release
+# binaries only; under check-sanitize this test checks that refusal, and
+# the rest (which needs a bundle) runs in every release build's make check.
+if ldd "$SHARDTRAIN" 2>/dev/null | grep -q 'lib[a-z]*san\.so'; then
+    SHARDTRAIN="$SHARDTRAIN" sh "$top_srcdir/bench/bundle.sh" "$TMP/san" \
+        >"$TMP/san.out" 2>"$TMP/san.err"
+    st=$?
+    check "bench/bundle.sh refuses a sanitizer build (exit $st)" test "$st" -eq 1
+    check "it says why: $(cat "$TMP/san.err")" grep -q 'is a sanitizer build' "$TMP/san.err"
+    check "and writes no bundle" test ! -e "$TMP/san"
+    exit 0
+fi
+
 # ---- the bundle, built in one place and used from another ----------------
 if SHARDTRAIN="$SHARDTRAIN" sh "$top_srcdir/bench/bundle.sh" "$TMP/built/bundle" \
         >"$TMP/bundle.out" 2>"$TMP/bundle.err"; then

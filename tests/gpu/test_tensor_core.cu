@@ -30,7 +30,12 @@
  *     227 KiB of an sm_90 block, are each refused: cudaGetLastError
  *     reports an error (once: the next call says success) and the kernel
  *     did not run.  The same kernel launches and runs with a good
- *     configuration, and with 48 KiB + 16 bytes once its limit is raised. */
+ *     configuration, and with 48 KiB + 16 bytes once its limit is raised.
+ *  7. A kernel declared __launch_bounds__(64): a block of 64 runs, one of
+ *     65 is refused.  Its dynamic shared memory past 48 KiB is refused
+ *     until allow_dynamic_smem (cuda/dynamic_smem.cuh) has allowed it,
+ *     and then runs.  Emulation only: a bounded kernel launched without
+ *     the probe transform.py arranges (as from another file) aborts. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -349,12 +354,27 @@ __global__ void launch_probe_kernel(int *ran, unsigned smem_bytes)
         *ran = 1;
 }
 
-/* Launches the probe; true when it was refused (an error, once, and *ran
- * left 0) if `refused`, or ran (no error, *ran 1) if not. */
-static bool probe(int *dran, dim3 grid, dim3 block, unsigned smem, bool refused)
+/* 7. The same, for blocks of at most 64 threads. */
+__global__ void __launch_bounds__(64) bounded_probe_kernel(int *ran, unsigned smem_bytes)
+{
+    ST_DYNAMIC_SMEM(smem);
+    if (smem_bytes > 0)
+        smem[smem_bytes - 1] = 1;
+    if (threadIdx.x == 0 && blockIdx.x == gridDim.x - 1)
+        *ran = 1;
+}
+
+/* Launches a probe (the bounded one if `bounded`); true when it was
+ * refused (an error, once, and *ran left 0) if `refused`, or ran (no
+ * error, *ran 1) if not. */
+static bool probe(int *dran, dim3 grid, dim3 block, unsigned smem, bool refused,
+                  bool bounded = false)
 {
     CK(cudaMemset(dran, 0, sizeof(int)));
-    launch_probe_kernel<<<grid, block, smem>>>(dran, smem);
+    if (bounded)
+        bounded_probe_kernel<<<grid, block, smem>>>(dran, smem);
+    else
+        launch_probe_kernel<<<grid, block, smem>>>(dran, smem);
     const cudaError_t e = cudaGetLastError(), after = cudaGetLastError();
     CK(cudaDeviceSynchronize());
     int ran = -1;
@@ -388,6 +408,23 @@ static void launch_checks(void)
            "launch: 48 KiB + 16 bytes runs once the limit is raised");
     tap_ok(probe(d, dim3(1), dim3(32), k227 + 16, true),
            "launch: 227 KiB + 16 bytes is refused even so");
+
+    tap_ok(probe(d, dim3(3), dim3(64), 0, false, true),
+           "launch bounds: 64 threads run under __launch_bounds__(64)");
+    tap_ok(probe(d, dim3(1), dim3(65), 0, true, true),
+           "launch bounds: 65 threads are refused under __launch_bounds__(64)");
+    tap_ok(probe(d, dim3(1), dim3(32, 3), 0, true, true),
+           "launch bounds: a 32 x 3 block is refused under __launch_bounds__(64)");
+    tap_ok(probe(d, dim3(1), dim3(64), k48 + 16, true, true),
+           "allow_dynamic_smem: 48 KiB + 16 bytes is refused before it is called");
+    tap_ok(allow_dynamic_smem<bounded_probe_kernel>(k48) == cudaSuccess &&
+               probe(d, dim3(1), dim3(64), k48 + 16, true, true),
+           "allow_dynamic_smem: allowing 48 KiB does not allow more");
+    tap_ok(allow_dynamic_smem<bounded_probe_kernel>(k48 + 16) == cudaSuccess &&
+               probe(d, dim3(1), dim3(64), k48 + 16, false, true),
+           "allow_dynamic_smem: 48 KiB + 16 bytes runs once it is allowed");
+    tap_ok(allow_dynamic_smem<bounded_probe_kernel>(k227 + 16) != cudaSuccess,
+           "allow_dynamic_smem: over 227 KiB is an error");
     cudaFree(d);
 }
 
@@ -413,6 +450,10 @@ int main(void)
            "emulation: dynamic shared memory past the launch's bytes reads as NaN bytes");
     tap_ok(smem_write_past_aborts(),
            "emulation: a write past the launch's dynamic shared memory aborts");
+    tap_ok(child_aborts([](uint32_t *d) {
+               emu_launch(dim3(1), dim3(65), [=]() { bounded_probe_kernel((int *)d, 0); });
+           }),
+           "emulation: a bounded kernel's launch without the probe aborts over its bound");
 #endif
     launch_checks();
     return tap_done();

@@ -232,18 +232,21 @@ inline void emu_check_align16(const void *p, const char *what) {
 constexpr size_t emu_default_dynamic_smem = 48 * 1024;
 inline std::vector<std::pair<const void *, size_t>> emu_smem_optin;  // kernel -> raised limit
 inline cudaError_t emu_launch_error = cudaSuccess;
-inline size_t emu_dynamic_smem_limit(const void *kernel) {
+inline size_t *emu_raised_smem_limit(const void *kernel) {
   for (auto &e : emu_smem_optin)
-    if (e.first == kernel) return e.second;
-  return emu_default_dynamic_smem;
+    if (e.first == kernel) return &e.second;
+  return nullptr;
+}
+inline size_t emu_dynamic_smem_limit(const void *kernel) {
+  const size_t *raised = emu_raised_smem_limit(kernel);
+  return raised ? *raised : emu_default_dynamic_smem;
 }
 template <class F> inline cudaError_t emu_cudaFuncSetAttribute(F kernel, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
   if (value < 0 || (size_t)value > emu_dynamic_smem_bytes) return cudaErrorInvalidValue;
   const void *k = (const void *)kernel;
-  for (auto &e : emu_smem_optin)
-    if (e.first == k) { e.second = (size_t)value; return cudaSuccess; }
-  emu_smem_optin.push_back({k, (size_t)value});
+  if (size_t *raised = emu_raised_smem_limit(k)) *raised = (size_t)value;
+  else emu_smem_optin.push_back({k, (size_t)value});
   return cudaSuccess;
 }
 #define cudaFuncSetAttribute emu_cudaFuncSetAttribute
@@ -255,6 +258,12 @@ template <class F> inline cudaError_t emu_cudaFuncSetAttribute(F kernel, cudaFun
 template <auto F> inline const void *emu_kernel_key() {
   if constexpr (requires { (const void *)F; }) return (const void *)F;
   else return nullptr;
+}
+inline void emu_refuse_launch(cudaError_t e, const char *why, dim3 g, dim3 b, size_t smem) {
+  fprintf(stderr, "cuda emulation: kernel %s: launch refused: %s (grid %u,%u,%u block %u,%u,%u, "
+          "%zu bytes of dynamic shared memory)\n", emu_cur_kernel, why, g.x, g.y, g.z, b.x, b.y,
+          b.z, smem);
+  emu_launch_error = e;
 }
 inline bool emu_launch_refused(const void *kernel, dim3 g, dim3 b, size_t smem) {
   const char *why = nullptr;
@@ -272,10 +281,45 @@ inline bool emu_launch_refused(const void *kernel, dim3 g, dim3 b, size_t smem) 
           "cudaFuncSetAttribute raised it)";
   }
   if (!why) return false;
-  fprintf(stderr, "cuda emulation: kernel %s: launch refused: %s (grid %u,%u,%u block %u,%u,%u, "
-          "%zu bytes of dynamic shared memory)\n", emu_cur_kernel, why, g.x, g.y, g.z, b.x, b.y,
-          b.z, smem);
-  emu_launch_error = e;
+  emu_refuse_launch(e, why, g, b, smem);
+  return true;
+}
+// A kernel declared with __launch_bounds__(E) cannot be launched with a
+// block of more than E threads: ptxas fitted its registers to E.
+// transform.py moves the attribute into `if (emu_launch_bound(E)) return;`
+// at the top of the kernel's body and marks its launches, and emu_launch
+// first calls such a kernel once as a probe (emu_bound_probe set, no
+// fibers): the line records E and returns, so nothing of the kernel runs.
+// A launch over E is then refused like the others, with the error real
+// devices are reported to give for a block too large for the kernel
+// (cudaErrorLaunchOutOfResources; not seen here).  A launch the probe did
+// not cover (a bounded kernel launched from another file) aborts at the
+// line instead, in the first thread of its first block.
+inline bool emu_bound_probe;
+inline unsigned emu_probed_bound;
+inline bool emu_launch_bound(unsigned bound) {
+  if (emu_bound_probe) {
+    emu_probed_bound = bound;
+    return true;
+  }
+  const unsigned long long threads = (unsigned long long)emu_blockDim.x * emu_blockDim.y *
+                                     emu_blockDim.z;
+  if (threads > bound) {
+    fprintf(stderr, "cuda emulation: kernel %s: a block of %llu threads runs over its "
+            "__launch_bounds__(%u)\n", emu_cur_kernel, threads, bound);
+    abort();
+  }
+  return false;
+}
+template <class F> inline bool emu_over_launch_bound(F &f, dim3 g, dim3 b, size_t smem) {
+  emu_bound_probe = true;
+  emu_probed_bound = 0;
+  f();
+  emu_bound_probe = false;
+  if ((unsigned long long)b.x * b.y * b.z <= emu_probed_bound) return false;
+  char why[96];
+  snprintf(why, sizeof why, "a block over the kernel's __launch_bounds__(%u)", emu_probed_bound);
+  emu_refuse_launch(cudaErrorLaunchOutOfResources, why, g, b, smem);
   return true;
 }
 inline void emu_fiber_main() {
@@ -292,7 +336,9 @@ inline bool emu_reverse() {
   return r;
 }
 template <class F> void emu_call(void *f) { (*(F *)f)(); }
-inline bool emu_smem_poisoned;
+// All of the buffer starts as NaN bytes (see emu_launch).
+inline const bool emu_smem_poisoned =
+    (memset(emu_dynamic_smem_buf, 0xff, emu_dynamic_smem_bytes), true);
 inline void emu_check_smem_tail(size_t dynamic_smem) {
   for (size_t i = dynamic_smem; i < emu_dynamic_smem_bytes; i++)
     if (emu_dynamic_smem_buf[i] != 0xff) {
@@ -303,8 +349,9 @@ inline void emu_check_smem_tail(size_t dynamic_smem) {
     }
 }
 template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_smem = 0,
-                                   const void *kernel = nullptr) {
+                                   const void *kernel = nullptr, bool bounded = false) {
   if (emu_launch_refused(kernel, grid, block, dynamic_smem)) return;
+  if (bounded && emu_over_launch_bound(f, grid, block, dynamic_smem)) return;
   const unsigned threads = block.x * block.y * block.z;
   if (emu_rec_on())
     emu_rec("launch\t%s\t%u,%u,%u\t%u,%u,%u\t%zu%s", emu_rec_kernel.c_str(), grid.x, grid.y,
@@ -331,10 +378,6 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_sm
     // gives NaN, and a write beyond it (where a GPU reports an illegal
     // address) aborts after the block, checked for the kernels that took the
     // pointer.
-    if (!emu_smem_poisoned) {
-      memset(emu_dynamic_smem_buf, 0xff, emu_dynamic_smem_bytes);
-      emu_smem_poisoned = true;
-    }
     memset(emu_dynamic_smem_buf, 0xff, dynamic_smem);
     emu_dynamic_smem_used = false;
     for (unsigned w = 0; w < (threads + 31) / 32; w++) emu_warp_bar[w] = {0, 32, 0};

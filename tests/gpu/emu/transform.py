@@ -11,7 +11,15 @@ emulation runs everything in order on the host).  emu_check_args checks
 that every pointer argument is device memory, where a block table is
 linked (the emulated shardtrain); emu_instance gives the template
 arguments the launch instantiates (their values, as `<float, true>`), which
-a record of the launch carries beside the kernel's name as written."""
+a record of the launch carries beside the kernel's name as written.
+
+A kernel declared `__global__ void __launch_bounds__(E) name(...) {` loses
+the attribute and opens with `if (emu_launch_bound(E)) return;`, and its
+launches in the same file pass emu_launch one more argument, true: the
+emulation then runs the kernel once in a probe that returns at that line
+with E, and refuses a block larger than E, as a device does (see
+emu_launch_bound in shim.h).  A launch of a bounded kernel from another
+file still hits the line, which then aborts on a block over E."""
 import re
 import sys
 
@@ -36,6 +44,46 @@ def split_top(text):
     return [p.strip() for p in parts]
 
 
+def close_paren(text, p):
+    """Index of the parenthesis that closes the one at text[p]."""
+    depth = 0
+    while True:
+        if text[p] == '(':
+            depth += 1
+        elif text[p] == ')':
+            depth -= 1
+            if depth == 0:
+                return p
+        p += 1
+
+
+def strip_launch_bounds(text):
+    """Move each kernel's __launch_bounds__ into a check in its body, and
+    return the rewritten text with the names of the bounded kernels."""
+    out, names, i = [], set(), 0
+    lb = re.compile(r'__global__\s+void\s+__launch_bounds__\s*\(')
+    while True:
+        m = lb.search(text, i)
+        if not m:
+            out.append(text[i:])
+            return ''.join(out), names
+        a = m.end() - 1
+        b = close_paren(text, a)
+        bound = text[a + 1:b]
+        n = re.compile(r'\s*(\w+)\s*\(').match(text, b + 1)
+        assert n, 'no kernel name after __launch_bounds__ at offset %d' % b
+        names.add(n.group(1))
+        q = close_paren(text, n.end() - 1) + 1
+        while text[q] in ' \t\n':
+            q += 1
+        out.append(text[i:m.start()] + '__global__ void' + text[b + 1:q])
+        if text[q] == '{':
+            out.append('{ if (emu_launch_bound(%s)) return;' % bound)
+            q += 1
+        i = q
+
+
+s, bounded = strip_launch_bounds(s)
 out, i = [], 0
 while True:
     j = s.find('<<<', i)
@@ -51,21 +99,15 @@ while True:
     while s[p] in ' \t\n':
         p += 1
     assert s[p] == '(', 'no argument list after >>> at offset %d' % e
-    a, depth = p, 0
-    while True:
-        if s[p] == '(':
-            depth += 1
-        elif s[p] == ')':
-            depth -= 1
-            if depth == 0:
-                break
-        p += 1
+    a = p
+    p = close_paren(s, p)
     args = s[a + 1:p]
     out.append(s[i:m.start()])
     smem = cfg[2] if len(cfg) > 2 else '0'
     out.append('(emu_check_args("%s", emu_instance<&%s>()%s), '
-               'emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s, emu_kernel_key<&%s>()))'
+               'emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s, emu_kernel_key<&%s>()%s))'
                % (name.replace('"', "'"), name, (', ' + args) if args.strip() else '',
-                  cfg[0], cfg[1], name, args, smem, name))
+                  cfg[0], cfg[1], name, args, smem, name,
+                  ', true' if re.match(r'\w+', name).group(0) in bounded else ''))
     i = p + 1
 print(''.join(out))
