@@ -8,8 +8,13 @@
 # Each model is walked for 1 and for 2 steps: bench/step_model.py takes
 # the difference of the two records, which is exactly one step's
 # operations whatever the set-up and the final weights cost.
+# gpt2-124m is walked again on 8 ranks (mpirun, 8 emulated devices,
+# parallel.backend = nccl, micro-batch 64 per rank): rank 0's record then
+# holds its collectives and their event ordering too, for
+# bench/step_overlap.py.
 # Usage: bench/step_walk.sh EMU_SHARDTRAIN SHARDTRAIN OUTDIR [top_srcdir]
-# Writes OUTDIR/MODEL.steps1.rec and OUTDIR/MODEL.steps2.rec.
+# Writes OUTDIR/MODEL.steps1.rec and OUTDIR/MODEL.steps2.rec, and
+# OUTDIR/gpt2-124m.r8.steps{1,2}.rec.
 set -eu
 emu=$1 st=$2 out=$3 top=${4:-.}
 mkdir -p "$out"
@@ -21,8 +26,10 @@ done
 # Byte-level tokens: below every vocabulary; the values never matter here.
 [ -s "$out/data/sh_train_000000.bin" ] ||
     "$st" prepare "$text" "$out/data/sh" >/dev/null 2>"$out/prepare.err"
-walk() { # MODEL MICRO_BATCH
-    cat >"$out/$1.ini" <<EOC
+walk() { # MODEL MICRO_BATCH [RANKS]: the walk's name is MODEL, or MODEL.rRANKS
+    ranks=${3:-1} name=$1 backend=mpi
+    [ "$ranks" -gt 1 ] && name=$1.r$ranks backend=nccl
+    cat >"$out/$name.ini" <<EOC
 [model]
 preset = $1
 [data]
@@ -31,21 +38,33 @@ train = $out/data/sh_train_*.bin
 device = cuda
 precision = bf16
 micro_batch = $2
-global_batch = $2
+global_batch = $(($2 * ranks))
 [parallel]
-backend = mpi
+backend = $backend
 EOC
     for n in 1 2; do
-        rm -f "$out/$1.steps$n.rec"
-        ST_EMU_RECORD="$out/$1.steps$n.rec" ST_EMU_RECORD_ONLY=1 OMP_NUM_THREADS=1 \
-            "$emu" train -s train.steps=$n -s log.dir="$out/$1.$n/logs" \
-            -s checkpoint.dir="$out/$1.$n/ckpt" "$out/$1.ini" >"$out/$1.steps$n.log" 2>&1 || {
-            echo "step_walk.sh: the walk of $1 ($n steps) failed:" >&2
-            tail -n 5 "$out/$1.steps$n.log" >&2
+        rm -f "$out/$name.steps$n.rec"*
+        set -- train -s train.steps=$n -s log.dir="$out/$name.$n/logs" \
+            -s checkpoint.dir="$out/$name.$n/ckpt" "$out/$name.ini"
+        if [ "$ranks" -eq 1 ]; then
+            ST_EMU_RECORD="$out/$name.steps$n.rec" ST_EMU_RECORD_ONLY=1 OMP_NUM_THREADS=1 \
+                "$emu" "$@" >"$out/$name.steps$n.log" 2>&1
+        else
+            # every rank records (record-only needs a record), each to its
+            # own file; rank 0's is kept
+            mpirun --oversubscribe -np "$ranks" -x OMP_NUM_THREADS=1 -x ST_EMU_RECORD_ONLY=1 \
+                -x ST_EMU_DEVICES="$ranks" sh -c 'ST_EMU_RECORD="$0.$OMPI_COMM_WORLD_RANK" \
+                exec "$@"' "$out/$name.steps$n.rec" "$emu" "$@" >"$out/$name.steps$n.log" 2>&1 &&
+                mv "$out/$name.steps$n.rec.0" "$out/$name.steps$n.rec" &&
+                rm -f "$out/$name.steps$n.rec."*
+        fi || {
+            echo "step_walk.sh: the walk of $name ($n steps) failed:" >&2
+            tail -n 5 "$out/$name.steps$n.log" >&2
             exit 1
         }
-        rm -rf "$out/$1.$n" # final weights of nothing: zeros
+        rm -rf "$out/$name.$n" # final weights of nothing: zeros
     done
 }
 walk gpt2-124m 64
 walk llama-1b 8
+walk gpt2-124m 64 8

@@ -12,7 +12,8 @@
 # checks that every kernel with a 16-byte path takes it in both steps.
 # Self-checks: one launch more in the record is told apart, a launch on a
 # one-element path is reported, and an operation without a cost formula
-# stops the generator.  About 6 minutes on two busy cores,
+# stops the generator.  gpt2-124m is also walked on 8 ranks, for the
+# two-stream replay of its collectives (see below).  About 6 minutes on two busy cores,
 # most of it the host's set-up of llama-1b's 1.2 billion parameters.
 # Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
@@ -50,12 +51,52 @@ else
     diag "$(head -n 40 "$TMP/diff")"
 fi
 
+# The prose summary above the block ("At the roofline ...") quotes the
+# block's figures; each of its percentages and millisecond figures must be
+# one the regenerated block prints (so the summary cannot go stale).
+model "$W" >"$TMP/block.md" 2>/dev/null
+if python3 - "$top_srcdir/docs/gpu.md" "$TMP/block.md" >"$TMP/prose" 2>&1 <<'EOP'
+import re, sys
+doc, block = (open(p).read() for p in sys.argv[1:3])
+a = doc.index("At the roofline")
+prose = doc[a:doc.index("\n\n", a)]
+figs = re.findall(r"\d+\.\d+(?:%| ms)", prose)
+missing = [f for f in figs if f not in block]
+print(f"{len(figs)} figures; not in the block: {missing}")
+sys.exit(1 if missing or not figs else 0)
+EOP
+then ok "docs/gpu.md's summary quotes the block's figures ($(cat "$TMP/prose"))"
+else not_ok "docs/gpu.md's summary quotes the block's figures"; diag "$(cat "$TMP/prose")"; fi
+
 for m in gpt2-124m llama-1b; do
     check "$m: the step has attention, GEMMs and AdamW in its record" \
         sh -c "grep -q '^launch${tab}attn_fwd_tc_kernel' '$W/$m.steps2.rec' &&
                grep -q '^gemm${tab}' '$W/$m.steps2.rec' &&
                grep -q '^launch${tab}adamw_unit_kernel' '$W/$m.steps2.rec'"
 done
+
+# The 8-rank walk of gpt2-124m (parallel.backend = nccl): rank 0's record
+# holds its collectives and the event ordering comm_nccl.c enqueues, which
+# bench/step_overlap.py replays on two streams for the table's multi-rank
+# rows; tests/step_overlap_check.py checks that replay on records worked
+# by hand, its link figures against src/plan/projection.c, and the walked
+# step against the bounds any schedule of it meets.
+check "gpt2-124m on 8 ranks: rank 0's record has collectives, event records and waits" \
+    sh -c "grep -q '^nccl${tab}all_gather' '$W/gpt2-124m.r8.steps2.rec' &&
+           grep -q '^nccl${tab}reduce_scatter' '$W/gpt2-124m.r8.steps2.rec' &&
+           grep -q '^record${tab}' '$W/gpt2-124m.r8.steps2.rec' &&
+           grep -q '^wait${tab}' '$W/gpt2-124m.r8.steps2.rec'"
+python3 "$top_srcdir/tests/step_overlap_check.py" "$top_srcdir" "$W" >"$TMP/overlap" 2>&1
+if ! grep -q '^PASS ' "$TMP/overlap"; then
+    not_ok "tests/step_overlap_check.py runs"
+    diag "$(tail -n 20 "$TMP/overlap")"
+fi
+while IFS= read -r line; do
+    case $line in
+        "PASS "*) ok "step_overlap: ${line#PASS }" ;;
+        "FAIL "*) not_ok "step_overlap: ${line#FAIL }" ;;
+    esac
+done <"$TMP/overlap"
 
 # Every memory-bound kernel with a 16-byte path must take it in the bf16
 # step: the model's layouts are aligned (widths multiples of 8, buffers

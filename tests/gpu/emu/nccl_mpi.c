@@ -133,10 +133,16 @@ static MPI_Op sum_of(ncclDataType_t t)
 }
 
 /* The checks every collective makes before it runs: a type this shim
- * knows, a live stream, device buffers of the right sizes. */
-static void prologue(const char *call, const char *op, size_t count, ncclComm_t c,
-                     cudaStream_t s, ncclDataType_t t, ncclRedOp_t red, const void *send,
-                     size_t send_n, const void *recv, size_t recv_n)
+ * knows, a live stream, device buffers of the right sizes.  Then the
+ * trace line, and the launch record's (devmem.c)
+ *   nccl OP STREAM COUNT ELEM RANKS
+ * with NCCL's count (per rank for all_gather and reduce_scatter), so
+ * bench/step_model.py can price the collective and place it on its
+ * stream.  Returns 1 when the collective must not move data: in
+ * record-only mode no device page exists to move. */
+static int prologue(const char *call, const char *op, size_t count, ncclComm_t c,
+                    cudaStream_t s, ncclDataType_t t, ncclRedOp_t red, const void *send,
+                    size_t send_n, const void *recv, size_t recv_n)
 {
     if (!elem_size(t))
         emu_die(call, "a data type the emulation does not model");
@@ -148,6 +154,10 @@ static void prologue(const char *call, const char *op, size_t count, ncclComm_t 
     if (recv_n)
         emu_dev_range(recv, recv_n * elem_size(t), call, "receive buffer");
     emu_trace("nccl %s %d %d %zu %zu", op, c->index, (int)(uintptr_t)s, count, elem_size(t));
+    int size = 0;
+    MPI_Comm_size(c->comm, &size);
+    emu_rec("nccl\t%s\t%d\t%zu\t%zu\t%d", op, (int)(uintptr_t)s, count, elem_size(t), size);
+    return emu_rec_only();
 }
 
 static ncclResult_t done(int mpi_rc)
@@ -162,8 +172,9 @@ ncclResult_t emu_ncclAllGather(const void *send, void *recv, size_t count, ncclD
     int size = 0, rank = 0;
     MPI_Comm_size(c->comm, &size);
     MPI_Comm_rank(c->comm, &rank);
-    prologue("ncclAllGather", "all_gather", count, c, s, t, ncclSum, send, count, recv,
-             count * (size_t)size);
+    if (prologue("ncclAllGather", "all_gather", count, c, s, t, ncclSum, send, count, recv,
+                 count * (size_t)size))
+        return ncclSuccess;
     const size_t b = count * elem_size(t);
     emu_dev_open();
     /* NCCL's in place: send is this rank's slice of recv. */
@@ -179,8 +190,9 @@ ncclResult_t emu_ncclReduceScatter(const void *send, void *recv, size_t count,
     int size = 0, rank = 0;
     MPI_Comm_size(c->comm, &size);
     MPI_Comm_rank(c->comm, &rank);
-    prologue("ncclReduceScatter", "reduce_scatter", count, c, s, t, red, send,
-             count * (size_t)size, recv, count);
+    if (prologue("ncclReduceScatter", "reduce_scatter", count, c, s, t, red, send,
+                 count * (size_t)size, recv, count))
+        return ncclSuccess;
     const size_t b = count * elem_size(t);
     if ((const char *)recv < (const char *)send + b * (size_t)size &&
         (const char *)send < (const char *)recv + b &&
@@ -203,7 +215,8 @@ ncclResult_t emu_ncclReduceScatter(const void *send, void *recv, size_t count,
 ncclResult_t emu_ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t t,
                                ncclRedOp_t red, ncclComm_t c, cudaStream_t s)
 {
-    prologue("ncclAllReduce", "all_reduce", count, c, s, t, red, send, count, recv, count);
+    if (prologue("ncclAllReduce", "all_reduce", count, c, s, t, red, send, count, recv, count))
+        return ncclSuccess;
     emu_dev_open();
     return done(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
                               mpi_type(t), sum_of(t), c->comm));

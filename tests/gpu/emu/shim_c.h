@@ -205,6 +205,7 @@ static inline cudaError_t emu_c_cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     emu_event_check(e, "cudaEventRecord");
     emu_stream_check(s, "cudaEventRecord");
     emu_trace("record %d %d", (int)(uintptr_t)e, (int)(uintptr_t)s);
+    emu_rec("record\t%d\t%d", (int)(uintptr_t)e, (int)(uintptr_t)s);
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
@@ -213,6 +214,7 @@ static inline cudaError_t emu_c_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t 
     emu_stream_check(s, "cudaStreamWaitEvent");
     emu_event_check(e, "cudaStreamWaitEvent");
     emu_trace("wait %d %d", (int)(uintptr_t)s, (int)(uintptr_t)e);
+    emu_rec("wait\t%d\t%d", (int)(uintptr_t)s, (int)(uintptr_t)e);
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int dev)
