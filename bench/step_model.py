@@ -594,7 +594,7 @@ def multi_rank_section(d, model, B, T, ranks, one_rank):
         c = {}
         return lambda line: price(Op(line), c)[3]
 
-    t, compute, comm, colls = step_overlap.step(records(d, walk), make_price)
+    t, compute, comm, colls, stalls = step_overlap.step(records(d, walk), make_price)
     names = {"all_gather": "all-gathers", "reduce_scatter": "reduce-scatters",
              "all_reduce": "all-reduces"}
     def size(b):
@@ -618,6 +618,10 @@ def multi_rank_section(d, model, B, T, ranks, one_rank):
                f"{tok * ranks / t:,.0f} tokens/s over the {ranks} ranks; communication "
                f"not hidden behind compute: {(t - compute) * 1e3:.1f} ms "
                f"({100 * (t - compute) / t:.0f}% of the step).")
+    out.append("- Where the compute stream waits (the collective it waits for and its "
+               "full buffer, times per step: predicted ms in all): " + "; ".join(
+                   f"{op.replace('_', '-')} of {size(b)} x{n}: {w * 1e3:.2f}"
+                   for (op, b), (n, w) in sorted(stalls.items(), key=lambda kv: -kv[1][1])) + ".")
     out.append(f"- Predicted MFU (model) at 989 TFLOP/s per GPU: **{100 * flops / t / PEAK_TC:.1f}%**.")
     out.append("")
     return out

@@ -60,7 +60,9 @@ def collective_seconds(op, full, ranks, bw=LINK_BW, lat=LINK_LAT):
 def replay(lines, price):
     """Replays one record on per-stream clocks.  price(line) gives a
     compute operation's seconds.  Returns (end, compute busy, communication
-    busy, Counter of (op, element bytes) -> [count, full bytes])."""
+    busy, {(op, element bytes): [count, full bytes]}, {(op, full bytes):
+    [times, seconds] the compute stream stood waiting for such a
+    collective})."""
     comm = {int(x.split("\t")[2]) for x in lines if x.startswith("nccl\t")}
     compute = set()
     for x in lines:
@@ -73,21 +75,29 @@ def replay(lines, price):
         raise SystemExit(f"step_overlap.py: events on {len(compute)} streams besides the "
                          "collectives'; the record does not say which one a launch ran on")
     cs = compute.pop() if compute else -1
-    clock, stamp = Counter(), {}
+    clock, stamp, last = Counter(), {}, {}
     busy_compute = busy_comm = 0.0
-    colls = {}
+    colls, stalls = {}, {}
     for x in lines:
         f = x.split("\t")
         if f[0] == "record":
-            stamp[int(f[1])] = clock[int(f[2])]
+            # the event marks the stream's clock, and the collective last
+            # enqueued there (what a wait on it waits for)
+            stamp[int(f[1])] = clock[int(f[2])], last.get(int(f[2]))
         elif f[0] == "wait":
             s, e = int(f[1]), int(f[2])
             if e not in stamp:
                 raise SystemExit(f"step_overlap.py: a wait for an event never recorded: {x}")
-            clock[s] = max(clock[s], stamp[e])
+            t, what = stamp[e]
+            if s == cs and t > clock[s] and what:
+                w = stalls.setdefault(what, [0, 0.0])
+                w[0] += 1
+                w[1] += t - clock[s]
+            clock[s] = max(clock[s], t)
         elif f[0] == "nccl":
             op, full, ranks = collective(x)
             t = collective_seconds(op, full, ranks)
+            last[int(f[2])] = op, full
             clock[int(f[2])] += t
             busy_comm += t
             c = colls.setdefault((op, int(f[4])), [0, 0])
@@ -97,16 +107,20 @@ def replay(lines, price):
             t = price(x)
             clock[cs] += t
             busy_compute += t
-    return max(clock.values(), default=0.0), busy_compute, busy_comm, colls
+    return max(clock.values(), default=0.0), busy_compute, busy_comm, colls, stalls
 
 
 def step(recs, make_price):
     """One step from the 1-step and 2-step records (lists of lines):
     (step seconds, compute busy, communication busy, collectives of the
-    step as {(op, element bytes): [count, full bytes]}).  make_price()
+    step as {(op, element bytes): [count, full bytes]}, the compute
+    stream's waits as {(op, full bytes): [times, seconds]}).  make_price()
     gives a fresh price function for each record."""
     a = replay(recs[0], make_price())
     b = replay(recs[1], make_price())
     colls = {k: [v[0] - a[3].get(k, [0, 0])[0], v[1] - a[3].get(k, [0, 0])[1]]
              for k, v in b[3].items()}
-    return b[0] - a[0], b[1] - a[1], b[2] - a[2], {k: v for k, v in colls.items() if v[0]}
+    stalls = {k: [v[0] - a[4].get(k, [0, 0.0])[0], v[1] - a[4].get(k, [0, 0.0])[1]]
+              for k, v in b[4].items()}
+    return (b[0] - a[0], b[1] - a[1], b[2] - a[2], {k: v for k, v in colls.items() if v[0]},
+            {k: v for k, v in stalls.items() if v[0]})

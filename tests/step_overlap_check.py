@@ -52,24 +52,28 @@ check("ring cost: one rank moves nothing", so.collective_seconds("all_gather", f
 # enqueues them) and completes at event 4; compute waits for event 4
 # before its 2 ms
 base = ["memset\t1", "record\t3\t1", "wait\t2\t3", ag(full), "record\t4\t2"]
-end, busy_c, busy_m, colls = so.replay(base + ["wait\t1\t4", "memset\t2"], price)
+end, busy_c, busy_m, colls, stalls = so.replay(base + ["wait\t1\t4", "memset\t2"], price)
 check("replay: compute that waits for a gather starts when the gather ends",
       math.isclose(end, 3 * MS + t_ag, rel_tol=1e-12), f"end {end}")
 check("replay: busy times are the sums of the prices",
       math.isclose(busy_c, 3 * MS) and math.isclose(busy_m, t_ag), f"{busy_c} {busy_m}")
 check("replay: the collective is counted with its full buffer",
       colls == {("all_gather", 2): [1, full]}, f"{colls}")
-end, _, _, _ = so.replay(base + ["memset\t2"], price)
+check("replay: the compute stream's wait is charged to the gather it waited for",
+      list(stalls) == [("all_gather", full)] and stalls[("all_gather", full)][0] == 1 and
+      math.isclose(stalls[("all_gather", full)][1], t_ag),
+      f"{stalls}")
+end, _, _, _, _ = so.replay(base + ["memset\t2"], price)
 check("replay: compute that does not wait overlaps the gather",
       math.isclose(end, 3 * MS, rel_tol=1e-12), f"end {end}")
 # the gather cannot start before the compute enqueued before it (2 ms
 # here, more than the gather), so it ends after it
-end, _, _, _ = so.replay(["memset\t2", "record\t3\t1", "wait\t2\t3", ag(full),
+end, _, _, _, _ = so.replay(["memset\t2", "record\t3\t1", "wait\t2\t3", ag(full),
                           "record\t4\t2", "wait\t1\t4"], price)
 check("replay: a collective starts after the compute enqueued before it",
       math.isclose(end, 2 * MS + t_ag, rel_tol=1e-12), f"end {end}")
 # two gathers run one after the other on their one stream
-end, _, _, _ = so.replay([ag(full), ag(full)], price)
+end, _, _, _, _ = so.replay([ag(full), ag(full)], price)
 check("replay: collectives on one stream run one at a time",
       math.isclose(end, 2 * t_ag, rel_tol=1e-12), f"end {end}")
 try:
@@ -96,11 +100,16 @@ if len(sys.argv) > 2:
         c = {}
         return lambda line: sm.price(sm.Op(line), c)[3]
 
-    t, busy_c, busy_m, colls = so.step(recs, make_price)
+    t, busy_c, busy_m, colls, stalls = so.step(recs, make_price)
     check("walked gpt2-124m on 8 ranks: the step lies between its compute alone and "
           "compute plus every collective in series",
           busy_c <= t * (1 + 1e-12) and t <= (busy_c + busy_m) * (1 + 1e-12),
           f"step {t} compute {busy_c} collectives {busy_m}")
+    check("walked gpt2-124m on 8 ranks: the compute stream's waits add up to the step "
+          "beyond its compute (one stream waits, the other is the compute)",
+          math.isclose(sum(w for n, w in stalls.values()), t - busy_c, rel_tol=1e-9,
+                       abs_tol=1e-12),
+          f"waits {stalls} step - compute {t - busy_c}")
     n_ag, gathered = colls.get(("all_gather", 2), [0, 0])
     n_rs, reduced = colls.get(("reduce_scatter", 4), [0, 0])
     # gpt2-124m has 14 units (embedding, 12 blocks, the head's norm); the
