@@ -70,11 +70,13 @@ wait_gone() {
 
 # survivor_line NAME RANK VICTIM: RANK's one error line names a collective,
 # a step >= 2 and VICTIM among the ranks that did not arrive (not as a rank
-# that is merely behind).
+# that is merely behind).  The collective's description may hold an
+# apostrophe ("the step's loss and verdict", engine/step_verdict.c): a
+# survivor can be held in that all-reduce, as a CI run on 2026-11-29 showed.
 survivor_line() {
     n=$(grep -c "^shardtrain: error: rank $2: " "$TMP/$1.err")
     [ "$n" -eq 1 ] &&
-    grep -Eq "^shardtrain: error: rank $2: (all_gather|reduce_scatter|all_reduce) of [a-z ]+( [0-9]+)? \((world|shard|replicate) group\) at step ([2-9]|[1-9][0-9]+) (did not complete within $T s|was abandoned after [0-9.]+ s because rank [0-9] gave up waiting); ranks that did not arrive: ([^;]*, )?$3[,;] .*hint: " "$TMP/$1.err"
+    grep -Eq "^shardtrain: error: rank $2: (all_gather|reduce_scatter|all_reduce) of [a-z' ]+( [0-9]+)? \((world|shard|replicate) group\) at step ([2-9]|[1-9][0-9]+) (did not complete within $T s|was abandoned after [0-9.]+ s because rank [0-9] gave up waiting); ranks that did not arrive: ([^;]*, )?$3[,;] .*hint: " "$TMP/$1.err"
 }
 
 # ---- kill -9 of rank 2 ------------------------------------------------------
