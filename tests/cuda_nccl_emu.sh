@@ -16,6 +16,9 @@
 #     communicators never need to progress at once; each replicate-group
 #     all-reduce of a gradient follows the shard-group reduce-scatter of the
 #     same size;
+#   - the compute stream waits for a replicate all-reduce one reduction
+#     after it was issued (it runs behind the backward), except for each
+#     step's last two;
 #   - no device-wide synchronisation in the whole run (so none in a step),
 #     over nccl and over the host-staged mpi backend; the staged copies wait
 #     for the compute stream alone;
@@ -161,6 +164,26 @@ reduce_order_ok() { # TRACE
 }
 check "hybrid_shard: each replicate all-reduce follows the shard reduce-scatter of its gradient" \
     all_traces hyb3 reduce_order_ok
+
+# The replicate all-reduce of a unit runs behind a later unit's backward
+# (fsdp.c's replicate_finish): the compute stream waits for it only after
+# the next reduce-scatter has been issued, except for the micro-step's last
+# two (the last block's and the embedding's), which the micro-step's end
+# finishes with no reduce-scatter after them.  The run's model has one
+# block, so 3 units: each rank's 3-step trace waits for 9 replicate
+# all-reduces, 6 of them at once.  The engine that waited for each as soon
+# as it issued it waited at once for all 9 (checked by hand with the
+# emulated shardtrain built from that engine).
+replicate_behind_backward() { # TRACE
+    awk '
+        $1 == "stream" && !compute { compute = $2 }
+        $1 == "nccl" { last[$4] = ($2 == "all_reduce" && $3 == 2); if ($2 == "reduce_scatter") rs++ }
+        $1 == "record" { ar[$2] = last[$3]; at[$2] = rs; last[$3] = 0 }
+        $1 == "wait" && $2 == compute && ar[$3] { n++; if (at[$3] == rs) now++; ar[$3] = 0 }
+        END { exit !(n == 9 && now == 6) }' "$1"
+}
+check "hybrid_shard: the compute stream waits for a replicate all-reduce only after the next reduce-scatter is issued (the last two of each step excepted)" \
+    all_traces hyb3 replicate_behind_backward
 
 count() { # WORD TRACE: lines of the trace that start with WORD
     awk -v w="$1" '$1 == w { n++ } END { print n + 0 }' "$2"

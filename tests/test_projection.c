@@ -304,9 +304,10 @@ static void check_toy(void)
            "toy shard_grad_op prefetch 0: no backward gather, step %.6g s = %.6g s", p.step_s,
            kept);
 
-    /* no_shard over 2 nodes: the engine all-reduces the previous unit's
-     * gradient after the next unit's compute and waits for it, so every
-     * all-reduce is exposed. */
+    /* no_shard over 2 nodes: the engine all-reduces a unit's gradient
+     * after the next unit's backward and waits for it one reduction later
+     * (fsdp.c's replicate_finish).  With one block, nothing computes after
+     * the head's all-reduce is issued, so every all-reduce is exposed. */
     cfg.parallel.strategy = ST_STRAT_NO_SHARD;
     cfg.parallel.prefetch = 1;
     c.nodes = 2;
@@ -319,6 +320,22 @@ static void check_toy(void)
         ddp += 2 * (3e-6 + sz[u] * 4 / 2 / 7e9);
     tap_ok(!rc && near(p.step_s, ddp, 1e-12) && p.replicate_size == 2,
            "toy no_shard 2x1: step %.6g s = compute + every all-reduce %.6g s", p.step_s, ddp);
+
+    /* Three blocks: the head's all-reduce runs while block 1's backward
+     * computes and block 2's while block 0's does (each is far shorter
+     * than a block's backward here), so only the last two blocks' and the
+     * embedding's are exposed: compute + 2 ar_B + ar_E, ar_H + ar_B less
+     * than with every all-reduce waited for at once. */
+    cfg.model.n_layer = 3;
+    rc = project(&cfg, &c, &p);
+    double ar[3];
+    for (int u = 0; u < 3; u++)
+        ar[u] = 2 * (3e-6 + sz[u] * 4 / 2 / 7e9);
+    double ddp3 = 3 * cf + ch + 3 * cb + 2 * ar[1] + ar[0];
+    tap_ok(!rc && ar[1] < cb && ar[2] < cb && near(p.step_s, ddp3, 1e-12),
+           "toy no_shard 2x1, 3 blocks: step %.6g s = compute + the last two blocks' and the "
+           "embedding's all-reduces %.6g s (%.3g s hidden behind backward)", p.step_s, ddp3,
+           ar[2] + ar[1]);
     st_config_free(&cfg);
 }
 

@@ -198,13 +198,19 @@ static float *grad_target(st_fsdp *f, int u)
 
 /* A reduction in flight: reduce-scatter over the shard group, then (hybrid,
  * DDP) all-reduce over the replicate group, then add into the shard.
- * Order across groups: the replicate all-reduce of unit u is issued only
- * after the shard reduce-scatter of u was issued and waited for
- * (reduce_finish), and every rank walks the same schedule, so every rank
- * issues the two groups' collectives in one and the same sequence.  The
- * nccl backend runs all of them on one stream in that sequence
- * (comm_nccl.c), which is what keeps the two communicators from
- * deadlocking; changing this order means changing it on every rank. */
+ * The replicate all-reduce of unit u is issued when u's reduce-scatter is
+ * waited for (reduce_finish), and finished (waited for, added into the
+ * shard) one reduction later, just before the next unit's all-reduce is
+ * issued, or at the micro-step's end (replicate_finish).  Unit u's
+ * reduce-scatter is waited for after unit u-1's backward, so its all-reduce
+ * runs on the wire while unit u-2's backward computes instead of stalling
+ * the compute stream; one replicate all-reduce at most is in flight.  Order across groups: every
+ * rank walks the same schedule, so every rank issues the two groups'
+ * collectives in one and the same sequence (u's all-reduce after u's
+ * reduce-scatter and after the next unit's reduce-scatter).  The nccl
+ * backend runs all of them on one stream in that sequence (comm_nccl.c),
+ * which is what keeps the two communicators from deadlocking; changing
+ * this order means changing it on every rank. */
 typedef struct {
     int unit;                /* -1: none */
     st_comm_req req;
@@ -244,7 +250,39 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
     return rc;
 }
 
-static int reduce_finish(st_fsdp *f, pending_reduce *p)
+/* Adds a reduced shard sum into the unit's shard and frees the buffers. */
+static void reduce_add(st_fsdp *f, pending_reduce *p)
+{
+    st_kernels *k = f->k;
+    st_fsdp_unit *x = &f->units[p->unit];
+    if (f->reduce_bf16 && p->recv16) {
+        p->shard_sum = k->ops->alloc_raw(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
+        k->ops->unpack_bf16(k, p->shard_sum, p->recv16, x->shard);
+        k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
+    } else if (p->shard_sum) {
+        k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
+    }
+    k->ops->free(k, p->shard_sum);
+    k->ops->free(k, p->send16);
+    k->ops->free(k, p->recv16);
+    memset(p, 0, sizeof *p);
+    p->unit = -1;
+}
+
+/* The replicate all-reduce in flight, if any: waited for and added. */
+static int replicate_finish(st_fsdp *f, pending_reduce *rep)
+{
+    if (rep->unit < 0)
+        return 0;
+    int rc = st_comm_wait(&rep->req);
+    reduce_add(f, rep);
+    return rc;
+}
+
+/* Waits for p's reduce-scatter.  One group (R == 1): adds the sum into the
+ * shard.  Otherwise finishes the replicate all-reduce in flight (rep),
+ * issues p's, and hands p over to rep. */
+static int reduce_finish(st_fsdp *f, pending_reduce *p, pending_reduce *rep)
 {
     if (p->unit < 0)
         return 0;
@@ -259,26 +297,22 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p)
         k->ops->free(k, x->full_grad);
         x->full_grad = NULL;
     }
-    if (!rc && f->R > 1) {
-        if (f->reduce_bf16)
-            rc = st_comm_allreduce_now(f->groups->replicate, p->recv16, x->shard, ST_DT_BF16,
-                                       st_desc(GRAD_OF, p->unit));
-        else if (p->shard_sum)
-            rc = st_comm_allreduce_now(f->groups->replicate, p->shard_sum, x->shard, ST_DT_F32,
-                                       st_desc(GRAD_OF, p->unit));
+    void *sum = f->reduce_bf16 ? (void *)p->recv16 : (void *)p->shard_sum;
+    if (!rc && f->R > 1 && sum) {
+        rc = replicate_finish(f, rep);
+        /* the reduce-scatter's send buffer is spent */
+        k->ops->free(k, p->send16);
+        p->send16 = NULL;
+        if (!rc)
+            rc = st_comm_allreduce(f->groups->replicate, sum, x->shard,
+                                   f->reduce_bf16 ? ST_DT_BF16 : ST_DT_F32, &p->req,
+                                   st_desc(GRAD_OF, p->unit));
+        *rep = *p;
+        memset(p, 0, sizeof *p);
+        p->unit = -1;
+        return rc;
     }
-    if (f->reduce_bf16 && p->recv16) {
-        p->shard_sum = k->ops->alloc_raw(k, sizeof(float) * (size_t)x->shard, ST_MEM_COMM);
-        k->ops->unpack_bf16(k, p->shard_sum, p->recv16, x->shard);
-        k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
-    } else if (p->shard_sum) {
-        k->ops->add_inplace(k, x->grads, p->shard_sum, x->shard);
-    }
-    k->ops->free(k, p->shard_sum);
-    k->ops->free(k, p->send16);
-    k->ops->free(k, p->recv16);
-    memset(p, 0, sizeof *p);
-    p->unit = -1;
+    reduce_add(f, p);
     return rc;
 }
 
@@ -388,13 +422,15 @@ static void run_step(st_fsdp *f, const st_sched_step *s, const step_args *a)
     }
 }
 
-/* What the walk hands each event: the steps, the compute's arguments, and
- * the reductions held (the schedule keeps at most two). */
+/* What the walk hands each event: the steps, the compute's arguments, the
+ * reductions held (the schedule keeps at most two), and the replicate
+ * all-reduce in flight. */
 typedef struct {
     st_fsdp *f;
     const st_sched_step *steps;
     const step_args *a;
     pending_reduce held[ST_SCHED_MAX_REDUCING];
+    pending_reduce replicating;
 } executor;
 
 /* The held reduction of unit u (-1: a free slot). */
@@ -431,7 +467,8 @@ static int execute(void *ctx, st_sched_op op, int arg)
     case ST_SCHED_GATHER_WAIT: return gather_wait(f, arg);
     case ST_SCHED_COMPUTE: run_step(f, &x->steps[arg], x->a); return 0;
     case ST_SCHED_REDUCE_START: return reduce_start(f, arg, held_reduce(x, -1));
-    case ST_SCHED_REDUCE_FINISH: return reduce_finish(f, held_reduce(x, arg));
+    case ST_SCHED_REDUCE_FINISH:
+        return reduce_finish(f, held_reduce(x, arg), &x->replicating);
     case ST_SCHED_RELEASE: return st_fsdp_release_unit(f, arg);
     default: return 0;
     }
@@ -447,9 +484,15 @@ static int run_micro_step(st_fsdp *f, int sync, const step_args *a)
     executor x = {.f = f, .steps = steps, .a = a};
     for (int i = 0; i < ST_SCHED_MAX_REDUCING; i++)
         x.held[i].unit = -1;
+    x.replicating.unit = -1;
     /* The trace is the engine's own record of what it acted on, not the
      * walk's. */
     int rc = st_sched_walk(&f->sched, steps, n, sync, execute, &x, NULL);
+    /* The last unit's replicate all-reduce: the step's gradient is whole
+     * only after it (a failed walk leaves it, as it leaves the others: the
+     * ranks may no longer agree on what is in flight). */
+    if (!rc)
+        rc = replicate_finish(f, &x.replicating);
     st_free(steps);
     return rc;
 }

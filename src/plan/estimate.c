@@ -28,6 +28,7 @@ typedef struct {
     int64_t *padded, *shard;     /* the trained part (with LoRA, the adapters) */
     int64_t *gathered;           /* what a gather brings: trained + frozen part */
     int *has_grad;               /* full-size gradient buffer alive, per unit */
+    double replicating;          /* held by the replicate all-reduce in flight */
     double comm, grad_comm, peak_comm, peak_grad;
     st_sched_trace *trace;       /* tests: the events walked, or NULL */
 } sim;
@@ -107,6 +108,20 @@ static void reduce_start(sim *s, int u)
     note_peak(s);  /* while the previous reduction is still held */
 }
 
+/* What unit u's replicate all-reduce holds while in flight: its shard
+ * sum (bf16 or fp32), or with one shard rank (no_shard) the full fp32
+ * gradient handed over to it. */
+static double replicate_held(const sim *s, int u)
+{
+    if (s->reduce_bf16)
+        return 2.0 * (double)s->shard[u];
+    return 4.0 * (double)(s->S > 1 ? s->shard[u] : s->padded[u]);
+}
+
+/* As fsdp.c's reduce_finish: the reduction's buffers are freed, except
+ * (R > 1) the one its replicate all-reduce works in, which stays until
+ * the next reduction finishes or the micro-step ends; the previous one's
+ * goes first. */
 static void reduce_finish(sim *s, int u)
 {
     s->comm -= reduce_extra(s, u);
@@ -114,6 +129,10 @@ static void reduce_finish(sim *s, int u)
         s->comm -= 4.0 * (double)s->padded[u];
         s->grad_comm -= 4.0 * (double)s->padded[u];
         s->has_grad[u] = 0;
+    }
+    if (s->R > 1) {
+        s->comm += replicate_held(s, u) - s->replicating;
+        s->replicating = replicate_held(s, u);
     }
 }
 
@@ -139,6 +158,8 @@ static void micro_step(sim *s, int sync)
     s->steps = steps;
     st_sched_walk(&s->sched, steps, n, sync, on_event, s, s->trace);
     s->steps = NULL;
+    s->comm -= s->replicating;  /* the last all-reduce, finished at the end */
+    s->replicating = 0.0;
 }
 
 void st_estimate_memory(const st_model *m, const st_config *cfg, int strategy, int world,

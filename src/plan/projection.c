@@ -59,10 +59,9 @@
  *     start, and run while it computes if the channel is free;
  *   - after a backward step the unit's reduce-scatter is issued (at the
  *     compute's end), then the previous unit's reduce-scatter is waited
- *     for and, for R > 1, its all-reduce issued and waited for before the
- *     next compute (st_comm_allreduce_now): the engine never overlaps the
- *     replicate all-reduce with compute, and this model shows what that
- *     costs;
+ *     for and, for R > 1, the all-reduce before it waited for and its own
+ *     issued: the replicate all-reduce of a unit runs while the backward
+ *     of the unit after next computes (fsdp.c's replicate_finish);
  *   - the micro-step ends when its last reduction is waited for.
  * An optimizer step is accum = global_batch / (micro_batch N G)
  * micro-steps run one after the other; with no_sync only the last one
@@ -125,6 +124,7 @@ typedef struct {
     unit_costs c;
     double *done;            /* per unit: when its all-gather ends */
     double *rs_end;          /* per unit: when its reduce-scatter ends */
+    double ar_end;           /* when the replicate all-reduce in flight ends */
     double ready;            /* where the compute stream stands */
     double chan;             /* when the communication stream is free */
     double ag, rs, ar;       /* bytes accumulated */
@@ -180,10 +180,12 @@ static void reduce_finish(sim *s, int u)
 {
     s->ready = max2(s->ready, s->rs_end[u]);
     if (s->R > 1) {
-        /* Blocking in the engine: the next compute waits for it. */
+        /* The previous all-reduce is waited for first; this one runs
+         * behind the next compute, which waits for it one reduction later
+         * (or the micro-step's end does). */
+        s->ready = max2(s->ready, s->ar_end);
         double start = max2(s->ready, s->chan);
-        s->chan = start + s->c.ar_s[u];
-        s->ready = s->chan;
+        s->chan = s->ar_end = start + s->c.ar_s[u];
         s->ar += s->c.ar_b[u];
     }
 }
@@ -206,7 +208,7 @@ static int on_event(void *ctx, st_sched_op op, int arg)
 static double micro_step(sim *s, const st_sched *sched, const st_sched_step *steps, int n,
                          int sync)
 {
-    s->ready = s->chan = 0.0;
+    s->ready = s->chan = s->ar_end = 0.0;
     st_sched_walk(sched, steps, n, sync, on_event, s, s->trace);
     return max2(s->ready, s->chan);
 }
