@@ -73,7 +73,7 @@ END = "<!-- step-model: end -->"
 MODELS = [("gpt2-124m", 64, 1024), ("llama-1b", 8, 2048)]
 # Walked on several ranks too (bench/step_walk.sh: MODEL.rN.stepsK.rec,
 # rank 0's record): model, micro-batch per rank, seq, ranks.
-MULTI = [("gpt2-124m", 64, 1024, 8)]
+MULTI = [("gpt2-124m", 64, 1024, 8, None), ("gpt2-124m", 64, 1024, 16, 8)]
 
 
 class Op:
@@ -524,8 +524,8 @@ def table(d):
         ops, _ = step_ops(d, model)
         rows, ctx = cost(ops)
         total = sum(r[5] for r in rows)
-        one_rank[model] = (total, optimizer_seconds(rows, ctx))
         flops, gemm_flops = model_flops(rows, ctx)
+        one_rank[model] = (total, optimizer_seconds(rows, ctx), flops)
         slow = sum(r[5] for r in rows if r[0].kind == "gemm" and r[2]) * (1 / GEMM_EFF - 1)
         launches = sum(r[1] for r in rows)
         out.append(f"### {model}, micro-batch {B}, seq {T}, bf16, one rank (model)")
@@ -572,8 +572,8 @@ def table(d):
             f"#{rows.index(r) + 1} `{describe(r[0])[0].split(' (')[0]}` x{r[1]}: {r[5] * 1e3:.1f}"
             for r in rest[:8]) + ".")
         out.append("")
-    for model, B, T, ranks in MULTI:
-        out += multi_rank_section(d, model, B, T, ranks, one_rank.get(model))
+    for model, B, T, ranks, shard in MULTI:
+        out += multi_rank_section(d, model, B, T, ranks, shard, one_rank[model])
     out.append(END)
     return "\n".join(out) + "\n"
 
@@ -582,47 +582,69 @@ def optimizer_seconds(rows, ctx):
     return sum(r[5] for r in rows if group_of(r[0], ctx) == "optimizer and gradient norm")
 
 
-def multi_rank_section(d, model, B, T, ranks, one_rank):
-    """The step of rank 0 of a walk on `ranks` ranks, on its two streams
-    (bench/step_overlap.py); one_rank: (step, optimizer seconds) of the
-    model's one-rank walk."""
-    walk = f"{model}.r{ranks}"
-    rows, ctx = cost(step_ops(d, walk)[0])
-    flops, _ = model_flops(rows, ctx)
+def multi_rank_section(d, model, B, T, ranks, shard, one_rank):
+    """The step of rank 0 of a walk on `ranks` ranks (full_shard, or
+    hybrid_shard in groups of `shard`), on its two streams
+    (bench/step_overlap.py, which prices every operation once); one_rank:
+    (step seconds, optimizer seconds, model FLOPs) of the model's one-rank
+    walk, whose micro-batch each rank here runs."""
+    walk = f"{model}.r{ranks}" + (f"h{shard}" if shard else "")
 
     def make_price():
         c = {}
-        return lambda line: price(Op(line), c)[3]
 
-    t, compute, comm, colls, stalls = step_overlap.step(records(d, walk), make_price)
-    names = {"all_gather": "all-gathers", "reduce_scatter": "reduce-scatters",
-             "all_reduce": "all-reduces"}
+        def f(line):
+            o = Op(line)
+            return price(o, c)[3], group_of(o, c)
+        return f
+
+    r = step_overlap.step(records(d, walk), make_price)
+    t, compute, flops = r.end, r.compute, one_rank[2]
+    def name(op, n):
+        return op.replace("_", "-") + ("s" if n != 1 else "")
+
     def size(b):
         return f"{b / 1e9:.3f} GB" if b >= 1e6 else f"{b:,} bytes"
 
-    kinds = "; ".join(f"{v[0]} {names[op]} of {'bf16' if e == 2 else f'{8 * e}-bit'} "
-                      f"elements ({size(v[1])} in all)"
-                      for (op, e), v in sorted(colls.items()))
+    def where(across):
+        return " across nodes" if across else ""
+
+    kinds = "; ".join(f"{v[0]} {name(op, v[0])}{where(x)} of "
+                      f"{'bf16' if e == 2 else f'{8 * e}-bit'} elements ({size(v[1])} in all)"
+                      for (op, e, x), v in sorted(r.colls.items()))
+    per = step_overlap.PER_NODE
+    nodes = (ranks + per - 1) // per
     tok = B * T
-    out = [f"### {model}, micro-batch {B} per rank, seq {T}, bf16, {ranks} ranks of one node, "
-           "full_shard over nccl (model)", ""]
+    layout = (f"{ranks} ranks of one node, full_shard" if nodes == 1 else
+              f"{ranks} ranks on {nodes} nodes of {per}, "
+              + (f"hybrid_shard in shard groups of {shard}" if shard else "full_shard"))
+    out = [f"### {model}, micro-batch {B} per rank, seq {T}, bf16, {layout} over nccl (model)",
+           ""]
     out.append(f"- Collectives per step (rank 0's record): {kinds}.")
     out.append(f"- Compute stream busy: {compute * 1e3:.1f} ms (one rank alone: "
-               f"{one_rank[0] * 1e3:.1f} ms; AdamW and the gradient norm run over 1/{ranks} "
-               f"of the parameters here: {optimizer_seconds(rows, ctx) * 1e3:.2f} ms "
+               f"{one_rank[0] * 1e3:.1f} ms; AdamW and the gradient norm run over 1/"
+               f"{shard or ranks} of the parameters here: "
+               f"{r.by_kind['optimizer and gradient norm'] * 1e3:.2f} ms "
                f"against {one_rank[1] * 1e3:.2f} ms).")
-    out.append(f"- Collectives one after another at {step_overlap.LINK_BW / 1e9:.0f} GB/s bus "
-               f"bandwidth and {step_overlap.LINK_LAT * 1e6:.0f} us per ring step: "
-               f"{comm * 1e3:.1f} ms.")
+    inter = sum(v[2] for (op, e, x), v in r.colls.items() if x)
+    bw, lat = step_overlap.INTRA
+    out.append(f"- Collectives one after another at {bw / 1e9:.0f} GB/s bus bandwidth and "
+               f"{lat * 1e6:.0f} us per ring step inside a node"
+               + (f", {step_overlap.INTER[0] / 1e9:.0f} GB/s and "
+                  f"{step_overlap.INTER[1] * 1e6:.0f} us across nodes" if inter else "")
+               + f": {r.comm * 1e3:.1f} ms"
+               + (f" ({inter * 1e3:.1f} ms of it across nodes)." if inter else "."))
     out.append(f"- Predicted step time on the two streams (model): **{t * 1e3:.1f} ms**, "
                f"{tok * ranks / t:,.0f} tokens/s over the {ranks} ranks; communication "
                f"not hidden behind compute: {(t - compute) * 1e3:.1f} ms "
                f"({100 * (t - compute) / t:.0f}% of the step).")
     out.append("- Where the compute stream waits (the collective it waits for and its "
                "full buffer, times per step: predicted ms in all): " + "; ".join(
-                   f"{op.replace('_', '-')} of {size(b)} x{n}: {w * 1e3:.2f}"
-                   for (op, b), (n, w) in sorted(stalls.items(), key=lambda kv: -kv[1][1])) + ".")
-    out.append(f"- Predicted MFU (model) at 989 TFLOP/s per GPU: **{100 * flops / t / PEAK_TC:.1f}%**.")
+                   f"{op.replace('_', '-')}{where(x)} of {size(b)} x{n}: {w * 1e3:.2f}"
+                   for (op, b, x), (n, w) in sorted(r.stalls.items(),
+                                                    key=lambda kv: -kv[1][1])) + ".")
+    out.append(f"- Predicted MFU (model) at 989 TFLOP/s per GPU, one rank's model FLOPs: "
+               f"**{100 * flops / t / PEAK_TC:.1f}%**.")
     out.append("")
     return out
 

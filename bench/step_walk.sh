@@ -8,13 +8,15 @@
 # Each model is walked for 1 and for 2 steps: bench/step_model.py takes
 # the difference of the two records, which is exactly one step's
 # operations whatever the set-up and the final weights cost.
-# gpt2-124m is walked again on 8 ranks (mpirun, 8 emulated devices,
-# parallel.backend = nccl, micro-batch 64 per rank): rank 0's record then
-# holds its collectives and their event ordering too, for
-# bench/step_overlap.py.
+# gpt2-124m is walked again on several ranks (mpirun, one emulated device
+# each, parallel.backend = nccl, micro-batch 64 per rank): on 8 ranks with
+# full_shard (one node), and on 16 with hybrid_shard in shard groups of 8
+# (two nodes of 8, each replicating the other).  Rank 0's record then holds
+# its collectives, the world ranks of their groups, and their event
+# ordering too, for bench/step_overlap.py.
 # Usage: bench/step_walk.sh EMU_SHARDTRAIN SHARDTRAIN OUTDIR [top_srcdir]
 # Writes OUTDIR/MODEL.steps1.rec and OUTDIR/MODEL.steps2.rec, and
-# OUTDIR/gpt2-124m.r8.steps{1,2}.rec.
+# OUTDIR/gpt2-124m.r8.steps{1,2}.rec and OUTDIR/gpt2-124m.r16h8.steps{1,2}.rec.
 set -eu
 emu=$1 st=$2 out=$3 top=${4:-.}
 mkdir -p "$out"
@@ -26,9 +28,11 @@ done
 # Byte-level tokens: below every vocabulary; the values never matter here.
 [ -s "$out/data/sh_train_000000.bin" ] ||
     "$st" prepare "$text" "$out/data/sh" >/dev/null 2>"$out/prepare.err"
-walk() { # MODEL MICRO_BATCH [RANKS]: the walk's name is MODEL, or MODEL.rRANKS
-    ranks=${3:-1} name=$1 backend=mpi
+walk() { # MODEL MICRO_BATCH [RANKS [SHARD_SIZE]]: the walk's name is MODEL,
+    # MODEL.rRANKS (full_shard), or MODEL.rRANKShSHARD_SIZE (hybrid_shard)
+    ranks=${3:-1} shard=${4:-} name=$1 backend=mpi strategy=full_shard
     [ "$ranks" -gt 1 ] && name=$1.r$ranks backend=nccl
+    [ -n "$shard" ] && name=$name"h$shard" strategy=hybrid_shard
     cat >"$out/$name.ini" <<EOC
 [model]
 preset = $1
@@ -41,6 +45,8 @@ micro_batch = $2
 global_batch = $(($2 * ranks))
 [parallel]
 backend = $backend
+strategy = $strategy
+shard_size = ${shard:-0}
 EOC
     for n in 1 2; do
         rm -f "$out/$name.steps$n.rec"*
@@ -68,3 +74,4 @@ EOC
 walk gpt2-124m 64
 walk llama-1b 8
 walk gpt2-124m 64 8
+walk gpt2-124m 64 16 8

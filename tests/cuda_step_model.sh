@@ -12,8 +12,9 @@
 # checks that every kernel with a 16-byte path takes it in both steps.
 # Self-checks: one launch more in the record is told apart, a launch on a
 # one-element path is reported, and an operation without a cost formula
-# stops the generator.  gpt2-124m is also walked on 8 ranks, for the
-# two-stream replay of its collectives (see below).  About 6 minutes on two busy cores,
+# stops the generator.  gpt2-124m is also walked on 8 ranks (full_shard)
+# and on 16 (hybrid_shard, two nodes of 8), for the two-stream replay of
+# its collectives (see below).  About 6 minutes on two busy cores,
 # most of it the host's set-up of llama-1b's 1.2 billion parameters.
 # Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
@@ -75,17 +76,20 @@ for m in gpt2-124m llama-1b; do
                grep -q '^launch${tab}adamw_unit_kernel' '$W/$m.steps2.rec'"
 done
 
-# The 8-rank walk of gpt2-124m (parallel.backend = nccl): rank 0's record
-# holds its collectives and the event ordering comm_nccl.c enqueues, which
-# bench/step_overlap.py replays on two streams for the table's multi-rank
-# rows; tests/step_overlap_check.py checks that replay on records worked
-# by hand, its link figures against src/plan/projection.c, and the walked
-# step against the bounds any schedule of it meets.
-check "gpt2-124m on 8 ranks: rank 0's record has collectives, event records and waits" \
-    sh -c "grep -q '^nccl${tab}all_gather' '$W/gpt2-124m.r8.steps2.rec' &&
-           grep -q '^nccl${tab}reduce_scatter' '$W/gpt2-124m.r8.steps2.rec' &&
-           grep -q '^record${tab}' '$W/gpt2-124m.r8.steps2.rec' &&
-           grep -q '^wait${tab}' '$W/gpt2-124m.r8.steps2.rec'"
+# The multi-rank walks of gpt2-124m (parallel.backend = nccl): rank 0's
+# record holds its collectives, their groups' world ranks and the event
+# ordering comm_nccl.c enqueues, which bench/step_overlap.py replays on two
+# streams for the table's multi-rank rows; tests/step_overlap_check.py
+# checks that replay on records worked by hand, its link figures against
+# src/plan/projection.c, and the walked steps against the bounds any
+# schedule of them meets and the collectives their units make.
+for w in r8 r16h8; do
+    check "gpt2-124m.$w: rank 0's record has collectives, event records and waits" \
+        sh -c "grep -q '^nccl${tab}all_gather' '$W/gpt2-124m.$w.steps2.rec' &&
+               grep -q '^nccl${tab}reduce_scatter' '$W/gpt2-124m.$w.steps2.rec' &&
+               grep -q '^record${tab}' '$W/gpt2-124m.$w.steps2.rec' &&
+               grep -q '^wait${tab}' '$W/gpt2-124m.$w.steps2.rec'"
+done
 python3 "$top_srcdir/tests/step_overlap_check.py" "$top_srcdir" "$W" >"$TMP/overlap" 2>&1
 if ! grep -q '^PASS ' "$TMP/overlap"; then
     not_ok "tests/step_overlap_check.py runs"

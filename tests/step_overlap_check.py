@@ -5,10 +5,12 @@ which turns each printed `PASS name` / `FAIL name: why` into one TAP line).
 The replay is checked on small records whose answer follows by hand from
 the rules comm_nccl.c implements (a collective starts after the compute
 enqueued before it; compute waits for a collective only where a wait is
-enqueued), its ring cost against the formula worked by hand, its link
-figures against src/plan/projection.c's defaults (one set of assumptions
-for both models), and, given the walk's directory, the walked 8-rank step
-against the bounds any schedule of it must meet.
+enqueued), its ring cost against the formula worked by hand, its choice
+of link (inside a node or across nodes) from the group's world ranks, its
+link figures against src/plan/projection.c's defaults (one set of
+assumptions for both models), and, given the walk's directory, the walked
+8-rank full_shard and 16-rank hybrid_shard steps against the bounds any
+schedule of them must meet and the collectives their units must make.
 
 Usage: step_overlap_check.py TOP_SRCDIR [WALK_DIR]"""
 import math
@@ -31,12 +33,13 @@ def check(name, cond, why=""):
 
 def price(line):
     """The price of a fake compute line, `memset MS`."""
-    return float(line.split("\t")[1]) * MS
+    return float(line.split("\t")[1]) * MS, "compute"
 
 
-def ag(full_bytes, ranks=8):
-    """An all_gather record line moving full_bytes over ranks, on stream 2."""
-    return f"nccl\tall_gather\t2\t{full_bytes // (2 * ranks)}\t2\t{ranks}"
+def ag(full_bytes, ranks=8, lo=0):
+    """An all_gather record line moving full_bytes over the ranks lo, lo + 1,
+    ... (lo + ranks - 1), on stream 2."""
+    return f"nccl\tall_gather\t2\t{full_bytes // (2 * ranks)}\t2\t{ranks}\t{lo}\t{lo + ranks - 1}"
 
 
 # 8 ranks, 360 MB gathered: 7 ring steps of 2 us, plus 7/8 of 1 ms
@@ -47,33 +50,53 @@ check("ring cost: an 8-rank all-gather of 360 MB takes 7 x 2 us + 875 us",
 check("ring cost: an all-reduce costs twice the all-gather of the same buffer",
       math.isclose(so.collective_seconds("all_reduce", full, 8), 2 * t_ag, rel_tol=1e-12))
 check("ring cost: one rank moves nothing", so.collective_seconds("all_gather", full, 1) == 0)
+t_x = so.collective_seconds("all_gather", full, 8, so.INTER)
+check("ring cost across nodes: an 8-rank all-gather of 360 MB takes 7 x 5 us + 7/8 of "
+      "360 MB at 40 GB/s", math.isclose(t_x, 7 * 5e-6 + 0.875 * 360e6 / 40e9, rel_tol=1e-12),
+      f"{t_x}")
+# world ranks 0-7 lie in node 0, 4-11 cross into node 1, 8 and 0 (a
+# replicate pair) span both; with nodes of 4 ranks, 0-7 spans two
+check("link: a group inside one node of 8 runs inside the node, one across two runs "
+      "across nodes",
+      not so.collective(ag(full))[3] and so.collective(ag(full, lo=4))[3] and
+      so.collective("nccl\tall_reduce\t2\t10\t4\t2\t0\t8")[3] and
+      so.collective(ag(full), per_node=4)[3])
+end = so.replay([ag(full, lo=4)], price).end
+check("replay: a gather across nodes is priced at the inter-node link",
+      math.isclose(end, t_x, rel_tol=1e-12), f"end {end}")
+try:
+    so.collective("nccl\tall_gather\t2\t10\t2\t8")
+    check("a collective without its group's world ranks is refused", False, "accepted")
+except SystemExit:
+    check("a collective without its group's world ranks is refused", True)
 
 # compute 1 ms; the gather waits for it (record/wait as comm_nccl.c
 # enqueues them) and completes at event 4; compute waits for event 4
 # before its 2 ms
 base = ["memset\t1", "record\t3\t1", "wait\t2\t3", ag(full), "record\t4\t2"]
-end, busy_c, busy_m, colls, stalls = so.replay(base + ["wait\t1\t4", "memset\t2"], price)
+end, busy_c, busy_m, colls, stalls, kinds = so.replay(base + ["wait\t1\t4", "memset\t2"], price)
 check("replay: compute that waits for a gather starts when the gather ends",
       math.isclose(end, 3 * MS + t_ag, rel_tol=1e-12), f"end {end}")
 check("replay: busy times are the sums of the prices",
       math.isclose(busy_c, 3 * MS) and math.isclose(busy_m, t_ag), f"{busy_c} {busy_m}")
-check("replay: the collective is counted with its full buffer",
-      colls == {("all_gather", 2): [1, full]}, f"{colls}")
+check("replay: the collective is counted with its full buffer and its price",
+      colls == {("all_gather", 2, False): [1, full, t_ag]}, f"{colls}")
+check("replay: compute time is added up by the kind price() names",
+      kinds == {"compute": busy_c}, f"{kinds}")
+w = stalls.get(("all_gather", full, False), [0, 0.0])
 check("replay: the compute stream's wait is charged to the gather it waited for",
-      list(stalls) == [("all_gather", full)] and stalls[("all_gather", full)][0] == 1 and
-      math.isclose(stalls[("all_gather", full)][1], t_ag),
-      f"{stalls}")
-end, _, _, _, _ = so.replay(base + ["memset\t2"], price)
+      len(stalls) == 1 and w[0] == 1 and math.isclose(w[1], t_ag), f"{stalls}")
+end = so.replay(base + ["memset\t2"], price).end
 check("replay: compute that does not wait overlaps the gather",
       math.isclose(end, 3 * MS, rel_tol=1e-12), f"end {end}")
 # the gather cannot start before the compute enqueued before it (2 ms
 # here, more than the gather), so it ends after it
-end, _, _, _, _ = so.replay(["memset\t2", "record\t3\t1", "wait\t2\t3", ag(full),
-                          "record\t4\t2", "wait\t1\t4"], price)
+end = so.replay(["memset\t2", "record\t3\t1", "wait\t2\t3", ag(full),
+                 "record\t4\t2", "wait\t1\t4"], price).end
 check("replay: a collective starts after the compute enqueued before it",
       math.isclose(end, 2 * MS + t_ag, rel_tol=1e-12), f"end {end}")
 # two gathers run one after the other on their one stream
-end, _, _, _, _ = so.replay([ag(full), ag(full)], price)
+end = so.replay([ag(full), ag(full)], price).end
 check("replay: collectives on one stream run one at a time",
       math.isclose(end, 2 * t_ag, rel_tol=1e-12), f"end {end}")
 try:
@@ -85,42 +108,77 @@ except SystemExit:
 # one set of link figures for both models
 with open(os.path.join(top, "src", "plan", "projection.c")) as fp:
     proj = fp.read()
-bw = re.search(r"c->intra_bw_gbs = ([0-9.]+);", proj)
-lat = re.search(r"c->intra_lat_us = ([0-9.]+);", proj)
-check("link figures equal src/plan/projection.c's intra-node defaults",
-      bw and lat and float(bw.group(1)) * 1e9 == so.LINK_BW and
-      float(lat.group(1)) * 1e-6 == so.LINK_LAT,
-      f"projection.c {bw and bw.group(1)} GB/s {lat and lat.group(1)} us")
+
+
+def default(name):
+    m = re.search(rf"c->{name} = ([0-9.]+);", proj)
+    return float(m.group(1)) if m else None
+
+
+check("link figures equal src/plan/projection.c's defaults (intra and inter node, nodes of 8)",
+      all(d is not None and math.isclose(d * k, v, rel_tol=1e-12) for d, k, v in (
+          (default("intra_bw_gbs"), 1e9, so.INTRA[0]), (default("intra_lat_us"), 1e-6, so.INTRA[1]),
+          (default("inter_bw_gbs"), 1e9, so.INTER[0]), (default("inter_lat_us"), 1e-6, so.INTER[1]),
+          (default("gpus_per_node"), 1, so.PER_NODE))),
+      f"projection.c {[default(n) for n in ('intra_bw_gbs', 'intra_lat_us', 'inter_bw_gbs', 'inter_lat_us', 'gpus_per_node')]}")
 
 if len(sys.argv) > 2:
     import step_model as sm  # noqa: E402
-    recs = sm.records(sys.argv[2], "gpt2-124m.r8")
 
     def make_price():
         c = {}
-        return lambda line: sm.price(sm.Op(line), c)[3]
 
-    t, busy_c, busy_m, colls, stalls = so.step(recs, make_price)
-    check("walked gpt2-124m on 8 ranks: the step lies between its compute alone and "
-          "compute plus every collective in series",
-          busy_c <= t * (1 + 1e-12) and t <= (busy_c + busy_m) * (1 + 1e-12),
-          f"step {t} compute {busy_c} collectives {busy_m}")
-    check("walked gpt2-124m on 8 ranks: the compute stream's waits add up to the step "
-          "beyond its compute (one stream waits, the other is the compute)",
-          math.isclose(sum(w for n, w in stalls.values()), t - busy_c, rel_tol=1e-9,
-                       abs_tol=1e-12),
-          f"waits {stalls} step - compute {t - busy_c}")
-    n_ag, gathered = colls.get(("all_gather", 2), [0, 0])
-    n_rs, reduced = colls.get(("reduce_scatter", 4), [0, 0])
-    # gpt2-124m has 14 units (embedding, 12 blocks, the head's norm); the
-    # head runs forward and backward in one go, so it is gathered once
-    check("walked gpt2-124m on 8 ranks: each step gathers every unit for the forward "
-          "and again for the backward, the head once (27 bf16 all-gathers), and "
-          "reduce-scatters each unit's fp32 gradient once (14)",
-          n_ag == 27 and n_rs == 14, f"{n_ag} all-gathers, {n_rs} reduce-scatters")
-    check("walked gpt2-124m on 8 ranks: the reduce-scatters carry 4 bytes per parameter "
-          "(124,439,808, padded per unit), the gathers at most 2 bytes per parameter twice",
-          4 * 124_439_808 <= reduced < 4 * 124_439_808 * 1.001 and gathered <= reduced,
-          f"reduced {reduced} gathered {gathered}")
+        def f(line):
+            o = sm.Op(line)
+            return sm.price(o, c)[3], sm.group_of(o, c)
+        return f
+
+    for walk, label in (("gpt2-124m.r8", "gpt2-124m on 8 ranks"),
+                        ("gpt2-124m.r16h8", "gpt2-124m hybrid_shard 2x8")):
+        r = so.step(sm.records(sys.argv[2], walk), make_price)
+        check(f"walked {label}: the step lies between its compute alone and "
+              "compute plus every collective in series",
+              r.compute <= r.end * (1 + 1e-12) and r.end <= (r.compute + r.comm) * (1 + 1e-12),
+              f"step {r.end} compute {r.compute} collectives {r.comm}")
+        check(f"walked {label}: the compute stream's waits add up to the step "
+              "beyond its compute (one stream waits, the other is the compute)",
+              math.isclose(sum(w for n, w in r.stalls.values()), r.end - r.compute,
+                           rel_tol=1e-9, abs_tol=1e-12),
+              f"waits {r.stalls} step - compute {r.end - r.compute}")
+        check(f"walked {label}: the compute kinds add up to the compute stream's time",
+              math.isclose(sum(r.by_kind.values()), r.compute, rel_tol=1e-9), f"{r.by_kind}")
+        n_ag, gathered, _ = r.colls.get(("all_gather", 2, False), [0, 0, 0])
+        n_rs, reduced, _ = r.colls.get(("reduce_scatter", 4, False), [0, 0, 0])
+        # gpt2-124m has 14 units (embedding, 12 blocks, the head's norm); the
+        # head runs forward and backward in one go, so it is gathered once
+        check(f"walked {label}: each step gathers every unit inside the node for the "
+              "forward and again for the backward, the head once (27 bf16 all-gathers), "
+              "and reduce-scatters each unit's fp32 gradient once (14)",
+              n_ag == 27 and n_rs == 14, f"{n_ag} all-gathers, {n_rs} reduce-scatters")
+        check(f"walked {label}: the reduce-scatters carry 4 bytes per parameter "
+              "(124,439,808, padded per unit), the gathers at most 2 bytes per parameter twice",
+              4 * 124_439_808 <= reduced < 4 * 124_439_808 * 1.001 and gathered <= reduced,
+              f"reduced {reduced} gathered {gathered}")
+        n_ar, ar_bytes, _ = r.colls.get(("all_reduce", 4, True), [0, 0, 0])
+        if walk.endswith("h8"):
+            # each unit's fp32 gradient shard (1/8 of it) is all-reduced
+            # with the other node's rank
+            check(f"walked {label}: each unit's gradient shard is all-reduced across "
+                  "nodes once (14 fp32 all-reduces carrying 1/8 of 4 bytes a parameter)",
+                  n_ar == 14 and math.isclose(ar_bytes * 8, reduced, rel_tol=1e-9),
+                  f"{n_ar} all-reduces of {ar_bytes} bytes")
+            # the engine waits for a unit's all-reduce one reduction later,
+            # so it runs behind the backward: the compute stream's waits for
+            # them come to under half their time on the wire (waiting for
+            # each at once, as the engine did, waits for all of it)
+            waited = sum(w for (op, b, x), (n, w) in r.stalls.items()
+                         if op == "all_reduce" and x and b >= 1e6)
+            _, _, wire = r.colls.get(("all_reduce", 4, True), [0, 0, 0.0])
+            check(f"walked {label}: the compute stream waits for the replicate all-reduces "
+                  "less than half their time on the wire",
+                  0 < waited < 0.5 * wire, f"waited {waited} of {wire} s: {r.stalls}")
+        else:
+            check(f"walked {label}: nothing crosses nodes",
+                  not any(k[2] for k in r.colls), f"{r.colls}")
 
 print("\n".join(results))

@@ -25,6 +25,8 @@
 struct ncclComm {
     MPI_Comm comm;
     int index;     /* this process's index-th communicator, for the trace */
+    int lo, hi;    /* the lowest and highest world rank of the group: which
+                      nodes it spans, for bench/step_overlap.py's link */
 };
 
 static int n_ids, n_comms;
@@ -61,6 +63,10 @@ ncclResult_t emu_ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, 
     if (size != nranks)
         emu_die("ncclCommInitRank", "the group's size is not nranks");
     c->index = n_comms++;
+    int me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Allreduce(&me, &c->lo, 1, MPI_INT, MPI_MIN, c->comm);
+    MPI_Allreduce(&me, &c->hi, 1, MPI_INT, MPI_MAX, c->comm);
     emu_trace("comm %d size %d", c->index, size);
     *out = c;
     return ncclSuccess;
@@ -135,10 +141,12 @@ static MPI_Op sum_of(ncclDataType_t t)
 /* The checks every collective makes before it runs: a type this shim
  * knows, a live stream, device buffers of the right sizes.  Then the
  * trace line, and the launch record's (devmem.c)
- *   nccl OP STREAM COUNT ELEM RANKS
- * with NCCL's count (per rank for all_gather and reduce_scatter), so
- * bench/step_model.py can price the collective and place it on its
- * stream.  Returns 1 when the collective must not move data: in
+ *   nccl OP STREAM COUNT ELEM RANKS LO HI
+ * with NCCL's count (per rank for all_gather and reduce_scatter) and the
+ * group's lowest and highest world rank, so bench/step_overlap.py can
+ * place the collective on its stream and price it on the link it crosses
+ * (ranks are placed on nodes in blocks, as Slurm's default distribution
+ * does: a group lies inside one node when LO and HI do).  Returns 1 when the collective must not move data: in
  * record-only mode no device page exists to move. */
 static int prologue(const char *call, const char *op, size_t count, ncclComm_t c,
                     cudaStream_t s, ncclDataType_t t, ncclRedOp_t red, const void *send,
@@ -156,7 +164,8 @@ static int prologue(const char *call, const char *op, size_t count, ncclComm_t c
     emu_trace("nccl %s %d %d %zu %zu", op, c->index, (int)(uintptr_t)s, count, elem_size(t));
     int size = 0;
     MPI_Comm_size(c->comm, &size);
-    emu_rec("nccl\t%s\t%d\t%zu\t%zu\t%d", op, (int)(uintptr_t)s, count, elem_size(t), size);
+    emu_rec("nccl\t%s\t%d\t%zu\t%zu\t%d\t%d\t%d", op, (int)(uintptr_t)s, count,
+            elem_size(t), size, c->lo, c->hi);
     return emu_rec_only();
 }
 

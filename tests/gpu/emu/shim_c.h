@@ -110,14 +110,15 @@ static inline void emu_dev_free(void *p, const char *call)
     emu_dev_close();
 }
 
-/* One device, or ST_EMU_DEVICES of them (up to 8), so ranks that need a
+/* One device, or ST_EMU_DEVICES of them (up to 16), so ranks that need a
  * device each (parallel.backend = nccl) can run on one machine: every
- * process has its own arena, so each rank's device is its own anyway. */
+ * process has its own arena, so each rank's device is its own anyway.  16
+ * lets bench/step_walk.sh walk two nodes' worth of ranks on one host. */
 static inline int emu_device_count(void)
 {
     const char *e = getenv("ST_EMU_DEVICES");
     int n = e ? atoi(e) : 1;
-    return n >= 1 && n <= 8 ? n : 1;
+    return n >= 1 && n <= 16 ? n : 1;
 }
 static inline cudaError_t emu_c_cudaGetDeviceCount(int *n)
 {
