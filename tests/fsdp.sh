@@ -140,6 +140,35 @@ check "activation checkpointing lowers peak_bytes on 8 layers ($(field deep peak
     test "$(field deep_ck peak_bytes)" -lt "$(field deep peak_bytes)"
 check "activation checkpointing keeps the losses" compare_runs --exact --only metrics "$TMP/deep" "$TMP/deep_ck"
 
+# The final weights: only rank 0 keeps the gathered model; the other
+# ranks take part in each unit's gather and keep nothing, so they still hold
+# their shards alone.  The summary's peak_bytes_per_rank is each rank's
+# high-water mark of tracked memory over the whole run, the final weights'
+# gather included.  32 small blocks (C = 128, F = 512: about 6.3 million
+# parameters, 25 MB in fp32) on 4 ranks with activation checkpointing:
+# beyond each rank's state (16 bytes a parameter / 4) training holds a few
+# 0.8 MB units and one block's activations, so a whole fp32 model stands
+# out: every other rank's peak must lie at least half of it below rank 0's
+# (each rank keeping the whole model, as the engine did, puts them level).
+run final_peaks 4 gpt2 $fs -s model.n_layer=32 -s model.d_model=128 -s model.d_ff=512 \
+    -s model.n_head=2 -s train.activation_checkpointing=full -s train.micro_batch=1 \
+    -s train.global_batch=4 -s train.steps=1
+if [ -s "$TMP/final_peaks/ckpt/final/model.safetensors" ] &&
+        python3 - "$TMP/final_peaks/logs/summary.json" "$TMP/final_peaks.out" \
+        "$TMP/final_peaks.err" >"$TMP/final_peaks.why" 2>&1 <<'EOP'
+import json, re, sys
+peaks = json.load(open(sys.argv[1]))["peak_bytes_per_rank"]
+n = int(re.search(r"gpt2, (\d+) parameters", open(sys.argv[2]).read() + open(sys.argv[3]).read())[1])
+full = 4 * n
+print(f"rank 0 {peaks[0]}, others at most {max(peaks[1:])}, the fp32 model {full} bytes")
+sys.exit(0 if len(peaks) == 4 and full > 20e6 and peaks[0] - max(peaks[1:]) >= full / 2 else 1)
+EOP
+then ok "final weights on 4 ranks: only rank 0 holds the gathered model ($(cat "$TMP/final_peaks.why"))"
+else
+    not_ok "final weights on 4 ranks: only rank 0 holds the gathered model"
+    diag "$(cat "$TMP/final_peaks.why"; tail -n 3 "$TMP/final_peaks.err")"
+fi
+
 # Bad layouts: exit 2 with a clear message on every rank, before any work.
 bad() { # DESC PATTERN NP ARGS...
     d=$1 pat=$2 np=$3

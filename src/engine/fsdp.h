@@ -230,8 +230,9 @@ int st_fsdp_verdicts_pending(const st_fsdp *f);
  * n. */
 int st_fsdp_read_verdicts(st_fsdp *f, const st_fsdp_verdict **out);
 /* The full fp32 master parameters of unit u into out[numel] (host memory)
- * on every rank of the shard group (a collective).  Returns an exit
- * status. */
+ * on every rank of the shard group (a collective).  out NULL: take part in
+ * the gather (the group's other ranks need this rank's shard) and keep
+ * nothing, for a rank that does not write.  Returns an exit status. */
 int st_fsdp_gather_master(st_fsdp *f, int u, float *out);
 
 /* The frozen base weights of unit u (LoRA): elements [off, off + n) of

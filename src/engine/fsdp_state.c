@@ -235,7 +235,8 @@ int st_fsdp_gather_master(st_fsdp *f, int u, float *out)
 {
     st_fsdp_unit *x = &f->units[u];
     if (f->S == 1) {
-        f->k->ops->to_host(f->k, out, x->params, sizeof(float) * (size_t)x->numel);
+        if (out)
+            f->k->ops->to_host(f->k, out, x->params, sizeof(float) * (size_t)x->numel);
         return 0;
     }
     float *full = f->k->ops->alloc(f->k, sizeof(float) * (size_t)x->padded, ST_MEM_COMM);
@@ -243,7 +244,8 @@ int st_fsdp_gather_master(st_fsdp *f, int u, float *out)
     int rc = st_comm_allgather(f->groups->shard, x->params, full, x->shard, ST_DT_F32, &r,
                                st_desc("the master weights of unit", u));
     rc = rc ? rc : st_comm_wait(&r);
-    f->k->ops->to_host(f->k, out, full, sizeof(float) * (size_t)x->numel);
+    if (out)
+        f->k->ops->to_host(f->k, out, full, sizeof(float) * (size_t)x->numel);
     f->k->ops->free(f->k, full);
     return rc;
 }

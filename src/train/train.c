@@ -531,26 +531,33 @@ static int train_step(train_run *r, int64_t step)
 
 /* ---- the run ---------------------------------------------------------- */
 
-/* Gather every unit's weights and write them (rank 0).  With LoRA the
+/* Gather every unit's weights and write them (rank 0).  Only rank 0 keeps
+ * them: the others take part in each unit's gather and keep nothing, so a
+ * rank still holds its shard alone (a whole fp32 model on each of 8 ranks
+ * of a node is 32 GB of host memory apiece for Llama 3 8B).  With LoRA the
  * final weights are the base (model.init's, in fp32) with the adapters
  * merged in (a model directory as any other), and the adapters alone go
  * to final/adapter, the directory PEFT loads onto the base model. */
 static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
 {
     st_fault_at("final", rank);
-    const int lora = m->lora.rank > 0;
-    float **full = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
-    float **adapters = lora ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
+    const int lora = m->lora.rank > 0, keep = rank == 0;
+    float **full = keep ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
+    float **adapters =
+        lora && keep ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
     int rc = 0;
     for (int u = 0; u < m->n_units; u++) {
-        full[u] = st_alloc(sizeof(float) * (size_t)m->units[u].numel, ST_MEM_OTHER);
+        if (keep)
+            full[u] = st_alloc(sizeof(float) * (size_t)m->units[u].numel, ST_MEM_OTHER);
         if (!lora) {
-            rc = rc ? rc : st_fsdp_gather_master(f, u, full[u]);
+            rc = rc ? rc : st_fsdp_gather_master(f, u, keep ? full[u] : NULL);
             continue;
         }
-        adapters[u] = st_alloc(sizeof(float) * (size_t)(m->units[u].lora_numel + 1), ST_MEM_OTHER);
+        if (keep)
+            adapters[u] = st_alloc(sizeof(float) * (size_t)(m->units[u].lora_numel + 1),
+                                   ST_MEM_OTHER);
         if (m->units[u].lora_numel)
-            rc = rc ? rc : st_fsdp_gather_master(f, u, adapters[u]);
+            rc = rc ? rc : st_fsdp_gather_master(f, u, keep ? adapters[u] : NULL);
     }
     if (!rc && rank == 0) {
         char path[4096], dir[4096];
@@ -579,7 +586,7 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
         if (!rc)
             st_info("shardtrain: wrote %s%s", path, lora ? " (the adapters merged)" : "");
     }
-    for (int u = 0; u < m->n_units; u++) {
+    for (int u = 0; keep && u < m->n_units; u++) {
         st_free(full[u]);
         if (adapters)
             st_free(adapters[u]);
