@@ -9,8 +9,9 @@ enqueued), its ring cost against the formula worked by hand, its choice
 of link (inside a node or across nodes) from the group's world ranks, its
 link figures against src/plan/projection.c's defaults (one set of
 assumptions for both models), and, given the walk's directory, the walked
-8-rank full_shard and 16-rank hybrid_shard steps against the bounds any
-schedule of them must meet and the collectives their units must make.
+multi-rank steps (gpt2-124m full_shard on 8 ranks and hybrid_shard on 16,
+llama-1b full_shard on 8) against the bounds any schedule of them must
+meet and the collectives their units must make.
 
 Usage: step_overlap_check.py TOP_SRCDIR [WALK_DIR]"""
 import math
@@ -133,8 +134,13 @@ if len(sys.argv) > 2:
             return sm.price(o, c)[3], sm.group_of(o, c)
         return f
 
-    for walk, label in (("gpt2-124m.r8", "gpt2-124m on 8 ranks"),
-                        ("gpt2-124m.r16h8", "gpt2-124m hybrid_shard 2x8")):
+    # walk, label, parameters, units: gpt2-124m has 14 (embedding, 12
+    # blocks, the head's norm), llama-1b 18 (embedding, 16 blocks, the head
+    # with its own output matrix)
+    for walk, label, params, units in (
+            ("gpt2-124m.r8", "gpt2-124m on 8 ranks", 124_439_808, 14),
+            ("gpt2-124m.r16h8", "gpt2-124m hybrid_shard 2x8", 124_439_808, 14),
+            ("llama-1b.r8", "llama-1b on 8 ranks", 1_235_814_400, 18)):
         r = so.step(sm.records(sys.argv[2], walk), make_price)
         check(f"walked {label}: the step lies between its compute alone and "
               "compute plus every collective in series",
@@ -149,15 +155,15 @@ if len(sys.argv) > 2:
               math.isclose(sum(r.by_kind.values()), r.compute, rel_tol=1e-9), f"{r.by_kind}")
         n_ag, gathered, _ = r.colls.get(("all_gather", 2, False), [0, 0, 0])
         n_rs, reduced, _ = r.colls.get(("reduce_scatter", 4, False), [0, 0, 0])
-        # gpt2-124m has 14 units (embedding, 12 blocks, the head's norm); the
-        # head runs forward and backward in one go, so it is gathered once
+        # the head runs forward and backward in one go, so it is gathered once
         check(f"walked {label}: each step gathers every unit inside the node for the "
-              "forward and again for the backward, the head once (27 bf16 all-gathers), "
-              "and reduce-scatters each unit's fp32 gradient once (14)",
-              n_ag == 27 and n_rs == 14, f"{n_ag} all-gathers, {n_rs} reduce-scatters")
+              f"forward and again for the backward, the head once ({2 * units - 1} bf16 "
+              f"all-gathers), and reduce-scatters each unit's fp32 gradient once ({units})",
+              n_ag == 2 * units - 1 and n_rs == units,
+              f"{n_ag} all-gathers, {n_rs} reduce-scatters")
         check(f"walked {label}: the reduce-scatters carry 4 bytes per parameter "
-              "(124,439,808, padded per unit), the gathers at most 2 bytes per parameter twice",
-              4 * 124_439_808 <= reduced < 4 * 124_439_808 * 1.001 and gathered <= reduced,
+              f"({params:,}, padded per unit), the gathers at most 2 bytes per parameter twice",
+              4 * params <= reduced < 4 * params * 1.001 and gathered <= reduced,
               f"reduced {reduced} gathered {gathered}")
         n_ar, ar_bytes, _ = r.colls.get(("all_reduce", 4, True), [0, 0, 0])
         if walk.endswith("h8"):
