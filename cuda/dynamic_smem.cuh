@@ -1,9 +1,9 @@
 /* Dynamic shared memory, for the kernels that size it at launch (the
  * launch's third argument): how a kernel names it, and how its launcher
- * allows it more than the 48 KiB every kernel may have by default.  Above
- * 48 KiB a launch fails unless the host first raised the kernel's
- * cudaFuncAttributeMaxDynamicSharedMemorySize; the attribute belongs to
- * the kernel and lasts for the process.  One definition serves the
+ * allows it more than a kernel may have by default (48 KiB less its static
+ * shared memory).  Above that a launch fails unless the host first raised
+ * the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize; the attribute
+ * belongs to the kernel and lasts for the process.  One definition serves the
  * tensor-core attention (tensor_core.cuh) and the row kernels (common.cuh),
  * so there is one rule for both.  The host emulation defines
  * ST_DYNAMIC_SMEM as its own buffer before this header is read. */
@@ -19,17 +19,21 @@
 
 namespace st_cuda {
 
-constexpr size_t kDefaultDynamicSmem = 48 * 1024;
 
 /* Lets Kernel be launched with `bytes` of dynamic shared memory.  The
  * runtime call is made only when the kernel needs more than it has been
  * allowed so far in this process, so the launchers may call this before
- * every launch at the cost of one comparison.  The remembered limit is
- * per process: shardtrain binds one device per process, and the host
- * code that launches runs on one thread. */
+ * every launch at the cost of one comparison.  The count starts at zero,
+ * not at the 48 KiB default: that default is 48 KiB less the kernel's
+ * static shared memory, so a kernel with both (the cross-entropy's row
+ * kernel) would fail a launch just under 48 KiB that was never raised.
+ * Raising the limit to `bytes` is valid whenever static + bytes fits the
+ * 227 KiB of an sm_90 block.  The remembered limit is per process:
+ * shardtrain binds one device per process, and the host code that
+ * launches runs on one thread. */
 template <auto Kernel> cudaError_t allow_dynamic_smem(size_t bytes)
 {
-    static size_t allowed = kDefaultDynamicSmem;
+    static size_t allowed = 0;
     if (bytes <= allowed)
         return cudaSuccess;
     const cudaError_t e =

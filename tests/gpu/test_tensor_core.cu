@@ -35,7 +35,12 @@
  *     65 is refused.  Its dynamic shared memory past 48 KiB is refused
  *     until allow_dynamic_smem (cuda/dynamic_smem.cuh) has allowed it,
  *     and then runs.  Emulation only: a bounded kernel launched without
- *     the probe transform.py arranges (as from another file) aborts. */
+ *     the probe transform.py arranges (as from another file) aborts.
+ *  8. A kernel with 256 bytes of static shared memory: allow_dynamic_smem
+ *     lets it run with 48 KiB - 128 of dynamic (its default limit is 48 KiB
+ *     less the static bytes, so that needs the attribute raised).
+ *     Emulation only: without the attribute that launch aborts, as does a
+ *     limit raised to the whole 227 KiB; 48 KiB - 256 runs without it. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -364,6 +369,36 @@ __global__ void __launch_bounds__(64) bounded_probe_kernel(int *ran, unsigned sm
         *ran = 1;
 }
 
+/* 8. A kernel with 256 bytes of static shared memory beside its dynamic:
+ * its default dynamic limit is 48 KiB less those 256.  Thread 0 writes 1
+ * to *ran if every thread's static slot holds what it wrote. */
+__global__ void static_smem_kernel(int *ran, unsigned smem_bytes)
+{
+    ST_DYNAMIC_SMEM(smem);
+    __shared__ float pad[64];
+    pad[threadIdx.x % 64] = (float)(threadIdx.x % 64);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (smem_bytes > 0)
+            smem[smem_bytes - 1] = 1;
+        *ran = pad[blockDim.x - 1] == (float)(blockDim.x - 1);
+    }
+}
+
+/* allow_dynamic_smem, then a launch of static_smem_kernel with `bytes` of
+ * dynamic shared memory: true when it ran without an error. */
+static bool static_smem_runs_after_allow(int *dran, unsigned bytes)
+{
+    CK(cudaMemset(dran, 0, sizeof(int)));
+    if (allow_dynamic_smem<static_smem_kernel>(bytes) != cudaSuccess)
+        return false;
+    static_smem_kernel<<<1, 32, bytes>>>(dran, bytes);
+    const cudaError_t e = cudaGetLastError();
+    int ran = 0;
+    CK(cudaMemcpy(&ran, dran, sizeof ran, cudaMemcpyDeviceToHost));
+    return e == cudaSuccess && ran == 1;
+}
+
 /* Launches a probe (the bounded one if `bounded`); true when it was
  * refused (an error, once, and *ran left 0) if `refused`, or ran (no
  * error, *ran 1) if not. */
@@ -425,6 +460,30 @@ static void launch_checks(void)
            "allow_dynamic_smem: 48 KiB + 16 bytes runs once it is allowed");
     tap_ok(allow_dynamic_smem<bounded_probe_kernel>(k227 + 16) != cudaSuccess,
            "allow_dynamic_smem: over 227 KiB is an error");
+#ifdef ST_CUDA_EMULATION
+    /* In a child, before anything raised the kernel's limit: 256 static
+     * bytes + 48 KiB - 128 dynamic is over the default; and a limit raised
+     * to 227 KiB leaves no room for the static bytes. */
+    tap_ok(child_aborts([](uint32_t *dd) {
+               static_smem_kernel<<<1, 32, 48 * 1024 - 128>>>((int *)dd, 48 * 1024 - 128);
+           }),
+           "emulation: 256 static bytes + 48 KiB - 128 dynamic abort without "
+           "cudaFuncSetAttribute (the device's default dynamic limit is 48 KiB less the static)");
+    tap_ok(child_aborts([](uint32_t *dd) {
+               cudaFuncSetAttribute(static_smem_kernel,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024);
+               static_smem_kernel<<<1, 32, 1024>>>((int *)dd, 1024);
+           }),
+           "emulation: 256 static bytes with the dynamic limit raised to 227 KiB abort "
+           "(cudaFuncSetAttribute fails on the device)");
+    tap_ok(!child_aborts([](uint32_t *dd) {
+               static_smem_kernel<<<1, 32, 48 * 1024 - 256>>>((int *)dd, 48 * 1024 - 256);
+           }),
+           "emulation: 256 static bytes + 48 KiB - 256 dynamic run without cudaFuncSetAttribute");
+#endif
+    tap_ok(static_smem_runs_after_allow(d, k48 - 128),
+           "allow_dynamic_smem: a kernel with 256 static bytes runs with 48 KiB - 128 dynamic "
+           "(allowed from the first byte, not from 48 KiB)");
     cudaFree(d);
 }
 

@@ -225,8 +225,9 @@ inline void emu_check_align16(const void *p, const char *what) {
 // shared memory than the kernel may have: 48 KiB unless the host raised
 // cudaFuncAttributeMaxDynamicSharedMemorySize for that kernel, never over
 // the 227 KiB of an sm_90 block.  A refused launch runs nothing, as on the
-// device, and says why on stderr.  Static __shared__ arrays are host
-// statics here, so their size is not checked.  The error codes are the
+// device, and says why on stderr.  Static __shared__ arrays (host statics
+// here) are held to the device's rules as the block declares them: see
+// emu_static_smem.  The error codes are the
 // runtime header's (cudaErrorInvalidConfiguration for what no device could
 // run); callers must treat any of them as fatal, as launch_status does.
 constexpr size_t emu_default_dynamic_smem = 48 * 1024;
@@ -348,10 +349,50 @@ inline void emu_check_smem_tail(size_t dynamic_smem) {
       abort();
     }
 }
+// Static __shared__ arrays are host statics here; transform.py follows each
+// declaration in a .cu file with emu_static_smem(&array, sizeof array), so
+// a launch adds up the static bytes its blocks declare (each array once)
+// and holds them to what an sm_90 device allows (the CUDA runtime's rules
+// for cudaFuncAttributeMaxDynamicSharedMemorySize, whose default is 48 KiB
+// less the kernel's static shared memory):
+//  - at most 48 KiB of static shared memory (ptxas refuses more);
+//  - without cudaFuncSetAttribute, static + dynamic at most 48 KiB: a
+//    launcher that opts in only above 48 KiB of dynamic memory fails for
+//    requests just under it;
+//  - with the limit raised to V, static + V at most 227 KiB, or
+//    cudaFuncSetAttribute itself fails on the device.
+// They are found while the block runs, so they abort, naming the kernel.
+// Not counted: arrays declared in headers (transform.py rewrites .cu files).
+inline std::vector<const void *> emu_static_seen;
+inline size_t emu_static_bytes, emu_launch_dynamic, emu_launch_raised;
+inline void emu_static_smem(const void *array, size_t bytes) {
+  for (const void *a : emu_static_seen)
+    if (a == array) return;
+  emu_static_seen.push_back(array);
+  emu_static_bytes += bytes;
+  const char *why = nullptr;
+  if (emu_static_bytes > emu_default_dynamic_smem)
+    why = "over 48 KiB of static shared memory (ptxas refuses it)";
+  else if (!emu_launch_raised && emu_static_bytes + emu_launch_dynamic > emu_default_dynamic_smem)
+    why = "static + dynamic shared memory over 48 KiB without cudaFuncSetAttribute (the "
+          "launch fails: the default dynamic limit is 48 KiB less the static)";
+  else if (emu_launch_raised && emu_static_bytes + emu_launch_raised > emu_dynamic_smem_bytes)
+    why = "static shared memory + the raised dynamic limit over 227 KiB "
+          "(cudaFuncSetAttribute fails on the device)";
+  if (!why) return;
+  fprintf(stderr, "cuda emulation: kernel %s: %s: %zu static bytes, %zu dynamic, limit raised "
+          "to %zu\n", emu_cur_kernel, why, emu_static_bytes, emu_launch_dynamic, emu_launch_raised);
+  abort();
+}
 template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_smem = 0,
                                    const void *kernel = nullptr, bool bounded = false) {
   if (emu_launch_refused(kernel, grid, block, dynamic_smem)) return;
   if (bounded && emu_over_launch_bound(f, grid, block, dynamic_smem)) return;
+  emu_static_seen.clear();
+  emu_static_bytes = 0;
+  emu_launch_dynamic = dynamic_smem;
+  const size_t *raised = kernel ? emu_raised_smem_limit(kernel) : nullptr;
+  emu_launch_raised = raised ? *raised : 0;
   const unsigned threads = block.x * block.y * block.z;
   if (emu_rec_on())
     emu_rec("launch\t%s\t%u,%u,%u\t%u,%u,%u\t%zu%s", emu_rec_kernel.c_str(), grid.x, grid.y,

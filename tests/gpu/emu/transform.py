@@ -83,6 +83,24 @@ def strip_launch_bounds(text):
         i = q
 
 
+def note_static_shared(text):
+    """Follow each static `__shared__ T a[...], b[...];` declaration (one
+    line, not extern) with emu_static_smem(&a, sizeof a) per array, on the
+    same line, so the emulation can hold a block's static shared memory to
+    the device's limits (see emu_static_smem in shim.h)."""
+    decl = re.compile(r'^([ \t]*__shared__\s+(?!.*\bextern\b)([^;{}()]*);)', re.M)
+
+    def note(m):
+        names = []
+        for part in split_top(re.sub(r'\[[^\]]*\]', '', m.group(2))):
+            n = re.search(r'(\w+)\s*$', part)
+            assert n, 'no array name in __shared__ declaration: %s' % m.group(1)
+            names.append(n.group(1))
+        return m.group(1) + ''.join(' emu_static_smem(&%s, sizeof %s);' % (n, n) for n in names)
+    return decl.sub(note, text)
+
+
+s = note_static_shared(s)
 s, bounded = strip_launch_bounds(s)
 out, i = [], 0
 while True:
