@@ -204,13 +204,13 @@ static float *grad_target(st_fsdp *f, int u)
  * issued, or at the micro-step's end (replicate_finish).  Unit u's
  * reduce-scatter is waited for after unit u-1's backward, so its all-reduce
  * runs on the wire while unit u-2's backward computes instead of stalling
- * the compute stream; one replicate all-reduce at most is in flight.  Order across groups: every
- * rank walks the same schedule, so every rank issues the two groups'
- * collectives in one and the same sequence (u's all-reduce after u's
- * reduce-scatter and after the next unit's reduce-scatter).  The nccl
- * backend runs all of them on one stream in that sequence (comm_nccl.c),
- * which is what keeps the two communicators from deadlocking; changing
- * this order means changing it on every rank. */
+ * the compute stream; one replicate all-reduce at most is in flight.
+ * Order across groups: every rank walks the same schedule, so every rank
+ * issues the two groups' collectives in one and the same sequence (u's
+ * all-reduce after u's reduce-scatter and after the next unit's
+ * reduce-scatter).  The nccl backend runs all of them on one stream in
+ * that sequence (comm_nccl.c), which is what keeps the two communicators
+ * from deadlocking; changing this order means changing it on every rank. */
 typedef struct {
     int unit;                /* -1: none */
     st_comm_req req;
