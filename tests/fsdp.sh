@@ -140,33 +140,62 @@ check "activation checkpointing lowers peak_bytes on 8 layers ($(field deep peak
     test "$(field deep_ck peak_bytes)" -lt "$(field deep peak_bytes)"
 check "activation checkpointing keeps the losses" compare_runs --exact --only metrics "$TMP/deep" "$TMP/deep_ck"
 
-# The final weights: only rank 0 keeps the gathered model; the other
-# ranks take part in each unit's gather and keep nothing, so they still hold
-# their shards alone.  The summary's peak_bytes_per_rank is each rank's
-# high-water mark of tracked memory over the whole run, the final weights'
-# gather included.  32 small blocks (C = 128, F = 512: about 6.3 million
-# parameters, 25 MB in fp32) on 4 ranks with activation checkpointing:
-# beyond each rank's state (16 bytes a parameter / 4) training holds a few
-# 0.8 MB units and one block's activations, so a whole fp32 model stands
-# out: every other rank's peak must lie at least half of it below rank 0's
-# (each rank keeping the whole model, as the engine did, puts them level).
+# The final weights stream out one unit at a time: rank 0 gathers each
+# unit into one buffer as the file reaches it and the other ranks keep
+# nothing, so no rank ever holds the whole model.  The summary's
+# peak_bytes_per_rank is each rank's high-water mark of tracked memory over
+# the whole run, the final weights' gather included.  32 small blocks
+# (C = 128, F = 512: about 6.3 million parameters, 25 MB in fp32) on 4
+# ranks with activation checkpointing: training holds each rank's state (16
+# bytes a parameter / 4), a few 0.8 MB units and one block's activations,
+# so rank 0's peak may pass the others' by one unit's buffer at most (the
+# largest unit, summed from the file's own header), where a rank keeping
+# the whole model would stand 25 MB above them.
 run final_peaks 4 gpt2 $fs -s model.n_layer=32 -s model.d_model=128 -s model.d_ff=512 \
     -s model.n_head=2 -s train.activation_checkpointing=full -s train.micro_batch=1 \
     -s train.global_batch=4 -s train.steps=1
 if [ -s "$TMP/final_peaks/ckpt/final/model.safetensors" ] &&
         python3 - "$TMP/final_peaks/logs/summary.json" "$TMP/final_peaks.out" \
-        "$TMP/final_peaks.err" >"$TMP/final_peaks.why" 2>&1 <<'EOP'
-import json, re, sys
+        "$TMP/final_peaks.err" "$TMP/final_peaks/ckpt/final/model.safetensors" \
+        >"$TMP/final_peaks.why" 2>&1 <<'EOP'
+import json, re, struct, sys
 peaks = json.load(open(sys.argv[1]))["peak_bytes_per_rank"]
 n = int(re.search(r"gpt2, (\d+) parameters", open(sys.argv[2]).read() + open(sys.argv[3]).read())[1])
-full = 4 * n
-print(f"rank 0 {peaks[0]}, others at most {max(peaks[1:])}, the fp32 model {full} bytes")
-sys.exit(0 if len(peaks) == 4 and full > 20e6 and peaks[0] - max(peaks[1:]) >= full / 2 else 1)
+with open(sys.argv[4], "rb") as f:
+    hdr = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+units = {}
+for name, t in hdr.items():
+    if name != "__metadata__":
+        b = re.match(r"transformer\.h\.(\d+)\.", name)
+        key = int(b[1]) if b else ("head" if "ln_f" in name else "embed")
+        units[key] = units.get(key, 0) + t["data_offsets"][1] - t["data_offsets"][0]
+full, largest = 4 * n, max(units.values())
+print(f"rank 0 {peaks[0]}, others at most {max(peaks[1:])}, largest unit {largest} bytes, "
+      f"{len(units)} units, the fp32 model {full} bytes")
+sys.exit(0 if len(peaks) == 4 and len(units) == 34 and full > 20e6 and
+         sum(units.values()) == full and peaks[0] - max(peaks[1:]) <= largest else 1)
 EOP
-then ok "final weights on 4 ranks: only rank 0 holds the gathered model ($(cat "$TMP/final_peaks.why"))"
+then ok "final weights on 4 ranks: no rank holds more than one gathered unit ($(cat "$TMP/final_peaks.why"))"
 else
-    not_ok "final weights on 4 ranks: only rank 0 holds the gathered model"
+    not_ok "final weights on 4 ranks: no rank holds more than one gathered unit"
     diag "$(cat "$TMP/final_peaks.why"; tail -n 3 "$TMP/final_peaks.err")"
+fi
+
+# Only rank 0 writes the final weights, so only it sees that write fail
+# (here checkpoint.dir/final is a file, not a directory).  Every rank still
+# takes part in each unit's gather, and the ranks agree on the status
+# before the teardown's collectives: all 4 end with exit status 1 and one
+# error line, instead of ranks 1-3 waiting for rank 0 until the hang guard
+# (which is what the engine did).
+mkdir -p "$TMP/final_fails/ckpt" && echo file >"$TMP/final_fails/ckpt/final"
+run final_fails 4 gpt2 $fs -s train.micro_batch=1 -s train.global_batch=4 -s train.steps=1
+st=$?
+if [ $st -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/final_fails.err")" -eq 1 ] &&
+        grep -q '^shardtrain: error: .*/ckpt/final: not a directory' "$TMP/final_fails.err"; then
+    ok "final weights' write failing on rank 0: every rank exits 1, one error line"
+else
+    not_ok "final weights' write failing on rank 0: every rank exits 1, one error line (exit $st)"
+    diag "$(grep -v '^shardtrain: rank' "$TMP/final_fails.err" | head -n 5)"
 fi
 
 # Bad layouts: exit 2 with a clear message on every rank, before any work.

@@ -531,65 +531,107 @@ static int train_step(train_run *r, int64_t step)
 
 /* ---- the run ---------------------------------------------------------- */
 
-/* Gather every unit's weights and write them (rank 0).  Only rank 0 keeps
- * them: the others take part in each unit's gather and keep nothing, so a
- * rank still holds its shard alone (a whole fp32 model on each of 8 ranks
- * of a node is 32 GB of host memory apiece for Llama 3 8B).  With LoRA the
- * final weights are the base (model.init's, in fp32) with the adapters
- * merged in (a model directory as any other), and the adapters alone go
- * to final/adapter, the directory PEFT loads onto the base model. */
-static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
+/* The final weights of a full (not LoRA) run stream out unit by unit: the
+ * writer asks for unit u when the file reaches it, and every rank of the
+ * shard group gathers u then (a collective), rank 0 into one unit-sized
+ * buffer, the others keeping nothing.  No rank ever holds the whole model:
+ * in fp32 that is 32 GB of host memory for Llama 3 8B. */
+typedef struct {
+    st_fsdp *f;
+    float *buf;   /* rank 0's, the largest unit's size; NULL elsewhere */
+    int next;     /* the next unit to gather */
+    int rc;
+} final_gather;
+
+/* Gather units up to u (the writer asks in order), keeping u in buf. */
+static const float *final_gather_unit(int u, void *ctx)
 {
-    st_fault_at("final", rank);
-    const int lora = m->lora.rank > 0, keep = rank == 0;
-    float **full = keep ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
-    float **adapters =
-        lora && keep ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
+    final_gather *g = ctx;
+    for (; g->next <= u && !g->rc; g->next++)
+        g->rc = st_fsdp_gather_master(g->f, g->next, g->buf);
+    return g->rc ? NULL : g->buf;
+}
+
+/* Write DIR/final/model.safetensors and its model files from rank 0, every
+ * rank taking part in every unit's gather even when rank 0's write fails
+ * early (its peers would otherwise wait in a gather for ever). */
+static int save_streamed_weights(st_fsdp *f, const st_model *m, const st_config *cfg,
+                                 int rank)
+{
+    final_gather g = {.f = f};
     int rc = 0;
-    for (int u = 0; u < m->n_units; u++) {
-        if (keep)
-            full[u] = st_alloc(sizeof(float) * (size_t)m->units[u].numel, ST_MEM_OTHER);
-        if (!lora) {
-            rc = rc ? rc : st_fsdp_gather_master(f, u, keep ? full[u] : NULL);
-            continue;
-        }
-        if (keep)
-            adapters[u] = st_alloc(sizeof(float) * (size_t)(m->units[u].lora_numel + 1),
-                                   ST_MEM_OTHER);
-        if (m->units[u].lora_numel)
-            rc = rc ? rc : st_fsdp_gather_master(f, u, keep ? adapters[u] : NULL);
-    }
-    if (!rc && rank == 0) {
+    if (rank == 0) {
+        int64_t largest = 0;
+        for (int u = 0; u < m->n_units; u++)
+            largest = m->units[u].numel > largest ? m->units[u].numel : largest;
+        g.buf = st_alloc(sizeof(float) * (size_t)largest, ST_MEM_OTHER);
         char path[4096], dir[4096];
         snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
-        rc = st_mkdir_p(dir);
-        /* The base in fp32 from model.init, not the compute-dtype copy
-         * training kept: a bf16 run's merge then equals peft's. */
-        if (!rc && lora)
-            rc = st_lora_load_base(cfg->model.init, m, &cfg->model, (uint64_t)cfg->train.seed,
-                                   full);
-        if (!rc && lora) {
-            char adir[4200];
-            snprintf(adir, sizeof adir, "%s/adapter", dir);
-            rc = st_lora_write_adapter(adir, m, adapters, cfg->model.init);
-            st_lora_merge(m, full, adapters);
-            if (!rc)
-                st_info("shardtrain: wrote %s/adapter_model.safetensors", adir);
-        }
         st_final_weights_path(cfg, path, sizeof path);
-        rc = rc ? rc : st_safetensors_save_model(path, m, full);
+        rc = st_mkdir_p(dir);
+        rc = rc ? rc : st_safetensors_stream_model(path, m, final_gather_unit, &g);
         /* config.json beside them makes DIR/final a model directory that
          * transformers and `shardtrain export` read without a checkpoint. */
         rc = rc ? rc : st_hf_write_model_files(dir, m, &cfg->model,
                                                cfg->data.tokenizer[0] ? cfg->data.tokenizer
                                                                       : NULL);
         if (!rc)
-            st_info("shardtrain: wrote %s%s", path, lora ? " (the adapters merged)" : "");
+            st_info("shardtrain: wrote %s", path);
+    }
+    final_gather_unit(m->n_units - 1, &g);   /* the units the write did not reach */
+    st_free(g.buf);
+    return g.rc ? g.rc : rc;
+}
+
+/* Gather every unit's weights and write them (rank 0).  Only rank 0 keeps
+ * anything.  With LoRA the final weights are the base (model.init's, in
+ * fp32) with the adapters merged in (a model directory as any other), and
+ * the adapters alone go to final/adapter, the directory PEFT loads onto
+ * the base model; the merge needs the whole base on rank 0, read again
+ * from model.init, so a LoRA run's rank 0 holds the fp32 model here. */
+static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
+{
+    st_fault_at("final", rank);
+    if (m->lora.rank == 0)
+        return save_streamed_weights(f, m, cfg, rank);
+    const int keep = rank == 0;
+    float **full = keep ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
+    float **adapters = keep ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
+    int rc = 0;
+    for (int u = 0; u < m->n_units; u++) {
+        if (keep) {
+            full[u] = st_alloc(sizeof(float) * (size_t)m->units[u].numel, ST_MEM_OTHER);
+            adapters[u] = st_alloc(sizeof(float) * (size_t)(m->units[u].lora_numel + 1),
+                                   ST_MEM_OTHER);
+        }
+        if (m->units[u].lora_numel)
+            rc = rc ? rc : st_fsdp_gather_master(f, u, keep ? adapters[u] : NULL);
+    }
+    if (!rc && rank == 0) {
+        char path[4096], dir[4096], adir[4200];
+        snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
+        snprintf(adir, sizeof adir, "%s/adapter", dir);
+        rc = st_mkdir_p(dir);
+        /* The base in fp32 from model.init, not the compute-dtype copy
+         * training kept: a bf16 run's merge then equals peft's. */
+        rc = rc ? rc : st_lora_load_base(cfg->model.init, m, &cfg->model,
+                                         (uint64_t)cfg->train.seed, full);
+        rc = rc ? rc : st_lora_write_adapter(adir, m, adapters, cfg->model.init);
+        if (!rc) {
+            st_lora_merge(m, full, adapters);
+            st_info("shardtrain: wrote %s/adapter_model.safetensors", adir);
+        }
+        st_final_weights_path(cfg, path, sizeof path);
+        rc = rc ? rc : st_safetensors_save_model(path, m, full);
+        rc = rc ? rc : st_hf_write_model_files(dir, m, &cfg->model,
+                                               cfg->data.tokenizer[0] ? cfg->data.tokenizer
+                                                                      : NULL);
+        if (!rc)
+            st_info("shardtrain: wrote %s (the adapters merged)", path);
     }
     for (int u = 0; keep && u < m->n_units; u++) {
         st_free(full[u]);
-        if (adapters)
-            st_free(adapters[u]);
+        st_free(adapters[u]);
     }
     st_free(full);
     st_free(adapters);
@@ -609,7 +651,10 @@ int st_train(const st_config *cfg, st_runtime *rt)
     rc = train_setup(&r);
     for (int64_t step = r.start; step < cfg->train.steps && !rc; step++)
         rc = train_step(&r, step);
-    rc = rc ? rc : save_final_weights(&r.fsdp, &r.model, cfg, r.rank);
+    /* Only rank 0 writes, so only rank 0 sees a write fail (a full disk):
+     * agree, or the others would wait for it in the teardown's gather of
+     * the memory peaks. */
+    rc = rc ? rc : st_runtime_agree(save_final_weights(&r.fsdp, &r.model, cfg, r.rank));
     if (!rc)
         st_info("shardtrain: done in %.1fs", st_runlog_now() - r.t_start);
     return train_teardown(&r, rc);
