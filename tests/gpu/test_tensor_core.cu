@@ -40,7 +40,10 @@
  *     lets it run with 48 KiB - 128 of dynamic (its default limit is 48 KiB
  *     less the static bytes, so that needs the attribute raised).
  *     Emulation only: without the attribute that launch aborts, as does a
- *     limit raised to the whole 227 KiB; 48 KiB - 256 runs without it. */
+ *     limit raised to the whole 227 KiB; 48 KiB - 256 runs without it.
+ *     The same two launches of a kernel whose array is declared in a
+ *     header (static_smem_header.cuh) abort and run alike: a header's
+ *     static shared memory counts as well. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -56,6 +59,7 @@
 #include "gpu_check.h"
 #include "tap.h"
 #include "tensor_core.cuh"
+#include "static_smem_header.cuh"
 
 using namespace st_cuda;
 
@@ -480,6 +484,15 @@ static void launch_checks(void)
                static_smem_kernel<<<1, 32, 48 * 1024 - 256>>>((int *)dd, 48 * 1024 - 256);
            }),
            "emulation: 256 static bytes + 48 KiB - 256 dynamic run without cudaFuncSetAttribute");
+    tap_ok(child_aborts([](uint32_t *dd) {
+               header_static_smem_kernel<<<1, 32, 48 * 1024 - 128>>>((int *)dd);
+           }),
+           "emulation: 256 static bytes declared in a header + 48 KiB - 128 dynamic abort "
+           "without cudaFuncSetAttribute");
+    tap_ok(!child_aborts([](uint32_t *dd) {
+               header_static_smem_kernel<<<1, 32, 48 * 1024 - 256>>>((int *)dd);
+           }),
+           "emulation: 256 static bytes declared in a header + 48 KiB - 256 dynamic run");
 #endif
     tap_ok(static_smem_runs_after_allow(d, k48 - 128),
            "allow_dynamic_smem: a kernel with 256 static bytes runs with 48 KiB - 128 dynamic "

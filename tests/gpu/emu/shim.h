@@ -350,7 +350,7 @@ inline void emu_check_smem_tail(size_t dynamic_smem) {
     }
 }
 // Static __shared__ arrays are host statics here; transform.py follows each
-// declaration in a .cu file with emu_static_smem(&array, sizeof array), so
+// declaration in a .cu file (or a header it inlines) with emu_static_smem(&array, sizeof array), so
 // a launch adds up the static bytes its blocks declare (each array once)
 // and holds them to what an sm_90 device allows (the CUDA runtime's rules
 // for cudaFuncAttributeMaxDynamicSharedMemorySize, whose default is 48 KiB
@@ -362,7 +362,7 @@ inline void emu_check_smem_tail(size_t dynamic_smem) {
 //  - with the limit raised to V, static + V at most 227 KiB, or
 //    cudaFuncSetAttribute itself fails on the device.
 // They are found while the block runs, so they abort, naming the kernel.
-// Not counted: arrays declared in headers (transform.py rewrites .cu files).
+// Arrays in headers beside the .cu count too: transform.py inlines them.
 inline std::vector<const void *> emu_static_seen;
 inline size_t emu_static_bytes, emu_launch_dynamic, emu_launch_raised;
 inline void emu_static_smem(const void *array, size_t bytes) {

@@ -19,11 +19,38 @@ launches in the same file pass emu_launch one more argument, true: the
 emulation then runs the kernel once in a probe that returns at that line
 with E, and refuses a block larger than E, as a device does (see
 emu_launch_bound in shim.h).  A launch of a bounded kernel from another
-file still hits the line, which then aborts on a block over E."""
+file still hits the line, which then aborts on a block over E.
+
+A `#include "NAME.cuh"` of a header beside the .cu file is replaced by the
+header's text (rewritten the same way, its own such includes inlined in
+turn, each header once: the later includes of it are dropped, as its
+include guard would), so that launches and static `__shared__` arrays in
+kernel headers (cuda/common.cuh's column-sum finisher) are followed like
+the file's own.  Other includes stay includes."""
+import os
 import re
 import sys
 
-s = open(sys.argv[1]).read()
+
+def inline_local_headers(text, folder, seen):
+    """text with each `#include "X.cuh"` of a file in folder replaced by
+    that file's text, recursively; a header already in seen becomes a
+    comment."""
+    def one(m):
+        path = os.path.join(folder, m.group(1))
+        if not os.path.isfile(path):
+            return m.group(0)
+        if path in seen:
+            return '/* %s: inlined above */' % m.group(1)
+        seen.add(path)
+        body = inline_local_headers(open(path).read(), folder, seen)
+        return '/* ---- %s, inlined ---- */\n%s\n/* ---- end of %s ---- */' % (
+            m.group(1), body, m.group(1))
+    return re.sub(r'^[ \t]*#[ \t]*include[ \t]+"([\w.]+\.cuh)"[^\n]*$', one, text, flags=re.M)
+
+
+s = inline_local_headers(open(sys.argv[1]).read(), os.path.dirname(os.path.abspath(sys.argv[1])),
+                         set())
 name_re = re.compile(r'\b\w+(?:\s*<[^;{}()<>]*>)?\s*$')
 
 
