@@ -19,6 +19,11 @@
 #   - the compute stream waits for a replicate all-reduce one reduction
 #     after it was issued (it runs behind the backward), except for each
 #     step's last two;
+#   - no_shard (DDP) on 2 ranks over nccl gives the 1-rank losses, and
+#     the compute stream waits for each unit's all-reduce only after the
+#     next unit's was issued (each is issued as its unit's backward ends
+#     and runs behind the next unit's backward), except each micro-step's
+#     last;
 #   - no device-wide synchronisation in the whole run (so none in a step),
 #     over nccl and over the host-staged mpi backend; the staged copies wait
 #     for the compute stream alone;
@@ -98,7 +103,8 @@ run staged 2 2 -s parallel.backend=mpi -s parallel.strategy=full_shard
 fsbf="-s parallel.backend=nccl -s parallel.strategy=full_shard -s train.precision=bf16"
 run fsbf2 4 2 $fsbf
 run fsbf3 4 3 $fsbf
-for r in "ref 1" "hyb3 4" "hyb2 4" "staged 2" "fsbf2 4" "fsbf3 4"; do
+run ddp3 2 3 -s parallel.backend=nccl -s parallel.strategy=no_shard -s log.every=100
+for r in "ref 1" "hyb3 4" "hyb2 4" "staged 2" "fsbf2 4" "fsbf3 4" "ddp3 2"; do
     set -- $r
     if ran "$1" "$2"; then ok "$1: the run completes on $2 rank(s), one trace each"
     else not_ok "$1: the run completes"; diag "$(tail -n 8 "$TMP/$1.err")"; fi
@@ -184,6 +190,30 @@ replicate_behind_backward() { # TRACE
 }
 check "hybrid_shard: the compute stream waits for a replicate all-reduce only after the next reduce-scatter is issued (the last two of each step excepted)" \
     all_traces hyb3 replicate_behind_backward
+
+# no_shard has no reduce-scatter: a unit's all-reduce (over the replicate
+# group, communicator 2, of 2 ranks; the shard group is 1 rank) is issued
+# as soon as its backward ends (fsdp.c's reduce_start), and the compute
+# stream waits for it after the next unit's backward, by when the next
+# all-reduce was issued; only each micro-step's last (the embedding's) is
+# waited for with none after it.  3 units, 2 micro-steps a step (global
+# batch 4 on 2 ranks of 1), 3 steps: 18 all-reduces waited for, 12 after
+# the next was issued.  The engine that issued each a unit later (at the
+# next unit's reduce_finish) and waited for it before issuing the next
+# gives 0 of 18.
+check "no_shard 2 ranks over (emulated) nccl matches 1 rank within 1e-5" \
+    compare_runs --steps 1,3 "$TMP/ddp3" "$TMP/ref" 1e-5
+ddp_allreduce_behind_backward() { # TRACE
+    awk '
+        $1 == "comm" { size[$2] = $4 }
+        $1 == "stream" && !compute { compute = $2 }
+        $1 == "nccl" { last[$4] = ($2 == "all_reduce" && $3 == 2); if (last[$4]) issued++ }
+        $1 == "record" { ar[$2] = last[$3]; at[$2] = issued; last[$3] = 0 }
+        $1 == "wait" && $2 == compute && ar[$3] { n++; if (issued > at[$3]) later++; ar[$3] = 0 }
+        END { exit !(size[2] == 2 && n == 18 && later == 12) }' "$1"
+}
+check "no_shard: the compute stream waits for a unit's all-reduce only after the next unit's is issued (each micro-step's last excepted)" \
+    all_traces ddp3 ddp_allreduce_behind_backward
 
 count() { # WORD TRACE: lines of the trace that start with WORD
     awk -v w="$1" '$1 == w { n++ } END { print n + 0 }' "$2"

@@ -210,9 +210,16 @@ static float *grad_target(st_fsdp *f, int u)
  * all-reduce after u's reduce-scatter and after the next unit's
  * reduce-scatter).  The nccl backend runs all of them on one stream in
  * that sequence (comm_nccl.c), which is what keeps the two communicators
- * from deadlocking; changing this order means changing it on every rank. */
+ * from deadlocking; changing this order means changing it on every rank.
+ * no_shard (S == 1) has no reduce-scatter to wait for, so there the
+ * all-reduce is issued at once, in reduce_start, and is itself the
+ * reduction reduce_finish waits for: unit u's runs while unit u-1's
+ * backward computes, one unit earlier than the hybrid order allows, and
+ * the replicate group is the only group, so no order across groups
+ * arises. */
 typedef struct {
     int unit;                /* -1: none */
+    int allreduced;          /* no_shard: req is the all-reduce itself */
     st_comm_req req;
     float *shard_sum;        /* [shard] */
     uint16_t *send16, *recv16;
@@ -246,6 +253,13 @@ static int reduce_start(st_fsdp *f, int u, pending_reduce *p)
         /* S == 1: the full gradient is the shard; hand the buffer over. */
         p->shard_sum = x->full_grad;
         x->full_grad = NULL;
+    }
+    if (!rc && f->S == 1 && f->R > 1) {
+        void *sum = f->reduce_bf16 ? (void *)p->recv16 : (void *)p->shard_sum;
+        rc = st_comm_allreduce(f->groups->replicate, sum, x->shard,
+                               f->reduce_bf16 ? ST_DT_BF16 : ST_DT_F32, &p->req,
+                               st_desc(GRAD_OF, u));
+        p->allreduced = 1;
     }
     return rc;
 }
@@ -293,6 +307,10 @@ static int reduce_finish(st_fsdp *f, pending_reduce *p, pending_reduce *rep)
         return 0;
     }
     int rc = st_comm_wait(&p->req);
+    if (p->allreduced) {     /* no_shard: the all-reduce was the reduction */
+        reduce_add(f, p);
+        return rc;
+    }
     if (f->S > 1 && !f->reduce_bf16) {
         k->ops->free(k, x->full_grad);
         x->full_grad = NULL;

@@ -108,20 +108,18 @@ static void reduce_start(sim *s, int u)
     note_peak(s);  /* while the previous reduction is still held */
 }
 
-/* What unit u's replicate all-reduce holds while in flight: its shard
- * sum (bf16 or fp32), or with one shard rank (no_shard) the full fp32
- * gradient handed over to it. */
+/* What unit u's replicate all-reduce (hybrid_shard) holds while in
+ * flight past its reduce-scatter: its shard sum, bf16 or fp32. */
 static double replicate_held(const sim *s, int u)
 {
-    if (s->reduce_bf16)
-        return 2.0 * (double)s->shard[u];
-    return 4.0 * (double)(s->S > 1 ? s->shard[u] : s->padded[u]);
+    return (s->reduce_bf16 ? 2.0 : 4.0) * (double)s->shard[u];
 }
 
 /* As fsdp.c's reduce_finish: the reduction's buffers are freed, except
- * (R > 1) the one its replicate all-reduce works in, which stays until
- * the next reduction finishes or the micro-step ends; the previous one's
- * goes first. */
+ * (hybrid_shard) the one its replicate all-reduce works in, which stays
+ * until the next reduction finishes or the micro-step ends; the previous
+ * one's goes first.  no_shard's all-reduce is issued at reduce_start and
+ * is the reduction itself: its buffers go here with the rest. */
 static void reduce_finish(sim *s, int u)
 {
     s->comm -= reduce_extra(s, u);
@@ -130,7 +128,7 @@ static void reduce_finish(sim *s, int u)
         s->grad_comm -= 4.0 * (double)s->padded[u];
         s->has_grad[u] = 0;
     }
-    if (s->R > 1) {
+    if (s->R > 1 && s->S > 1) {
         s->comm += replicate_held(s, u) - s->replicating;
         s->replicating = replicate_held(s, u);
     }

@@ -62,6 +62,9 @@
  *     for and, for R > 1, the all-reduce before it waited for and its own
  *     issued: the replicate all-reduce of a unit runs while the backward
  *     of the unit after next computes (fsdp.c's replicate_finish);
+ *     no_shard has no reduce-scatter and issues its all-reduce at once,
+ *     in the reduce-scatter's place, where it runs behind the next
+ *     unit's backward;
  *   - the micro-step ends when its last reduction is waited for.
  * An optimizer step is accum = global_batch / (micro_batch N G)
  * micro-steps run one after the other; with no_sync only the last one
@@ -165,6 +168,9 @@ static void gather_start(sim *s, int u)
     s->ag += s->c.ag_b[u];
 }
 
+/* rs_end[u]: when u's reduction ends, which reduce_finish waits for: its
+ * reduce-scatter, or for no_shard (S == 1) its all-reduce, issued here at
+ * once (fsdp.c's reduce_start). */
 static void reduce_start(sim *s, int u)
 {
     s->rs_end[u] = s->ready;
@@ -173,13 +179,17 @@ static void reduce_start(sim *s, int u)
         s->rs_end[u] = start + s->c.rs_s[u];
         s->chan = s->rs_end[u];
         s->rs += s->c.rs_b[u];
+    } else if (s->R > 1) {
+        double start = max2(s->ready, s->chan);
+        s->rs_end[u] = s->chan = start + s->c.ar_s[u];
+        s->ar += s->c.ar_b[u];
     }
 }
 
 static void reduce_finish(sim *s, int u)
 {
     s->ready = max2(s->ready, s->rs_end[u]);
-    if (s->R > 1) {
+    if (s->R > 1 && s->S > 1) {
         /* The previous all-reduce is waited for first; this one runs
          * behind the next compute, which waits for it one reduction later
          * (or the micro-step's end does). */
