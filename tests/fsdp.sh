@@ -140,46 +140,62 @@ check "activation checkpointing lowers peak_bytes on 8 layers ($(field deep peak
     test "$(field deep_ck peak_bytes)" -lt "$(field deep peak_bytes)"
 check "activation checkpointing keeps the losses" compare_runs --exact --only metrics "$TMP/deep" "$TMP/deep_ck"
 
-# The final weights stream out one unit at a time: rank 0 gathers each
-# unit into one buffer as the file reaches it and the other ranks keep
-# nothing, so no rank ever holds the whole model.  The summary's
-# peak_bytes_per_rank is each rank's high-water mark of tracked memory over
-# the whole run, the final weights' gather included.  32 small blocks
-# (C = 128, F = 512: about 6.3 million parameters, 25 MB in fp32) on 4
-# ranks with activation checkpointing: training holds each rank's state (16
-# bytes a parameter / 4), a few 0.8 MB units and one block's activations,
-# so rank 0's peak may pass the others' by one unit's buffer at most (the
-# largest unit, summed from the file's own header), where a rank keeping
-# the whole model would stand 25 MB above them.
-run final_peaks 4 gpt2 $fs -s model.n_layer=32 -s model.d_model=128 -s model.d_ff=512 \
-    -s model.n_head=2 -s train.activation_checkpointing=full -s train.micro_batch=1 \
-    -s train.global_batch=4 -s train.steps=1
-if [ -s "$TMP/final_peaks/ckpt/final/model.safetensors" ] &&
-        python3 - "$TMP/final_peaks/logs/summary.json" "$TMP/final_peaks.out" \
-        "$TMP/final_peaks.err" "$TMP/final_peaks/ckpt/final/model.safetensors" \
-        >"$TMP/final_peaks.why" 2>&1 <<'EOP'
-import json, re, struct, sys
+# The final weights stream out one unit at a time: rank 0 makes each unit
+# in one buffer as the file reaches it (a full run gathers it from the
+# shards, the other ranks keeping nothing; a LoRA run reads its base again
+# from model.init and merges its adapters, all gathered to rank 0 first),
+# so no rank ever holds the whole model.  The summary's peak_bytes_per_rank
+# is each rank's high-water mark of tracked memory over the whole run, the
+# final weights included.  32 small blocks (C = 128, F = 512: about 6.3
+# million parameters, 25 MB in fp32) on 4 ranks with activation
+# checkpointing: training holds each rank's state (16 bytes a parameter /
+# 4, or for LoRA the base in the compute dtype / 4), a few 0.8 MB units
+# and one block's activations, so rank 0's peak may pass the others' by
+# one unit's buffer (the largest unit, summed from the file's own header)
+# and the adapters at most, where a rank keeping the whole model would
+# stand 25 MB above them (each check fails with the engine that did).
+final_peaks() { # NAME [-s ...]
+    _n=$1
+    shift
+    run "$_n" 4 gpt2 $fs -s model.n_layer=32 -s model.d_model=128 -s model.d_ff=512 \
+        -s model.n_head=2 -s train.activation_checkpointing=full -s train.micro_batch=1 \
+        -s train.global_batch=4 -s train.steps=1 "$@"
+    _d=$TMP/$_n/ckpt/final
+    if [ -s "$_d/model.safetensors" ] &&
+            python3 - "$TMP/$_n/logs/summary.json" "$TMP/$_n.out" "$TMP/$_n.err" \
+            "$_d/model.safetensors" "$_d/adapter/adapter_model.safetensors" \
+            >"$TMP/$_n.why" 2>&1 <<'EOP'
+import json, os, re, struct, sys
+def header(path):
+    with open(path, "rb") as f:
+        return json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+def nbytes(t):
+    return t["data_offsets"][1] - t["data_offsets"][0]
 peaks = json.load(open(sys.argv[1]))["peak_bytes_per_rank"]
 n = int(re.search(r"gpt2, (\d+) parameters", open(sys.argv[2]).read() + open(sys.argv[3]).read())[1])
-with open(sys.argv[4], "rb") as f:
-    hdr = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
 units = {}
-for name, t in hdr.items():
+for name, t in header(sys.argv[4]).items():
     if name != "__metadata__":
         b = re.match(r"transformer\.h\.(\d+)\.", name)
         key = int(b[1]) if b else ("head" if "ln_f" in name else "embed")
-        units[key] = units.get(key, 0) + t["data_offsets"][1] - t["data_offsets"][0]
+        units[key] = units.get(key, 0) + nbytes(t)
+adapters = 0
+if os.path.exists(sys.argv[5]):
+    adapters = sum(nbytes(t) for k, t in header(sys.argv[5]).items() if k != "__metadata__")
 full, largest = 4 * n, max(units.values())
 print(f"rank 0 {peaks[0]}, others at most {max(peaks[1:])}, largest unit {largest} bytes, "
-      f"{len(units)} units, the fp32 model {full} bytes")
-sys.exit(0 if len(peaks) == 4 and len(units) == 34 and full > 20e6 and
-         sum(units.values()) == full and peaks[0] - max(peaks[1:]) <= largest else 1)
+      f"adapters {adapters}, {len(units)} units, the fp32 model {full} bytes")
+sys.exit(0 if len(peaks) == 4 and len(units) == 34 and sum(units.values()) >= full * 0.99 and
+         full > 20e6 and peaks[0] - max(peaks[1:]) <= largest + adapters else 1)
 EOP
-then ok "final weights on 4 ranks: no rank holds more than one gathered unit ($(cat "$TMP/final_peaks.why"))"
-else
-    not_ok "final weights on 4 ranks: no rank holds more than one gathered unit"
-    diag "$(cat "$TMP/final_peaks.why"; tail -n 3 "$TMP/final_peaks.err")"
-fi
+    then ok "final weights on 4 ranks${*:+ ($*)}: no rank holds more than one unit ($(cat "$TMP/$_n.why"))"
+    else
+        not_ok "final weights on 4 ranks${*:+ ($*)}: no rank holds more than one unit"
+        diag "$(cat "$TMP/$_n.why"; tail -n 3 "$TMP/$_n.err")"
+    fi
+}
+final_peaks final_peaks
+final_peaks final_peaks_lora -s lora.rank=4
 
 # Only rank 0 writes the final weights, so only it sees that write fail
 # (here checkpoint.dir/final is a file, not a directory).  Every rank still

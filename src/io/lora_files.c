@@ -15,28 +15,60 @@
 #include <stdlib.h>
 #include <string.h>
 
-void st_lora_merge(const st_model *m, float *const *base, float *const *lora)
+void st_lora_merge_unit(const st_model *m, int u, float *base, const float *lora)
 {
     const st_model_lora *lo = &m->lora;
     const int64_t r = lo->rank;
     const int conv1d = m->arch == ST_ARCH_GPT2;
-    for (int u = 1; u <= m->L; u++) {
-        for (int i = 0; i < ST_LORA_MAX_TARGETS; i++) {
-            if (lo->a_off[i] < 0)
-                continue;
-            const st_tensor *w = &m->tensors[m->units[u].first_tensor + lo->base[i]];
-            const float *A = lora[u] + lo->a_off[i], *B = lora[u] + lo->b_off[i];
-            float *W = base[u] + w->offset;
-            const int64_t in = lo->in[i], out = lo->out[i];
-            for (int64_t o = 0; o < out; o++)
-                for (int64_t c = 0; c < in; c++) {
-                    double d = 0.0;
-                    for (int64_t j = 0; j < r; j++)
-                        d += (double)B[o * r + j] * A[j * in + c];
-                    W[conv1d ? c * out + o : o * in + c] += (float)(lo->scale * d);
-                }
-        }
+    if (u < 1 || u > m->L)
+        return;      /* the embedding and the head carry no adapters */
+    for (int i = 0; i < ST_LORA_MAX_TARGETS; i++) {
+        if (lo->a_off[i] < 0)
+            continue;
+        const st_tensor *w = &m->tensors[m->units[u].first_tensor + lo->base[i]];
+        const float *A = lora + lo->a_off[i], *B = lora + lo->b_off[i];
+        float *W = base + w->offset;
+        const int64_t in = lo->in[i], out = lo->out[i];
+        for (int64_t o = 0; o < out; o++)
+            for (int64_t c = 0; c < in; c++) {
+                double d = 0.0;
+                for (int64_t j = 0; j < r; j++)
+                    d += (double)B[o * r + j] * A[j * in + c];
+                W[conv1d ? c * out + o : o * in + c] += (float)(lo->scale * d);
+            }
     }
+}
+
+void st_lora_merge(const st_model *m, float *const *base, float *const *lora)
+{
+    for (int u = 1; u <= m->L; u++)
+        st_lora_merge_unit(m, u, base[u], lora[u]);
+}
+
+int st_lora_load_base_unit(const char *init, const st_model *m, const st_model_config *mc,
+                           uint64_t seed, int u, float *dst)
+{
+    if (strcmp(init, "random") == 0) {
+        st_model_init_range(m, u, 0, m->units[u].numel, dst, seed);
+        return 0;
+    }
+    /* Unit u's slice alone: every other unit's is empty, so its
+     * destination is never touched. */
+    int64_t *lo = calloc((size_t)m->n_units, sizeof(int64_t));
+    int64_t *len = calloc((size_t)m->n_units, sizeof(int64_t));
+    float **dsts = calloc((size_t)m->n_units, sizeof(float *));
+    int rc = ST_EXIT_FAILURE;
+    if (lo && len && dsts) {
+        len[u] = m->units[u].numel;
+        dsts[u] = dst;
+        rc = st_hf_load_slices(init, m, mc, lo, len, dsts, NULL);
+    } else {
+        st_error(NULL, "out of memory reading the base weights %s", init);
+    }
+    free(lo);
+    free(len);
+    free(dsts);
+    return rc;
 }
 
 int st_lora_load_base(const char *init, const st_model *m, const st_model_config *mc,

@@ -11,6 +11,9 @@
  * adapter in lora[u] (unit u's adapter buffer), in each weight's storage
  * layout: what PEFT's merge_and_unload computes. */
 void st_lora_merge(const st_model *m, float *const *base, float *const *lora);
+/* The same for unit u alone (base: its numel floats; lora: its adapter
+ * buffer); the embedding and head units have no adapters. */
+void st_lora_merge_unit(const st_model *m, int u, float *base, const float *lora);
 
 /* The base weights the adapters merge into, whole and in fp32 on the
  * host (full[u]: unit u's numel floats): init's Hugging Face files, or for
@@ -20,6 +23,10 @@ void st_lora_merge(const st_model *m, float *const *base, float *const *lora);
  * the error printed. */
 int st_lora_load_base(const char *init, const st_model *m, const st_model_config *mc,
                       uint64_t seed, float *const *full);
+/* Unit u's base weights alone into dst[numel] (the writer of the final
+ * weights streams them a unit at a time). */
+int st_lora_load_base_unit(const char *init, const st_model *m, const st_model_config *mc,
+                           uint64_t seed, int u, float *dst);
 
 /* DIR/adapter_model.safetensors and DIR/adapter_config.json (DIR is
  * created).  base_name goes to base_model_name_or_path.  Returns an exit

@@ -531,111 +531,92 @@ static int train_step(train_run *r, int64_t step)
 
 /* ---- the run ---------------------------------------------------------- */
 
-/* The final weights of a full (not LoRA) run stream out unit by unit: the
- * writer asks for unit u when the file reaches it, and every rank of the
- * shard group gathers u then (a collective), rank 0 into one unit-sized
- * buffer, the others keeping nothing.  No rank ever holds the whole model:
- * in fp32 that is 32 GB of host memory for Llama 3 8B. */
+/* The final weights stream out unit by unit: the writer asks for unit u
+ * when the file reaches it, and rank 0 makes it in one buffer the size of
+ * the largest unit, so no rank ever holds the whole model (in fp32, 32 GB
+ * of host memory for Llama 3 8B).  A full run's unit u is gathered then
+ * from the shards, every rank of the shard group taking part (a
+ * collective; the others keep nothing).  A LoRA run's is the base read
+ * again from model.init in fp32 (not the compute-dtype copy training kept:
+ * a bf16 run's merge then equals peft's) with unit u's adapters, gathered
+ * beforehand to rank 0, merged in: no collective while writing. */
 typedef struct {
     st_fsdp *f;
-    float *buf;   /* rank 0's, the largest unit's size; NULL elsewhere */
-    int next;     /* the next unit to gather */
+    const st_model *m;
+    const st_config *cfg;
+    float *buf;         /* rank 0's, the largest unit's size; NULL elsewhere */
+    float **adapters;   /* LoRA, rank 0: each unit's gathered adapters */
+    int next;           /* full run: the next unit to gather */
     int rc;
-} final_gather;
+} final_source;
 
-/* Gather units up to u (the writer asks in order), keeping u in buf. */
-static const float *final_gather_unit(int u, void *ctx)
+static const float *final_unit(int u, void *ctx)
 {
-    final_gather *g = ctx;
+    final_source *g = ctx;
+    if (g->adapters) {
+        g->rc = st_lora_load_base_unit(g->cfg->model.init, g->m, &g->cfg->model,
+                                       (uint64_t)g->cfg->train.seed, u, g->buf);
+        if (!g->rc)
+            st_lora_merge_unit(g->m, u, g->buf, g->adapters[u]);
+        return g->rc ? NULL : g->buf;
+    }
+    /* The writer asks in order; gather up to u, keeping u. */
     for (; g->next <= u && !g->rc; g->next++)
         g->rc = st_fsdp_gather_master(g->f, g->next, g->buf);
     return g->rc ? NULL : g->buf;
 }
 
-/* Write DIR/final/model.safetensors and its model files from rank 0, every
- * rank taking part in every unit's gather even when rank 0's write fails
- * early (its peers would otherwise wait in a gather for ever). */
-static int save_streamed_weights(st_fsdp *f, const st_model *m, const st_config *cfg,
-                                 int rank)
+/* Rank 0 writes DIR/final (model.safetensors, the model files beside it,
+ * and for LoRA the adapters alone in final/adapter, the directory PEFT
+ * loads onto the base model).  Every rank takes part in every gather, the
+ * adapters' first, then (full run) each unit's, even when rank 0's write
+ * fails early: its peers would otherwise wait in a gather for ever. */
+static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
 {
-    final_gather g = {.f = f};
+    st_fault_at("final", rank);
+    const int lora = m->lora.rank > 0, keep = rank == 0;
+    final_source g = {.f = f, .m = m, .cfg = cfg};
     int rc = 0;
-    if (rank == 0) {
+    if (lora && keep)
+        g.adapters = st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER);
+    for (int u = 0; lora && u < m->n_units; u++) {
+        if (keep)
+            g.adapters[u] = st_alloc(sizeof(float) * (size_t)(m->units[u].lora_numel + 1),
+                                     ST_MEM_OTHER);
+        if (m->units[u].lora_numel)
+            rc = rc ? rc : st_fsdp_gather_master(f, u, keep ? g.adapters[u] : NULL);
+    }
+    if (!rc && keep) {
         int64_t largest = 0;
         for (int u = 0; u < m->n_units; u++)
             largest = m->units[u].numel > largest ? m->units[u].numel : largest;
         g.buf = st_alloc(sizeof(float) * (size_t)largest, ST_MEM_OTHER);
-        char path[4096], dir[4096];
+        char path[4096], dir[4096], adir[4200];
         snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
+        snprintf(adir, sizeof adir, "%s/adapter", dir);
         st_final_weights_path(cfg, path, sizeof path);
         rc = st_mkdir_p(dir);
-        rc = rc ? rc : st_safetensors_stream_model(path, m, final_gather_unit, &g);
+        if (!rc && lora) {
+            rc = st_lora_write_adapter(adir, m, g.adapters, cfg->model.init);
+            if (!rc)
+                st_info("shardtrain: wrote %s/adapter_model.safetensors", adir);
+        }
+        rc = rc ? rc : st_safetensors_stream_model(path, m, final_unit, &g);
         /* config.json beside them makes DIR/final a model directory that
          * transformers and `shardtrain export` read without a checkpoint. */
         rc = rc ? rc : st_hf_write_model_files(dir, m, &cfg->model,
                                                cfg->data.tokenizer[0] ? cfg->data.tokenizer
                                                                       : NULL);
         if (!rc)
-            st_info("shardtrain: wrote %s", path);
+            st_info("shardtrain: wrote %s%s", path, lora ? " (the adapters merged)" : "");
     }
-    final_gather_unit(m->n_units - 1, &g);   /* the units the write did not reach */
+    if (!lora)
+        final_unit(m->n_units - 1, &g);   /* the gathers the write did not reach */
+    for (int u = 0; g.adapters && u < m->n_units; u++)
+        st_free(g.adapters[u]);
+    st_free(g.adapters);
     st_free(g.buf);
-    return g.rc ? g.rc : rc;
-}
-
-/* Gather every unit's weights and write them (rank 0).  Only rank 0 keeps
- * anything.  With LoRA the final weights are the base (model.init's, in
- * fp32) with the adapters merged in (a model directory as any other), and
- * the adapters alone go to final/adapter, the directory PEFT loads onto
- * the base model; the merge needs the whole base on rank 0, read again
- * from model.init, so a LoRA run's rank 0 holds the fp32 model here. */
-static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cfg, int rank)
-{
-    st_fault_at("final", rank);
-    if (m->lora.rank == 0)
-        return save_streamed_weights(f, m, cfg, rank);
-    const int keep = rank == 0;
-    float **full = keep ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
-    float **adapters = keep ? st_alloc(sizeof(float *) * (size_t)m->n_units, ST_MEM_OTHER) : NULL;
-    int rc = 0;
-    for (int u = 0; u < m->n_units; u++) {
-        if (keep) {
-            full[u] = st_alloc(sizeof(float) * (size_t)m->units[u].numel, ST_MEM_OTHER);
-            adapters[u] = st_alloc(sizeof(float) * (size_t)(m->units[u].lora_numel + 1),
-                                   ST_MEM_OTHER);
-        }
-        if (m->units[u].lora_numel)
-            rc = rc ? rc : st_fsdp_gather_master(f, u, keep ? adapters[u] : NULL);
-    }
-    if (!rc && rank == 0) {
-        char path[4096], dir[4096], adir[4200];
-        snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
-        snprintf(adir, sizeof adir, "%s/adapter", dir);
-        rc = st_mkdir_p(dir);
-        /* The base in fp32 from model.init, not the compute-dtype copy
-         * training kept: a bf16 run's merge then equals peft's. */
-        rc = rc ? rc : st_lora_load_base(cfg->model.init, m, &cfg->model,
-                                         (uint64_t)cfg->train.seed, full);
-        rc = rc ? rc : st_lora_write_adapter(adir, m, adapters, cfg->model.init);
-        if (!rc) {
-            st_lora_merge(m, full, adapters);
-            st_info("shardtrain: wrote %s/adapter_model.safetensors", adir);
-        }
-        st_final_weights_path(cfg, path, sizeof path);
-        rc = rc ? rc : st_safetensors_save_model(path, m, full);
-        rc = rc ? rc : st_hf_write_model_files(dir, m, &cfg->model,
-                                               cfg->data.tokenizer[0] ? cfg->data.tokenizer
-                                                                      : NULL);
-        if (!rc)
-            st_info("shardtrain: wrote %s (the adapters merged)", path);
-    }
-    for (int u = 0; keep && u < m->n_units; u++) {
-        st_free(full[u]);
-        st_free(adapters[u]);
-    }
-    st_free(full);
-    st_free(adapters);
-    return rc;
+    return rc ? rc : g.rc;
 }
 
 int st_train(const st_config *cfg, st_runtime *rt)
