@@ -159,7 +159,7 @@ final_peaks() { # NAME [-s ...]
     shift
     run "$_n" 4 gpt2 $fs -s model.n_layer=32 -s model.d_model=128 -s model.d_ff=512 \
         -s model.n_head=2 -s train.activation_checkpointing=full -s train.micro_batch=1 \
-        -s train.global_batch=4 -s train.steps=1 "$@"
+        -s train.global_batch=4 -s train.steps=1 -s checkpoint.every=1 "$@"
     _d=$TMP/$_n/ckpt/final
     if [ -s "$_d/model.safetensors" ] &&
             python3 - "$TMP/$_n/logs/summary.json" "$TMP/$_n.out" "$TMP/$_n.err" \
@@ -196,6 +196,35 @@ EOP
 }
 final_peaks final_peaks
 final_peaks final_peaks_lora -s lora.rank=4
+
+# `shardtrain export` streams the same way: one unit read from the shards
+# (or, LoRA, one unit's base with its adapters merged) at a time.  Its
+# peak resident memory exporting the 32-block model must stay within half
+# the fp32 model (12.5 MB) of exporting the same width with 2 blocks (an
+# export holding the whole model adds all 25 MB); ASan's quarantine, which
+# keeps freed buffers resident, is off for the measurement.  The export of
+# the step-1 checkpoint equals the run's final weights byte for byte.
+run exp_small 1 gpt2 -s model.n_layer=2 -s model.d_model=128 -s model.d_ff=512 \
+    -s model.n_head=2 -s train.micro_batch=4 -s train.global_batch=4 -s train.steps=1 \
+    -s checkpoint.every=1
+export_rss() { # NAME: the export's peak resident KiB, or -1 when it failed
+    ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=0" python3 -c '
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if r == 0 else -1)' \
+        "$SHARDTRAIN" export "$TMP/$1/ckpt" "$TMP/$1-hf"
+}
+small_kib=$(export_rss exp_small)
+model_kib=$(( $(wc -c <"$TMP/final_peaks/ckpt/final/model.safetensors") / 1024 ))
+for n in final_peaks final_peaks_lora; do
+    kib=$(export_rss $n)
+    if [ "$small_kib" -gt 0 ] && [ "$kib" -gt 0 ] && [ $((kib - small_kib)) -lt $((model_kib / 2)) ] &&
+            cmp -s "$TMP/$n-hf/model.safetensors" "$TMP/$n/ckpt/final/model.safetensors"; then
+        ok "$n: export streams (peak $kib KiB against $small_kib KiB for 2 blocks; model $model_kib KiB) and equals the final weights"
+    else
+        not_ok "$n: export streams (peak $kib KiB against $small_kib KiB for 2 blocks; model $model_kib KiB) and equals the final weights"
+    fi
+done
 
 # Only rank 0 writes the final weights, so only it sees that write fail
 # (here checkpoint.dir/final is a file, not a directory).  Every rank still

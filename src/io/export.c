@@ -97,19 +97,54 @@ static int export_final_adapter(const char *final, const char *out_dir)
     return rc;
 }
 
-/* The base weights a LoRA checkpoint's adapters merge into: the files of
- * `base` (the checkpoint's model.init unless --base named others), or,
- * for a random base, the initialisation the run made from its seed. */
-static int load_base(st_ckpt *c, const st_model *m, const char *base, float **full)
+static int out_of_memory(const char *dir)
 {
-    json_t *seed = json_object_get(
+    st_error(dir, "out of memory exporting");
+    return ST_EXIT_FAILURE;
+}
+
+/* What the writer streams: unit u read from the checkpoint's shards (a
+ * full checkpoint), or (LoRA) unit u's base weights with its adapters,
+ * read beforehand, merged in; one unit-sized buffer, so export holds one
+ * unit of the model at a time, never all of it. */
+typedef struct {
+    st_ckpt *c;
+    const st_model *m;
+    float *buf;
+    float **adapters;     /* LoRA: each unit's trained adapters; NULL: full */
+    const char *base;     /* LoRA: the base model, or "random" */
+    uint64_t seed;
+    int rc;
+} export_source;
+
+static const float *export_unit(int u, void *ctx)
+{
+    export_source *x = ctx;
+    char err[1024];
+    if (x->adapters) {
+        x->rc = st_lora_load_base_unit(x->base, x->m, &x->c->model, x->seed, u, x->buf);
+        if (!x->rc)
+            st_lora_merge_unit(x->m, u, x->buf, x->adapters[u]);
+    } else if ((x->rc = st_ckpt_read_range(x->c, u, 0, 0, x->m->units[u].numel, x->buf, err,
+                                           sizeof err))) {
+        st_error(NULL, "%s", err);
+    }
+    return x->rc ? NULL : x->buf;
+}
+
+/* The seed of a random LoRA base (the run's train.seed); an error when the
+ * saved config has none. */
+static int random_base_seed(const st_ckpt *c, const char *base, uint64_t *seed)
+{
+    json_t *js = json_object_get(
         json_object_get(json_object_get((json_t *)c->root, "config"), "train"), "seed");
-    if (strcmp(base, "random") == 0 && !json_is_integer(seed)) {
+    if (strcmp(base, "random") == 0 && !json_is_integer(js)) {
         st_error(c->manifest_path, "no train.seed in the saved config to remake the random "
                  "base weights; hint: give the base model with --base");
         return ST_EXIT_USAGE;
     }
-    return st_lora_load_base(base, m, &c->model, (uint64_t)json_integer_value(seed), full);
+    *seed = (uint64_t)json_integer_value(js);
+    return 0;
 }
 
 int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,
@@ -149,42 +184,43 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
         return ST_EXIT_USAGE;
     }
     rc = st_ckpt_open(&c, dir, &m, err, sizeof err);
-    /* What the shards hold: the whole model, or the adapters (trained). */
-    float **full = calloc((size_t)m.n_units, sizeof(float *));
-    float **trained = m.lora.rank ? calloc((size_t)m.n_units, sizeof(float *)) : full;
-    for (int u = 0; u < m.n_units && !rc; u++) {
-        const int64_t tn = st_model_train_numel(&m, u);
-        if (trained != full)
-            full[u] = malloc(sizeof(float) * (size_t)m.units[u].numel);
-        trained[u] = malloc(sizeof(float) * (size_t)(tn ? tn : 1));
-        rc = st_ckpt_read_range(&c, u, 0, 0, tn, trained[u], err, sizeof err);
-    }
     if (rc)
         st_error(NULL, "%s", err);
+    export_source x = {.c = &c, .m = &m, .base = lora_base};
+    /* A LoRA checkpoint's shards hold the adapters alone: small, read
+     * whole first. */
+    if (!rc && m.lora.rank && !(x.adapters = calloc((size_t)m.n_units, sizeof(float *))))
+        rc = out_of_memory(dir);
+    for (int u = 0; x.adapters && u < m.n_units && !rc; u++) {
+        const int64_t tn = st_model_train_numel(&m, u);
+        if (!(x.adapters[u] = malloc(sizeof(float) * (size_t)(tn ? tn : 1))))
+            rc = out_of_memory(dir);
+        else if ((rc = st_ckpt_read_range(&c, u, 0, 0, tn, x.adapters[u], err, sizeof err)))
+            st_error(NULL, "%s", err);
+    }
     if (!rc && adapter) {
-        rc = st_lora_write_adapter(out_dir, &m, trained, lora_base);
+        rc = st_lora_write_adapter(out_dir, &m, x.adapters, lora_base);
     } else if (!rc) {
-        if (m.lora.rank && !(rc = load_base(&c, &m, lora_base, full)))
-            st_lora_merge(&m, full, trained);
+        int64_t largest = 0;
+        for (int u = 0; u < m.n_units; u++)
+            largest = m.units[u].numel > largest ? m.units[u].numel : largest;
+        if (!(x.buf = malloc(sizeof(float) * (size_t)largest)))
+            rc = out_of_memory(dir);
+        if (!rc && m.lora.rank)
+            rc = random_base_seed(&c, lora_base, &x.seed);
         rc = rc ? rc : st_mkdir_p(out_dir);
-        if (!rc) {
-            snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
-            rc = st_safetensors_save_model(path, &m, full);
-        }
+        snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+        rc = rc ? rc : st_safetensors_stream_model(path, &m, export_unit, &x);
         if (!rc)
             rc = st_hf_write_model_files(out_dir, &m, &c.model, tokenizer);
     }
     if (!rc)
         *step = c.step;
-    for (int u = 0; u < m.n_units; u++) {
-        free(full[u]);
-        if (trained != full)
-            free(trained[u]);
-    }
-    if (trained != full)
-        free(trained);
-    free(full);
+    for (int u = 0; x.adapters && u < m.n_units; u++)
+        free(x.adapters[u]);
+    free(x.adapters);
+    free(x.buf);
     st_ckpt_close(&c);
     st_model_free(&m);
-    return rc;
+    return x.rc ? x.rc : rc;   /* the source's status says why the write stopped */
 }

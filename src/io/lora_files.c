@@ -39,12 +39,6 @@ void st_lora_merge_unit(const st_model *m, int u, float *base, const float *lora
     }
 }
 
-void st_lora_merge(const st_model *m, float *const *base, float *const *lora)
-{
-    for (int u = 1; u <= m->L; u++)
-        st_lora_merge_unit(m, u, base[u], lora[u]);
-}
-
 int st_lora_load_base_unit(const char *init, const st_model *m, const st_model_config *mc,
                            uint64_t seed, int u, float *dst)
 {
@@ -68,30 +62,6 @@ int st_lora_load_base_unit(const char *init, const st_model *m, const st_model_c
     free(lo);
     free(len);
     free(dsts);
-    return rc;
-}
-
-int st_lora_load_base(const char *init, const st_model *m, const st_model_config *mc,
-                      uint64_t seed, float *const *full)
-{
-    if (strcmp(init, "random") == 0) {
-        for (int u = 0; u < m->n_units; u++)
-            st_model_init_range(m, u, 0, m->units[u].numel, full[u], seed);
-        return 0;
-    }
-    int64_t *lo = calloc((size_t)m->n_units, sizeof(int64_t));
-    int64_t *len = calloc((size_t)m->n_units, sizeof(int64_t));
-    if (!lo || !len) {
-        free(lo);
-        free(len);
-        st_error(NULL, "out of memory reading the base weights %s", init);
-        return ST_EXIT_FAILURE;
-    }
-    for (int u = 0; u < m->n_units; u++)
-        len[u] = m->units[u].numel;
-    int rc = st_hf_load_slices(init, m, mc, lo, len, full, NULL);
-    free(lo);
-    free(len);
     return rc;
 }
 

@@ -7,24 +7,19 @@
 
 #include "model/model.h"
 
-/* base[u] (unit u's base weights, host fp32) += scale * B A of every
- * adapter in lora[u] (unit u's adapter buffer), in each weight's storage
- * layout: what PEFT's merge_and_unload computes. */
-void st_lora_merge(const st_model *m, float *const *base, float *const *lora);
-/* The same for unit u alone (base: its numel floats; lora: its adapter
- * buffer); the embedding and head units have no adapters. */
+/* base (unit u's base weights, its numel floats, host fp32) += scale * B A
+ * of every adapter in lora (unit u's adapter buffer), in each weight's
+ * storage layout: what PEFT's merge_and_unload computes.  The embedding
+ * and head units have no adapters. */
 void st_lora_merge_unit(const st_model *m, int u, float *base, const float *lora);
 
-/* The base weights the adapters merge into, whole and in fp32 on the
- * host (full[u]: unit u's numel floats): init's Hugging Face files, or for
+/* The base weights of unit u that its adapters merge into, in fp32 on the
+ * host (dst: the unit's numel floats): init's Hugging Face files, or for
  * init "random" the initialisation seed makes.  Training kept the base in
  * the compute dtype; merging into these instead keeps a bf16 run's merged
- * weights what peft's merge of its adapter gives.  Returns an exit status,
- * the error printed. */
-int st_lora_load_base(const char *init, const st_model *m, const st_model_config *mc,
-                      uint64_t seed, float *const *full);
-/* Unit u's base weights alone into dst[numel] (the writer of the final
- * weights streams them a unit at a time). */
+ * weights what peft's merge of its adapter gives.  One unit at a time, as
+ * the final weights and export stream them.  Returns an exit status, the
+ * error printed. */
 int st_lora_load_base_unit(const char *init, const st_model *m, const st_model_config *mc,
                            uint64_t seed, int u, float *dst);
 
