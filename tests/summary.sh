@@ -148,3 +148,22 @@ check "failed: summary.json says failed with exit status 5" summary_is F failed 
 check "failed: the closing lines say so" \
     grep -q '^shardtrain: summary: failed (exit status 5); 5/8 steps' "$TMP/F.out"
 
+
+# ---- a full log.dir: metrics.jsonl stops taking records, 2 ranks -----------
+# From step 4 on rank 0's records fail as on a full disk (half a record
+# written, then ENOSPC: SHARDTRAIN_TEST_LOG_FULL_AT).  One error line; the
+# file is cut back to step 3's record, so every line still parses; training
+# goes on to the last step (the final weights are written) and the run
+# ends with exit status 1.  (On a real full disk, a 24 KiB tmpfs as
+# log.dir, the engine before it reported nothing until the end and left a
+# torn last line that the plot then refused.)
+SHARDTRAIN_TEST_LOG_FULL_AT=4 run L 2 -s train.steps=6 -s log.every=1 -s log.plot=false
+check "full log.dir: exit 1" test "$(cat "$TMP/L.rc")" = 1
+check "full log.dir: one error line, naming metrics.jsonl and the step" \
+    sh -c "test \"\$(grep -c '^shardtrain: error:' '$TMP/L.err')\" -eq 1 &&
+        grep -q '^shardtrain: error: $TMP/L/logs/metrics.jsonl: cannot write the record of step 4: No space left on device; ' '$TMP/L.err'"
+check "full log.dir: metrics.jsonl keeps whole records, steps 1 to 3" \
+    "$PY" -c "import json, sys; r = [json.loads(l) for l in open('$TMP/L/logs/metrics.jsonl')]; sys.exit([x['step'] for x in r] != [1, 2, 3])"
+check "full log.dir: training went on to the end (final weights written, summary 6/6 steps)" \
+    sh -c "test -s '$TMP/L/ckpt/final/model.safetensors' &&
+        grep -q '^shardtrain: summary: failed (exit status 1); 6/6 steps' '$TMP/L.out'"

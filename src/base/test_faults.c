@@ -54,6 +54,13 @@ int st_fault_crash_in_checkpoint(int64_t step)
     return crash_step == step;
 }
 
+int st_fault_log_full(int64_t step)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_LOG_FULL_AT");
+    const long from = s && *s ? strtol(s, NULL, 10) : -1;
+    return from >= 0 && step >= from;
+}
+
 int st_fault_kernels_variant(st_fault_kernels *variant)
 {
     static const char var[] = "SHARDTRAIN_TEST_KERNELS";

@@ -12,6 +12,11 @@
  *       Every rank exits with status 1 in the middle of writing the
  *       checkpoint of step N (after part of its shard file), to show that
  *       a crash leaves the previous checkpoint loadable.
+ *   SHARDTRAIN_TEST_LOG_FULL_AT=N          (tests/summary.sh)
+ *       Rank 0's metrics.jsonl record of step N (and of every later step)
+ *       fails as on a full disk: half the record is written, then ENOSPC,
+ *       to show that the file is cut back to its last whole record, the
+ *       failure is one error line, and the run ends with exit status 1.
  *   SHARDTRAIN_TEST_KERNELS=cpu|cpu-bf16params   (tests/kernels.sh)
  *       Which CPU kernels backend runs; cpu-bf16params takes gathered
  *       parameters as bf16 words, as a GPU backend with bf16 kernels does.
@@ -53,6 +58,8 @@ int st_fault_poisoned_step(int64_t step1);
 
 /* Whether a rank writing the checkpoint of `step` is to die part-way. */
 int st_fault_crash_in_checkpoint(int64_t step);
+/* Whether the metrics record of `step` is to fail as on a full disk. */
+int st_fault_log_full(int64_t step);
 
 typedef enum {
     ST_FAULT_KERNELS_CPU,            /* the ordinary CPU backend */

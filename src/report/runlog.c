@@ -8,17 +8,24 @@
 #include "report/plot.h"
 #include "report/summary.h"
 #include "report/tensorboard.h"
+#include "base/test_faults.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
 struct st_runlog {
     const st_config *cfg;
-    FILE *metrics;
+    int metrics;                   /* metrics.jsonl, O_APPEND */
+    off_t metrics_whole;           /* its size up to its last whole record */
+    int metrics_failed;            /* a record could not be written */
     st_tb_writer *tb;              /* NULL when log.tensorboard is false */
     char tb_path[4200];            /* its file, "" for none */
     char metrics_path[4200], summary_path[4200];
@@ -113,14 +120,28 @@ int st_runlog_open(st_runlog **out, const st_config *cfg, int world,
     snprintf(lg->summary_path, sizeof lg->summary_path, "%s/summary.json", dir);
     if (cfg->log.plot)
         snprintf(lg->plot_path, sizeof lg->plot_path, "%s/plot.svg", dir);
-    if (!(lg->metrics = fopen(lg->metrics_path, "a"))) {
-        st_error(lg->metrics_path, "cannot open for appending: %s", strerror(errno));
+    /* O_NONBLOCK: a FIFO put there must be refused, not waited on for a
+     * reader; a device (/dev/full) is refused as well, here at the start
+     * rather than at the first record. */
+    struct stat st;
+    const int fd = open(lg->metrics_path,
+                        O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+    const int regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    lg->metrics = fd;
+    if (!regular || (lg->metrics_whole = lseek(fd, 0, SEEK_END)) < 0) {
+        if (fd >= 0 && !regular)
+            st_error(lg->metrics_path, "not a regular file; hint: give a run's log.dir, "
+                     "where shardtrain train writes metrics.jsonl");
+        else
+            st_error(lg->metrics_path, "cannot open for appending: %s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
         free(lg);
-        return ST_EXIT_FAILURE;
+        return fd >= 0 && !regular ? ST_EXIT_USAGE : ST_EXIT_FAILURE;
     }
     if (cfg->log.tensorboard && (rc = open_tensorboard(lg, resumed_from_step)) != 0) {
         st_tb_close(lg->tb);
-        fclose(lg->metrics);
+        close(lg->metrics);
         free(lg);
         return rc;
     }
@@ -191,6 +212,52 @@ static void print_progress(const st_runlog *lg, const st_step_record *s)
             s->tokens_per_s, mfu, eta);
 }
 
+/* A metrics.jsonl record is composed in memory and handed to the kernel
+ * in one write, so the file only ever grows by whole lines.  The first
+ * record that cannot be written (a full disk) is one error line; the file
+ * is cut back to its last whole record, so that it still parses (resume,
+ * plot and other tools read it), and no more records are written.
+ * Training goes on (its checkpoints are what matters most), and the run
+ * ends with exit status 1 (st_runlog_close). */
+typedef struct {
+    char *text;
+    size_t len;
+    FILE *f;
+} metrics_record;
+
+static FILE *record_begin(metrics_record *r)
+{
+    r->text = NULL;
+    r->len = 0;
+    r->f = open_memstream(&r->text, &r->len);
+    return r->f;
+}
+
+static void record_commit(st_runlog *lg, metrics_record *r, int64_t step)
+{
+    const int composed = r->f && fclose(r->f) == 0;
+    if (!lg->metrics_failed) {
+        int full = composed && st_fault_log_full(step);
+        if (full) {  /* the test hook: half the record goes, then the disk is full */
+            (void)st_write_all(lg->metrics, r->text, r->len / 2);
+            errno = ENOSPC;
+        }
+        if (composed && !full && st_write_all(lg->metrics, r->text, r->len) == 0) {
+            lg->metrics_whole += (off_t)r->len;
+        } else {
+            st_error(lg->metrics_path, "cannot write the record of step %lld: %s; the "
+                     "metrics of later steps are lost (the file keeps the earlier ones); "
+                     "hint: free space in log.dir",
+                     (long long)step, composed ? strerror(errno) : "out of memory");
+            if (ftruncate(lg->metrics, lg->metrics_whole) != 0) {
+                /* it stays with a partial last line, which readers report */
+            }
+            lg->metrics_failed = 1;
+        }
+    }
+    free(r->text);
+}
+
 static void write_step_record(FILE *f, const st_step_record *s)
 {
     fprintf(f, "{\"step\":%lld,\"tokens\":%lld,\"loss\":", (long long)s->step,
@@ -207,7 +274,6 @@ static void write_step_record(FILE *f, const st_step_record *s)
     fputs(",\"time_ms\":", f);
     put_number(f, "%.6g", s->time_ms);
     fprintf(f, ",\"state_bytes\":%zu,\"peak_bytes\":%zu}\n", s->state_bytes, s->peak_bytes);
-    fflush(f);
 }
 
 /* The step record's numbers as one TensorBoard record; MFU only when known. */
@@ -249,7 +315,10 @@ void st_runlog_step(st_runlog *lg, const st_step_record *s, int print)
     if (!print)
         return;
     print_progress(lg, s);
-    write_step_record(lg->metrics, s);
+    metrics_record r;
+    if (record_begin(&r))
+        write_step_record(r.f, s);
+    record_commit(lg, &r, s->step);
     if (lg->tb)
         write_step_scalars(lg->tb, s);
 }
@@ -262,11 +331,14 @@ void st_runlog_skipped(st_runlog *lg, int64_t step, double lr, double bad_ranks,
             "update is skipped on every rank (%lld in a row, train.nonfinite_limit = %lld)",
             (long long)step, bad_ranks, lg->world, (long long)in_a_row,
             (long long)cfg->train.nonfinite_limit);
-    fprintf(lg->metrics, "{\"step\":%lld,\"skipped\":\"nonfinite\",\"nonfinite_ranks\":%.0f,"
-            "\"in_a_row\":%lld,\"lr\":", (long long)step, bad_ranks, (long long)in_a_row);
-    put_number(lg->metrics, "%.9g", lr);
-    fputs("}\n", lg->metrics);
-    fflush(lg->metrics);
+    metrics_record r;
+    if (record_begin(&r)) {
+        fprintf(r.f, "{\"step\":%lld,\"skipped\":\"nonfinite\",\"nonfinite_ranks\":%.0f,"
+                "\"in_a_row\":%lld,\"lr\":", (long long)step, bad_ranks, (long long)in_a_row);
+        put_number(r.f, "%.9g", lr);
+        fputs("}\n", r.f);
+    }
+    record_commit(lg, &r, step);
     if (lg->tb) {
         st_tb_value v[] = {{"train/skipped_nonfinite", 1.0},
                            {"train/nonfinite_in_a_row", (double)in_a_row}};
@@ -284,10 +356,13 @@ void st_runlog_eval(st_runlog *lg, int64_t step, double val_loss, double seconds
     lg->sum.eval_s += seconds;
     st_info("step %lld/%lld | val_loss %.4f", (long long)step,
             (long long)lg->cfg->train.steps, val_loss);
-    fprintf(lg->metrics, "{\"step\":%lld,\"val_loss\":", (long long)step);
-    put_number(lg->metrics, "%.9g", val_loss);
-    fputs("}\n", lg->metrics);
-    fflush(lg->metrics);
+    metrics_record r;
+    if (record_begin(&r)) {
+        fprintf(r.f, "{\"step\":%lld,\"val_loss\":", (long long)step);
+        put_number(r.f, "%.9g", val_loss);
+        fputs("}\n", r.f);
+    }
+    record_commit(lg, &r, step);
     if (lg->tb)
         st_tb_scalar(lg->tb, "eval/val_loss", step, val_loss);
     if (!isfinite(val_loss))
@@ -346,7 +421,10 @@ int st_runlog_close(st_runlog *lg, int exit_status)
     if (!lg)
         return exit_status;
     int rc = exit_status;
-    if (fclose(lg->metrics) != 0 && rc == 0) {
+    /* a record that could not be written was reported as it happened */
+    if (lg->metrics_failed && rc == 0)
+        rc = ST_EXIT_FAILURE;
+    if (close(lg->metrics) != 0 && rc == 0) {
         st_error(lg->metrics_path, "error writing: %s", strerror(errno));
         rc = ST_EXIT_FAILURE;
     }
