@@ -616,7 +616,7 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
         st_free(g.adapters[u]);
     st_free(g.adapters);
     st_free(g.buf);
-    return rc ? rc : g.rc;
+    return g.rc ? g.rc : rc;   /* the source's status says why the write stopped */
 }
 
 int st_train(const st_config *cfg, st_runtime *rt)
