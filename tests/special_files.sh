@@ -1,8 +1,8 @@
 #!/bin/sh
 # Inputs that are not regular files, or that change under a run (issue 17,
-# class 4): a FIFO where the configuration, a token shard, prepare's text
-# or `latest` is expected is one error line and exit status 2, never a
-# hang; /dev/zero as the configuration is refused at its first line with
+# class 4): a FIFO where the configuration, a token shard, prepare's text,
+# `latest` or the run's metrics.jsonl is expected is one error line and
+# exit status 2, never a hang; /dev/zero as the configuration is refused at its first line with
 # bounded memory; a token shard truncated while a run reads it ends that
 # run with one error line naming the file (exit status 1), never SIGBUS.
 # Every run has a hang guard that SIGKILLs (lib.sh's ranks).
@@ -23,6 +23,13 @@ refused "a FIFO matched by data.train: exit 2, not a hang" "a_000001.bin: not a 
 mkfifo "$TMP/text.fifo"
 refused "a FIFO as prepare's text: exit 2, not a hang" "text.fifo: input is a pipe" \
     "$SHARDTRAIN" prepare "$TMP/text.fifo" "$TMP/out/x"
+# A FIFO (or a device) where metrics.jsonl goes: the run log is opened
+# without waiting for a reader and refused before any step (the engine
+# before it blocked in fopen for ever, waiting for a reader).
+mkdir -p "$TMP/flogs"
+mkfifo "$TMP/flogs/metrics.jsonl"
+refused "a FIFO as log.dir's metrics.jsonl: exit 2, not a hang" "metrics.jsonl: not a regular file" \
+    "$SHARDTRAIN" train -s log.dir="$TMP/flogs" "$TMP/base.ini"
 # 512 MiB resident: room for a CUDA build's libraries and AddressSanitizer's
 # shadow, a third of what reading /dev/zero as one line took (1.7 GB before
 # the line-length check).  Resident, not address space: ASan cannot run

@@ -126,10 +126,15 @@ int st_runlog_open(st_runlog **out, const st_config *cfg, int world,
     struct stat st;
     const int fd = open(lg->metrics_path,
                         O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
-    const int regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    const int open_errno = errno;
+    /* A FIFO without a reader fails to open (ENXIO): stat says what it is. */
+    const int there = fd >= 0 ? fstat(fd, &st) == 0 : stat(lg->metrics_path, &st) == 0;
+    const int regular = fd >= 0 && there && S_ISREG(st.st_mode);
+    const int special = there && !S_ISREG(st.st_mode);
     lg->metrics = fd;
+    errno = open_errno;
     if (!regular || (lg->metrics_whole = lseek(fd, 0, SEEK_END)) < 0) {
-        if (fd >= 0 && !regular)
+        if (special)
             st_error(lg->metrics_path, "not a regular file; hint: give a run's log.dir, "
                      "where shardtrain train writes metrics.jsonl");
         else
@@ -137,7 +142,7 @@ int st_runlog_open(st_runlog **out, const st_config *cfg, int world,
         if (fd >= 0)
             close(fd);
         free(lg);
-        return fd >= 0 && !regular ? ST_EXIT_USAGE : ST_EXIT_FAILURE;
+        return special ? ST_EXIT_USAGE : ST_EXIT_FAILURE;
     }
     if (cfg->log.tensorboard && (rc = open_tensorboard(lg, resumed_from_step)) != 0) {
         st_tb_close(lg->tb);
