@@ -121,11 +121,10 @@ static const float *export_unit(int u, void *ctx)
 {
     export_source *x = ctx;
     char err[1024];
-    if (x->adapters) {
-        x->rc = st_lora_load_base_unit(x->base, x->m, &x->c->model, x->seed, u, x->buf);
-        if (!x->rc)
-            st_lora_merge_unit(x->m, u, x->buf, x->adapters[u]);
-    } else if ((x->rc = st_ckpt_read_range(x->c, u, 0, 0, x->m->units[u].numel, x->buf, err,
+    if (x->adapters)
+        x->rc = st_lora_merged_unit(x->base, x->m, &x->c->model, x->seed, u, x->adapters[u],
+                                    x->buf);
+    else if ((x->rc = st_ckpt_read_range(x->c, u, 0, 0, x->m->units[u].numel, x->buf, err,
                                            sizeof err))) {
         st_error(NULL, "%s", err);
     }
@@ -201,10 +200,7 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
     if (!rc && adapter) {
         rc = st_lora_write_adapter(out_dir, &m, x.adapters, lora_base);
     } else if (!rc) {
-        int64_t largest = 0;
-        for (int u = 0; u < m.n_units; u++)
-            largest = m.units[u].numel > largest ? m.units[u].numel : largest;
-        if (!(x.buf = malloc(sizeof(float) * (size_t)largest)))
+        if (!(x.buf = malloc(sizeof(float) * (size_t)st_model_largest_unit(&m))))
             rc = out_of_memory(dir);
         if (!rc && m.lora.rank)
             rc = random_base_seed(&c, lora_base, &x.seed);

@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void st_lora_merge_unit(const st_model *m, int u, float *base, const float *lora)
+/* base (unit u's base weights) += scale * B A of every adapter in lora
+ * (unit u's adapter buffer), in each weight's storage layout: what PEFT's
+ * merge_and_unload computes. */
+static void merge_unit(const st_model *m, int u, float *base, const float *lora)
 {
     const st_model_lora *lo = &m->lora;
     const int64_t r = lo->rank;
@@ -39,8 +42,10 @@ void st_lora_merge_unit(const st_model *m, int u, float *base, const float *lora
     }
 }
 
-int st_lora_load_base_unit(const char *init, const st_model *m, const st_model_config *mc,
-                           uint64_t seed, int u, float *dst)
+/* Unit u's base weights in fp32: init's files, or the initialisation seed
+ * makes for init "random". */
+static int load_base_unit(const char *init, const st_model *m, const st_model_config *mc,
+                          uint64_t seed, int u, float *dst)
 {
     if (strcmp(init, "random") == 0) {
         st_model_init_range(m, u, 0, m->units[u].numel, dst, seed);
@@ -62,6 +67,15 @@ int st_lora_load_base_unit(const char *init, const st_model *m, const st_model_c
     free(lo);
     free(len);
     free(dsts);
+    return rc;
+}
+
+int st_lora_merged_unit(const char *init, const st_model *m, const st_model_config *mc,
+                        uint64_t seed, int u, const float *lora, float *dst)
+{
+    int rc = load_base_unit(init, m, mc, seed, u, dst);
+    if (!rc)
+        merge_unit(m, u, dst, lora);
     return rc;
 }
 

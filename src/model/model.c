@@ -243,6 +243,14 @@ static uint64_t name_stream(const char *s)
     return h;
 }
 
+int64_t st_model_largest_unit(const st_model *m)
+{
+    int64_t largest = 0;
+    for (int u = 0; u < m->n_units; u++)
+        largest = m->units[u].numel > largest ? m->units[u].numel : largest;
+    return largest;
+}
+
 void st_model_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
                          float *out, uint64_t seed)
 {

@@ -182,6 +182,8 @@ static inline int64_t st_model_wte_offset(const st_model *m)
  * training starts from the base model. */
 void st_model_lora_init_range(const st_model *m, int u, int64_t lo, int64_t hi,
                               float *out, uint64_t seed);
+/* The largest unit's numel: the one buffer that holds any unit. */
+int64_t st_model_largest_unit(const st_model *m);
 /* The trained part's initial values: the adapters' with LoRA, else the
  * base weights' (st_model_init_range). */
 void st_model_train_init_range(const st_model *m, int u, int64_t lo, int64_t hi,

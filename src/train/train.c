@@ -554,10 +554,8 @@ static const float *final_unit(int u, void *ctx)
 {
     final_source *g = ctx;
     if (g->adapters) {
-        g->rc = st_lora_load_base_unit(g->cfg->model.init, g->m, &g->cfg->model,
-                                       (uint64_t)g->cfg->train.seed, u, g->buf);
-        if (!g->rc)
-            st_lora_merge_unit(g->m, u, g->buf, g->adapters[u]);
+        g->rc = st_lora_merged_unit(g->cfg->model.init, g->m, &g->cfg->model,
+                                    (uint64_t)g->cfg->train.seed, u, g->adapters[u], g->buf);
         return g->rc ? NULL : g->buf;
     }
     /* The writer asks in order; gather up to u, keeping u. */
@@ -587,10 +585,7 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
             rc = rc ? rc : st_fsdp_gather_master(f, u, keep ? g.adapters[u] : NULL);
     }
     if (!rc && keep) {
-        int64_t largest = 0;
-        for (int u = 0; u < m->n_units; u++)
-            largest = m->units[u].numel > largest ? m->units[u].numel : largest;
-        g.buf = st_alloc(sizeof(float) * (size_t)largest, ST_MEM_OTHER);
+        g.buf = st_alloc(sizeof(float) * (size_t)st_model_largest_unit(m), ST_MEM_OTHER);
         char path[4096], dir[4096], adir[4200];
         snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
         snprintf(adir, sizeof adir, "%s/adapter", dir);
