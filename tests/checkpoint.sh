@@ -5,7 +5,8 @@
 # tolerance; corrupt, truncated and mismatched checkpoints are one error
 # naming the file (auto falls back to an older one); keep prunes; SIGUSR1
 # checkpoints and exits 3; a crash in the middle of a save leaves the
-# previous checkpoint in charge; export writes the same tensors as the
+# previous checkpoint in charge, and a full disk leaves it too, with no
+# partial directory; export writes the same tensors as the
 # final weights and a transformers config.json.  The reference for every
 # comparison is the uninterrupted run of the same configuration.
 . "$top_srcdir/tests/lib.sh"
@@ -222,6 +223,23 @@ then ok "crash: the resumed run equals the uninterrupted one"
 else not_ok "crash: the resumed run equals the uninterrupted one"; fi
 check "crash: the leftover temporary directory is removed by the next save" \
     test ! -e "$TMP/X/ckpt/.tmp-step_00000004"
+
+# ---- 6b. a full disk part-way through a shard file --------------------------
+# The last rank's file of step 4 gets ENOSPC: one error line naming it, every
+# rank stops with 1, and nothing of step 4 is left to hold the space.
+SHARDTRAIN_TEST_CHECKPOINT_FULL_AT=4 run Y 4
+yrc=$?
+check "full disk: the run stops with exit status 1 (got $yrc)" test "$yrc" = 1
+check "full disk: one error line, naming the last shard's file and ENOSPC" \
+    sh -c "test \"\$(grep -c '^shardtrain: error:' '$TMP/Y.err')\" = 1 &&
+        grep -q '^shardtrain: error: .*/\.tmp-step_00000004/shard_00003-of-00004\.bin: cannot write checkpoint file: No space left on device' '$TMP/Y.err'"
+check "full disk: latest still names step 2, and no step 4 or partial directory is left" \
+    test "$(cat "$TMP/Y/ckpt/latest")" = step_00000002 -a ! -e "$TMP/Y/ckpt/step_00000004" \
+    -a "$(ls -A "$TMP/Y/ckpt" | tr '\n' ' ')" = "latest step_00000002 "
+run Y 4
+check "full disk: auto resumes from step 2" grep -q "resumed from .*step_00000002 at step 2" "$TMP/Y.out"
+check "full disk: the resumed run's final weights equal the uninterrupted run's" \
+    cmp -s "$TMP/A/ckpt/final/model.safetensors" "$TMP/Y/ckpt/final/model.safetensors"
 
 # ---- 7. export --------------------------------------------------------------
 "$SHARDTRAIN" check $gpt2 "$TMP/base.ini" >"$TMP/gpt2.check"

@@ -54,6 +54,13 @@ int st_fault_crash_in_checkpoint(int64_t step)
     return crash_step == step;
 }
 
+int st_fault_checkpoint_full(int64_t step)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_CHECKPOINT_FULL_AT");
+    const long at = s && *s ? strtol(s, NULL, 10) : -1;
+    return at == step;
+}
+
 int st_fault_log_full(int64_t step)
 {
     const char *s = getenv("SHARDTRAIN_TEST_LOG_FULL_AT");

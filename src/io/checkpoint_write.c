@@ -107,6 +107,8 @@ static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_
     /* Bounded I/O space, uncounted like the reader's block buffer. */
     float *stage = malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
     int bad = !stage;
+    /* Testing aid: the last shard's file fills the disk part-way. */
+    const int disk_fills = f->shard_rank == f->S - 1 && st_fault_checkpoint_full(step);
     static const st_fsdp_array arr[3] = {ST_FSDP_PARAMS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V};
     for (int u = 0; u < f->n_units && !bad; u++) {
         const st_fsdp_unit *x = &f->units[u];
@@ -121,6 +123,10 @@ static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_
                 _exit(ST_EXIT_FAILURE);
             if (u == 0 && k == 0)
                 st_fault_at("ckpt_shard", st_log_rank());
+            if (u == 0 && k == 0 && disk_fills && !bad) {
+                errno = ENOSPC;
+                bad = 1;
+            }
         }
     }
     free(stage);
@@ -365,12 +371,22 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
     /* A directory of the same step (a run repeated over an old one) is
      * moved aside first: rename() will not replace a non-empty directory. */
     struct stat sb;
-    if (stat(final, &sb) == 0 && (rm_rf(old), rename(final, old) != 0)) {
+    const int replacing = stat(final, &sb) == 0;
+    if (replacing && (rm_rf(old), rename(final, old) != 0)) {
         st_error(final, "cannot replace existing checkpoint: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
-    if (rename(tmp, final) != 0 || st_fsync_dir(dir) != 0) {
-        st_error(final, "cannot rename checkpoint into place: %s", strerror(errno));
+    if (rename(tmp, final) != 0) {
+        const int err = errno;
+        /* Put the old directory back: left as .old-step_N, the next
+         * prune would delete a checkpoint nothing replaced. */
+        if (replacing && rename(old, final) != 0)
+            st_warn("%s: cannot move back to %s: %s", old, final, strerror(errno));
+        st_error(final, "cannot rename checkpoint into place: %s", strerror(err));
+        return ST_EXIT_FAILURE;
+    }
+    if (st_fsync_dir(dir) != 0) {
+        st_error(dir, "cannot sync checkpoint directory: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
     snprintf(path, sizeof path, "%s/.latest.tmp", dir);
@@ -429,5 +445,11 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
     rc = st_runtime_agree(rc);
     if (!rc)
         st_info("shardtrain: checkpoint %s/step_%08lld written", dir, (long long)step);
+    /* A failed write leaves no partial files behind (on a full disk they
+     * hold the space the user needs back); every writer is past the
+     * agreement, so none is still writing into it.  The previous
+     * checkpoint and `latest` are untouched. */
+    else if (rt->rank == 0 && rm_rf(tmp) != 0)
+        st_warn("%s: cannot remove: %s", tmp, strerror(errno));
     return rc;
 }
