@@ -190,6 +190,26 @@ EOF_PY
     "$SHARDTRAIN" export "$TMP/$arch-A/ckpt" "$TMP/$arch-merged" >/dev/null 2>"$TMP/ex.err"
     check "$arch: export of the LoRA checkpoint (merged) equals the final weights" \
         same_tensors "$TMP/$arch-merged/model.safetensors" "$TMP/$arch-A/ckpt/final/model.safetensors"
+    # The base is opened once for a whole stream of units (the final
+    # weights, export): one debug line each, every header read once and
+    # every base tensor byte once, as the start of the run reads them.
+    SHARDTRAIN_DEBUG_IO=1 run "$arch-io" 1 "$ini" -s train.steps=1
+    SHARDTRAIN_DEBUG_IO=1 "$SHARDTRAIN" export "$TMP/$arch-A/ckpt" "$TMP/$arch-merged-io" \
+        >/dev/null 2>"$TMP/exio.err"
+    check "$arch: the final weights and export read the base's headers once, each byte once" \
+        python3 - "$TMP/$arch-io.err" "$TMP/exio.err" <<'EOF_PY'
+import re, sys
+pat = re.compile(r"^shardtrain: debug: rank 0 read (\d+) of (\d+) tensor data bytes "
+                 r"and (\d+) header bytes from (\d+) files$")
+def lines(p):
+    return [tuple(map(int, m.groups())) for m in map(pat.match, open(p)) if m]
+train, export = lines(sys.argv[1]), lines(sys.argv[2])
+# the start of the run, then the final weights; export's one stream
+assert len(train) == 2 and len(export) == 1, (train, export)
+start = train[0]
+assert start[0] == start[1] > 0 and start[2] > 0, start
+assert train[1] == start and export[0] == start, (train, export)
+EOF_PY
     "$SHARDTRAIN" export --adapter "$TMP/$arch-A/ckpt" "$TMP/$arch-adapter" >/dev/null 2>"$TMP/ex.err"
     check "$arch: export --adapter equals final/adapter" \
         same_tensors "$TMP/$arch-adapter/adapter_model.safetensors" \

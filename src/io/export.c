@@ -112,8 +112,7 @@ typedef struct {
     const st_model *m;
     float *buf;
     float **adapters;     /* LoRA: each unit's trained adapters; NULL: full */
-    const char *base;     /* LoRA: the base model, or "random" */
-    uint64_t seed;
+    st_lora_base *base;   /* LoRA: the base model, opened once */
     int rc;
 } export_source;
 
@@ -122,8 +121,7 @@ static const float *export_unit(int u, void *ctx)
     export_source *x = ctx;
     char err[1024];
     if (x->adapters)
-        x->rc = st_lora_merged_unit(x->base, x->m, &x->c->model, x->seed, u, x->adapters[u],
-                                    x->buf);
+        x->rc = st_lora_merged_unit(x->base, u, x->adapters[u], x->buf);
     else if ((x->rc = st_ckpt_read_range(x->c, u, 0, 0, x->m->units[u].numel, x->buf, err,
                                            sizeof err))) {
         st_error(NULL, "%s", err);
@@ -185,7 +183,7 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
     rc = st_ckpt_open(&c, dir, &m, err, sizeof err);
     if (rc)
         st_error(NULL, "%s", err);
-    export_source x = {.c = &c, .m = &m, .base = lora_base};
+    export_source x = {.c = &c, .m = &m};
     /* A LoRA checkpoint's shards hold the adapters alone: small, read
      * whole first. */
     if (!rc && m.lora.rank && !(x.adapters = calloc((size_t)m.n_units, sizeof(float *))))
@@ -202,8 +200,11 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
     } else if (!rc) {
         if (!(x.buf = malloc(sizeof(float) * (size_t)st_model_largest_unit(&m))))
             rc = out_of_memory(dir);
+        uint64_t seed = 0;
         if (!rc && m.lora.rank)
-            rc = random_base_seed(&c, lora_base, &x.seed);
+            rc = random_base_seed(&c, lora_base, &seed);
+        if (!rc && m.lora.rank)
+            rc = st_lora_base_open(lora_base, &m, &c.model, seed, &x.base);
         rc = rc ? rc : st_mkdir_p(out_dir);
         snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
         rc = rc ? rc : st_safetensors_stream_model(path, &m, export_unit, &x);
@@ -216,6 +217,7 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
         free(x.adapters[u]);
     free(x.adapters);
     free(x.buf);
+    st_lora_base_close(x.base);
     st_ckpt_close(&c);
     st_model_free(&m);
     return x.rc ? x.rc : rc;   /* the source's status says why the write stopped */

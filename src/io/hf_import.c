@@ -553,32 +553,74 @@ static int read_slices(const source *s, const st_model *m, const mapping *map,
     return 0;
 }
 
+struct st_hf_weights {
+    const st_model *m;
+    source s;
+    mapping *map;            /* each model tensor's file and header entry */
+    st_hf_io io;
+    int failed;
+};
+
+int st_hf_open(const char *init, const st_model *m, const st_model_config *mc,
+               st_hf_weights **out)
+{
+    *out = NULL;
+    st_hf_weights *w = calloc(1, sizeof *w);
+    mapping *map = w ? malloc(sizeof *map * (size_t)m->n_tensors) : NULL;
+    if (!map) {
+        free(w);
+        return out_of_memory(NULL);
+    }
+    w->m = m;
+    w->map = map;
+    int rc = open_source(&w->s, init, mc, &w->io);
+    rc = rc ? rc : build_mapping(&w->s, m, map);
+    if (rc) {
+        w->failed = 1;
+        st_hf_close(w, NULL);
+        return rc;
+    }
+    for (int i = 0; i < m->n_tensors; i++)
+        w->io.data_total += map[i].t->end - map[i].t->begin;
+    *out = w;
+    return 0;
+}
+
+int st_hf_read(st_hf_weights *w, const int64_t *lo, const int64_t *len, float *const *dst)
+{
+    int rc = read_slices(&w->s, w->m, w->map, lo, len, dst, &w->io);
+    if (rc)
+        w->failed = 1;
+    return rc;
+}
+
+void st_hf_close(st_hf_weights *w, st_hf_io *io)
+{
+    if (!w)
+        return;
+    /* One line for everything read through the handle: the headers once,
+     * however many reads followed. */
+    if (!w->failed && st_fault_debug_io())
+        fprintf(stderr, "shardtrain: debug: rank %d read %llu of %llu tensor data bytes "
+                "and %llu header bytes from %d files\n", st_log_rank(),
+                (unsigned long long)w->io.data_read, (unsigned long long)w->io.data_total,
+                (unsigned long long)w->io.header_read, w->io.files);
+    if (io)
+        *io = w->io;
+    free(w->map);
+    close_source(&w->s);
+    free(w);
+}
+
 int st_hf_load_slices(const char *init, const st_model *m, const st_model_config *mc,
                       const int64_t *lo, const int64_t *len, float *const *dst,
                       st_hf_io *io)
 {
-    st_hf_io local;
-    if (!io)
-        io = &local;
-    memset(io, 0, sizeof *io);
-    source s;
-    memset(&s, 0, sizeof s);
-    mapping *map = malloc(sizeof *map * (size_t)m->n_tensors);
-    if (!map)
-        return out_of_memory(NULL);
-    int rc = open_source(&s, init, mc, io);
-    rc = rc ? rc : build_mapping(&s, m, map);
-    if (!rc) {
-        for (int i = 0; i < m->n_tensors; i++)
-            io->data_total += map[i].t->end - map[i].t->begin;
-        rc = read_slices(&s, m, map, lo, len, dst, io);
-    }
-    if (!rc && st_fault_debug_io())
-        fprintf(stderr, "shardtrain: debug: rank %d read %llu of %llu tensor data bytes "
-                "and %llu header bytes from %d files\n", st_log_rank(),
-                (unsigned long long)io->data_read, (unsigned long long)io->data_total,
-                (unsigned long long)io->header_read, io->files);
-    free(map);
-    close_source(&s);
+    if (io)
+        memset(io, 0, sizeof *io);
+    st_hf_weights *w;
+    int rc = st_hf_open(init, m, mc, &w);
+    rc = rc ? rc : st_hf_read(w, lo, len, dst);
+    st_hf_close(w, io);
     return rc;
 }

@@ -36,6 +36,23 @@ int st_hf_load_slices(const char *init, const st_model *m, const st_model_config
                       const int64_t *lo, const int64_t *len, float *const *dst,
                       st_hf_io *io);
 
+/* Weights opened once and read many times (the final weights and export
+ * of a LoRA run read the base unit by unit): every header is read and
+ * validated by st_hf_open, the files stay open, and each st_hf_read only
+ * preads tensor bytes. */
+typedef struct st_hf_weights st_hf_weights;
+
+/* Open init (as st_hf_load_slices does) into *w.  Returns an exit status,
+ * the error printed; *w is NULL then. */
+int st_hf_open(const char *init, const st_model *m, const st_model_config *mc,
+               st_hf_weights **w);
+/* st_hf_load_slices' read, through an open handle. */
+int st_hf_read(st_hf_weights *w, const int64_t *lo, const int64_t *len, float *const *dst);
+/* Close w (NULL is allowed), first copying what it read into io (which
+ * may be NULL); with SHARDTRAIN_DEBUG_IO set and no read failed, prints
+ * that as one line. */
+void st_hf_close(st_hf_weights *w, st_hf_io *io);
+
 /* IEEE 754 binary16 bits to float, exactly (every half is a float). */
 float st_hf_half_to_float(uint16_t h);
 

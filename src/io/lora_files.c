@@ -42,38 +42,69 @@ static void merge_unit(const st_model *m, int u, float *base, const float *lora)
     }
 }
 
-/* Unit u's base weights in fp32: init's files, or the initialisation seed
- * makes for init "random". */
-static int load_base_unit(const char *init, const st_model *m, const st_model_config *mc,
-                          uint64_t seed, int u, float *dst)
+/* The base a LoRA run's adapters merge into, opened once for a stream of
+ * units: model.init's files with their headers read and checked once (a
+ * Llama 3 8B directory has four shards and a 24 KB index), or for
+ * "random" the seed.  lo/len/dsts are st_hf_read's per-unit arguments,
+ * all empty but the unit asked for. */
+struct st_lora_base {
+    const st_model *m;
+    uint64_t seed;
+    st_hf_weights *files;     /* NULL for "random" */
+    int64_t *lo, *len;
+    float **dsts;
+};
+
+int st_lora_base_open(const char *init, const st_model *m, const st_model_config *mc,
+                      uint64_t seed, st_lora_base **out)
 {
-    if (strcmp(init, "random") == 0) {
-        st_model_init_range(m, u, 0, m->units[u].numel, dst, seed);
-        return 0;
+    *out = NULL;
+    st_lora_base *b = calloc(1, sizeof *b);
+    if (b) {
+        b->lo = calloc((size_t)m->n_units, sizeof(int64_t));
+        b->len = calloc((size_t)m->n_units, sizeof(int64_t));
+        b->dsts = calloc((size_t)m->n_units, sizeof(float *));
     }
-    /* Unit u's slice alone: every other unit's is empty, so its
-     * destination is never touched. */
-    int64_t *lo = calloc((size_t)m->n_units, sizeof(int64_t));
-    int64_t *len = calloc((size_t)m->n_units, sizeof(int64_t));
-    float **dsts = calloc((size_t)m->n_units, sizeof(float *));
-    int rc = ST_EXIT_FAILURE;
-    if (lo && len && dsts) {
-        len[u] = m->units[u].numel;
-        dsts[u] = dst;
-        rc = st_hf_load_slices(init, m, mc, lo, len, dsts, NULL);
-    } else {
+    if (!b || !b->lo || !b->len || !b->dsts) {
+        st_lora_base_close(b);
         st_error(NULL, "out of memory reading the base weights %s", init);
+        return ST_EXIT_FAILURE;
     }
-    free(lo);
-    free(len);
-    free(dsts);
-    return rc;
+    b->m = m;
+    b->seed = seed;
+    int rc = strcmp(init, "random") == 0 ? 0 : st_hf_open(init, m, mc, &b->files);
+    if (rc) {
+        st_lora_base_close(b);
+        return rc;
+    }
+    *out = b;
+    return 0;
 }
 
-int st_lora_merged_unit(const char *init, const st_model *m, const st_model_config *mc,
-                        uint64_t seed, int u, const float *lora, float *dst)
+void st_lora_base_close(st_lora_base *b)
 {
-    int rc = load_base_unit(init, m, mc, seed, u, dst);
+    if (!b)
+        return;
+    st_hf_close(b->files, NULL);
+    free(b->lo);
+    free(b->len);
+    free(b->dsts);
+    free(b);
+}
+
+int st_lora_merged_unit(st_lora_base *b, int u, const float *lora, float *dst)
+{
+    const st_model *m = b->m;
+    int rc = 0;
+    if (!b->files) {
+        st_model_init_range(m, u, 0, m->units[u].numel, dst, b->seed);
+    } else {
+        b->len[u] = m->units[u].numel;
+        b->dsts[u] = dst;
+        rc = st_hf_read(b->files, b->lo, b->len, b->dsts);
+        b->len[u] = 0;
+        b->dsts[u] = NULL;
+    }
     if (!rc)
         merge_unit(m, u, dst, lora);
     return rc;

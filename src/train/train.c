@@ -546,6 +546,7 @@ typedef struct {
     const st_config *cfg;
     float *buf;         /* rank 0's, the largest unit's size; NULL elsewhere */
     float **adapters;   /* LoRA, rank 0: each unit's gathered adapters */
+    st_lora_base *base; /* LoRA, rank 0: model.init, opened once */
     int next;           /* full run: the next unit to gather */
     int rc;
 } final_source;
@@ -554,8 +555,7 @@ static const float *final_unit(int u, void *ctx)
 {
     final_source *g = ctx;
     if (g->adapters) {
-        g->rc = st_lora_merged_unit(g->cfg->model.init, g->m, &g->cfg->model,
-                                    (uint64_t)g->cfg->train.seed, u, g->adapters[u], g->buf);
+        g->rc = st_lora_merged_unit(g->base, u, g->adapters[u], g->buf);
         return g->rc ? NULL : g->buf;
     }
     /* The writer asks in order; gather up to u, keeping u. */
@@ -595,6 +595,8 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
             rc = st_lora_write_adapter(adir, m, g.adapters, cfg->model.init);
             if (!rc)
                 st_info("shardtrain: wrote %s/adapter_model.safetensors", adir);
+            rc = rc ? rc : st_lora_base_open(cfg->model.init, m, &cfg->model,
+                                             (uint64_t)cfg->train.seed, &g.base);
         }
         rc = rc ? rc : st_safetensors_stream_model(path, m, final_unit, &g);
         /* config.json beside them makes DIR/final a model directory that
@@ -611,6 +613,7 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
         st_free(g.adapters[u]);
     st_free(g.adapters);
     st_free(g.buf);
+    st_lora_base_close(g.base);
     return g.rc ? g.rc : rc;   /* the source's status says why the write stopped */
 }
 
