@@ -166,6 +166,12 @@ sed -i 's|^mca_base_component_path *=|# set by env.sh: &|' \
 find "$B/usr" -type f \( -name '*.so*' -o -perm -u+x \) ! -name '*.txt' |
     while read -r f; do strip --strip-debug "$f" 2>/dev/null || true; done
 
+# The device tool carries 64 MiB, and OpenBLAS alone (kernels for every
+# x86 CPU in one library) is 35 MB: libraries over 1 MiB travel gzipped
+# (OpenBLAS's to 10.7 MB) and env.sh unpacks each beside itself the first
+# time it is sourced.  Plugins and programs stay as they are.
+find "$lib" -maxdepth 1 -type f -name '*.so*' ! -name '*.gz' -size +1024k -exec gzip -9n {} +
+
 cat > "$B/env.sh" <<EOF
 # Source this (. path/to/bundle/env.sh) to run the bundled shardtrain,
 # mpirun and orted with the bundle's Open MPI and PMIx instead of a system
@@ -193,6 +199,24 @@ if [ -z "\${ST_BUNDLE:-}" ] || [ ! -d "\$ST_BUNDLE/usr/lib/$multiarch/openmpi" ]
 fi
 ST_BUNDLE=\$(cd "\$ST_BUNDLE" && pwd)
 export ST_BUNDLE
+# Libraries bundle.sh gzipped, unpacked once beside themselves (through a
+# temporary name, so a library that exists is whole); Python's gzip where
+# the host has no gzip.
+for _st_gz in "\$ST_BUNDLE/usr/lib/$multiarch"/*.so*.gz; do
+    [ -f "\$_st_gz" ] && [ ! -f "\${_st_gz%.gz}" ] || continue
+    _st_tmp=\${_st_gz%.gz}.unpacking.\$\$
+    if { if command -v gzip >/dev/null 2>&1; then gzip -dc "\$_st_gz"
+         elif command -v python3 >/dev/null 2>&1; then
+             python3 -c 'import gzip, shutil, sys; shutil.copyfileobj(gzip.open(sys.argv[1]), sys.stdout.buffer)' "\$_st_gz"
+         else false; fi; } >"\$_st_tmp" 2>/dev/null && mv -f "\$_st_tmp" "\${_st_gz%.gz}"; then :
+    else
+        rm -f "\$_st_tmp"
+        echo "env.sh: cannot unpack \$_st_gz; hint: the bundle must be writable, with gzip or python3 on PATH" >&2
+        unset _st_gz _st_tmp ST_BUNDLE
+        return 1 2>/dev/null || exit 1
+    fi
+done
+unset _st_gz _st_tmp
 export PATH="\$ST_BUNDLE/usr/bin\${PATH:+:\$PATH}"
 export LD_LIBRARY_PATH="\$ST_BUNDLE/usr/lib/$multiarch\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
 # Open MPI: OPAL_PREFIX relocates what Debian configured under \${prefix}
@@ -227,6 +251,7 @@ EOF
 glibc=$(find "$B/usr" -type f \( -name '*.so*' -o -perm -u+x \) -exec objdump -T {} + 2>/dev/null |
     grep -o 'GLIBC_[0-9][0-9.]*' | sort -uV | tail -n 1)
 size=$(du -sk "$B" | cut -f1)
-echo "bundle: $B ($((size / 1024)) MiB, $size KiB; $(wc -l < "$work/libs") libraries," \
+packed=$(find "$lib" -maxdepth 1 -name '*.gz' | wc -l)
+echo "bundle: $B ($((size / 1024)) MiB, $size KiB; $(wc -l < "$work/libs") libraries ($packed gzipped)," \
     "$(echo "$plugins" | wc -w) Open MPI plugins; the host needs glibc >= ${glibc#GLIBC_})"
 [ "$size" -lt $((64 * 1024)) ] || echo "bundle.sh: warning: over 64 MiB, too big to carry" >&2

@@ -6,7 +6,9 @@
 # to start (else the hiding proves nothing), while the bundle, moved away
 # from where it was built, trains one rank without a launcher to the same
 # bytes as the normal binary, and its mpirun runs two ranks that agree with
-# one rank as closely as tests/fsdp.sh asks.
+# one rank as closely as tests/fsdp.sh asks.  Its large libraries travel
+# gzipped (the carry limit is 64 MiB): env.sh unpacks them whole, with
+# gzip or, without it, Python, and with neither says so in one line.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 require command -v unshare
@@ -41,6 +43,12 @@ mkdir -p "$TMP/moved" && mv "$TMP/built/bundle" "$TMP/moved/b" && rmdir "$TMP/bu
 B=$TMP/moved/b
 kib=$(du -sk "$B" | cut -f1)
 check "bundle is under 64 MiB ($kib KiB)" test "$kib" -lt $((64 * 1024))
+L=$B/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+check "libraries over 1 MiB travel gzipped, OpenBLAS's among them, none unpacked yet" \
+    sh -c "test -f '$L/libopenblas.so.0.gz' && test ! -e '$L/libopenblas.so.0' &&
+        test -z \"\$(find '$L' -maxdepth 1 -type f -name '*.so*' ! -name '*.gz' -size +1024k)\""
+# A copy for env.sh on a host without gzip (Python's gzip instead).
+cp -r "$B" "$TMP/nogzip-bundle"
 
 # ---- the hiding ----------------------------------------------------------
 # Every file through which the system's Open MPI or the libraries bundled
@@ -106,6 +114,11 @@ bundled b1 shardtrain $(args b1)
 st=$?
 if [ "$st" -eq 0 ] && [ -s "$(final b1)" ]; then ok "bundle: one rank, no launcher, trains"
 else not_ok "bundle: one rank, no launcher, trains (exit $st)"; diag "$(tail -n 8 "$TMP/b1.err")"; fi
+unpacked_ok() {   # unpacked_ok DIR: every .gz beside a library equal to its contents
+    for _gz in "$1"/*.so*.gz; do gzip -dc "$_gz" | cmp -s - "${_gz%.gz}" || return 1; done
+    test -z "$(find "$1" -name '*.unpacking.*')"
+}
+check "env.sh unpacked each gzipped library beside itself, whole" unpacked_ok "$L"
 check "bundle: one rank's final weights equal the normal binary's byte for byte" \
     same_tensors "$(final b1)" "$(final sys1)"
 check "bundle: the same 4 losses as the normal binary" \
@@ -125,3 +138,28 @@ check "bundle: no Open MPI or PMIx messages on stderr" \
 # As tests/fsdp.sh: losses and weights (norm-wise) within 1e-5 relative.
 check "bundle: two ranks match one rank within 1e-5 (as tests/fsdp.sh)" \
     compare_runs "$TMP/b2" "$TMP/b1" 1e-5 4
+
+# ---- env.sh without gzip ---------------------------------------------------
+# Only the tools env.sh runs, gzip not among them: Python's gzip unpacks.
+mkdir "$TMP/nogzip-bin"
+for t in sh readlink dirname mv rm; do
+    ln -s "$(command -v "$t")" "$TMP/nogzip-bin/$t"
+done
+NG=$TMP/nogzip-bundle
+# With neither: one line saying so, and env.sh fails.
+PATH=$TMP/nogzip-bin "$TMP/nogzip-bin/sh" -c '. "$0/env.sh" && exec shardtrain --version' "$NG" \
+    >"$TMP/ng0.out" 2>"$TMP/ng0.err"
+st=$?
+check "env.sh with neither gzip nor python3: exit $st, one line: $(head -n 1 "$TMP/ng0.err")" \
+    sh -c "test $st -ne 0 && test \"\$(wc -l < '$TMP/ng0.err')\" = 1 &&
+        grep -q '^env.sh: cannot unpack .*\\.gz; hint:' '$TMP/ng0.err' &&
+        test -z \"\$(find '$NG' -name '*.unpacking.*')\""
+# Debian's Python (python3 on PATH may be a wrapper needing more tools)
+ln -s /usr/bin/python3 "$TMP/nogzip-bin/python3"
+PATH=$TMP/nogzip-bin "$TMP/nogzip-bin/sh" -c '. "$0/env.sh" && exec shardtrain --version' "$NG" \
+    >"$TMP/ng.out" 2>"$TMP/ng.err"
+st=$?
+check "env.sh with no gzip on PATH unpacks with Python, and shardtrain starts (exit $st)" \
+    test "$st" -eq 0 -a -s "$TMP/ng.out"
+check "those libraries equal gzip's" unpacked_ok "$NG/usr/lib/$ma"
+
