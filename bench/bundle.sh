@@ -219,6 +219,33 @@ done
 unset _st_gz _st_tmp
 export PATH="\$ST_BUNDLE/usr/bin\${PATH:+:\$PATH}"
 export LD_LIBRARY_PATH="\$ST_BUNDLE/usr/lib/$multiarch\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+# The CUDA libraries are the host's.  Where its loader cannot find one
+# (NCCL is not part of the CUDA toolkit: a host may have it only in
+# PyTorch's Python packages, nvidia-nccl-cu13 and the like), the folder
+# that holds it is added, from CUDA_HOME or python3's nvidia packages;
+# one still missing is one warning line.
+_st_missing=\$(for _st_p in "\$ST_BUNDLE"/usr/bin/*; do ldd "\$_st_p" 2>/dev/null; done |
+    awk '\$2 == "=>" && \$3 == "not" && !seen[\$1]++ {print \$1}')
+if [ -n "\$_st_missing" ]; then
+    _st_cuda=\${CUDA_HOME:-/usr/local/cuda}
+    _st_dirs="\$_st_cuda/lib64 \$_st_cuda/targets/x86_64-linux/lib \$(python3 -c '
+import os, nvidia
+print(" ".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in sorted(os.listdir(p))))' 2>/dev/null)"
+    _st_lost=
+    for _st_l in \$_st_missing; do
+        _st_found=
+        for _st_d in \$_st_dirs; do
+            [ -f "\$_st_d/\$_st_l" ] || continue
+            _st_found=1
+            case ":\$LD_LIBRARY_PATH:" in *":\$_st_d:"*) ;; *) LD_LIBRARY_PATH="\$LD_LIBRARY_PATH:\$_st_d" ;; esac
+            break
+        done
+        [ -n "\$_st_found" ] || _st_lost="\$_st_lost \$_st_l"
+    done
+    [ -z "\$_st_lost" ] || echo "env.sh: warning: not found on this host:\$_st_lost (looked in \$_st_cuda and python3's nvidia packages); the programs that need them will not start" >&2
+    unset _st_cuda _st_dirs _st_lost _st_l _st_found _st_d
+fi
+unset _st_missing _st_p
 # Open MPI: OPAL_PREFIX relocates what Debian configured under \${prefix}
 # (libdir); the rest is absolute in libopen-pal, so each is named.
 export OPAL_PREFIX="\$ST_BUNDLE/usr"

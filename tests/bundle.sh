@@ -9,6 +9,7 @@
 # one rank as closely as tests/fsdp.sh asks.  Its large libraries travel
 # gzipped (the carry limit is 64 MiB): env.sh unpacks them whole, with
 # gzip or, without it, Python, and with neither says so in one line.
+# CUDA libraries the host keeps only in Python packages are found there.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 require command -v unshare
@@ -162,4 +163,47 @@ st=$?
 check "env.sh with no gzip on PATH unpacks with Python, and shardtrain starts (exit $st)" \
     test "$st" -eq 0 -a -s "$TMP/ng.out"
 check "those libraries equal gzip's" unpacked_ok "$NG/usr/lib/$ma"
+
+# ---- CUDA libraries the host keeps elsewhere -------------------------------
+# The bundle leaves CUDA's libraries to the host, whose toolkit may lack
+# NCCL (PyTorch's nvidia-nccl-cu13 package has it).  Here the toolkit's
+# library folder is hidden and its libraries shardtrain needs appear only
+# in a Python package named nvidia: env.sh must find them there; with
+# that package off the Python path, it names them in one warning line.
+cudalibs=$(ldd "$SHARDTRAIN" | awk '$2 == "=>" && $3 ~ /cuda/ {print $3}')
+if [ -n "$cudalibs" ]; then
+    cudadir=$(dirname "$(readlink -f "$(echo "$cudalibs" | head -n 1)")")
+    mkdir -p "$TMP/py/nvidia/cuda_libs/lib"
+    {
+        echo 'set -e'
+        for f in $cudalibs; do
+            n=${f##*/}
+            : >"$TMP/py/nvidia/cuda_libs/lib/$n"
+            echo "mount --bind '$(readlink -f "$f")' '$TMP/py/nvidia/cuda_libs/lib/$n'"
+        done
+        echo "mount --bind '$TMP/empty' '$cudadir'"
+        echo 'set +e'
+        echo 'exec "$@"'
+    } >"$TMP/hidecuda.sh"
+    nocuda() {
+        timeout 120 unshare -m --propagation private sh "$TMP/hidecuda.sh" "$@"
+    }
+    nocuda sh -c 'test -z "$(ls -A "$0")" && ! "$1" --version' "$cudadir" "$SHARDTRAIN" \
+        >/dev/null 2>&1
+    check "the host's CUDA libraries hidden: the normal binary cannot start" test $? -eq 0
+    PYTHONPATH=$TMP/py nocuda sh -c '. "$0/env.sh" && exec shardtrain --version' "$B" \
+        >"$TMP/pyc.out" 2>"$TMP/pyc.err"
+    st=$?
+    check "env.sh finds $(echo "$cudalibs" | wc -l) CUDA libraries in python3's nvidia packages (exit $st)" \
+        test "$st" -eq 0 -a -s "$TMP/pyc.out" -a ! -s "$TMP/pyc.err"
+    PYTHONPATH= nocuda sh -c '. "$0/env.sh"; shardtrain --version' "$B" \
+        >"$TMP/noc.out" 2>"$TMP/noc.err"
+    check "found nowhere: one warning naming them, $(head -n 1 "$TMP/noc.err" | cut -c1-80)..." \
+        sh -c "test \"\$(grep -c '^env.sh:' '$TMP/noc.err')\" = 1 &&
+            grep -q '^env.sh: warning: not found on this host:.* libnccl.so.2' '$TMP/noc.err'"
+else
+    sh -c '. "$0/env.sh" && echo "$LD_LIBRARY_PATH"' "$B" >"$TMP/ldp.out" 2>"$TMP/ldp.err"
+    check "a build without CUDA: env.sh adds only the bundle's own libraries" \
+        test "$(cat "$TMP/ldp.out")" = "$L${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" -a ! -s "$TMP/ldp.err"
+fi
 
