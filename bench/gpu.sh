@@ -244,6 +244,7 @@ say "check-gpu: $CHECK_GPU_STATUS"
 # Training on the GPU against the CPU backend (tests/gpu/train_gpu.sh): its
 # TAP lines go to train-gpu.log; the status says how many failed.
 TRAIN_GPU_STATUS="failed: not run (build $BUILD_STATUS)"
+[ "${GPU_BENCH_TRAIN_CHECK:-1}" = 1 ] || TRAIN_GPU_STATUS="not run (GPU_BENCH_TRAIN_CHECK=0)"
 if [ "$BUILD_STATUS" = ok ] && [ "${GPU_BENCH_TRAIN_CHECK:-1}" = 1 ]; then
     t=$(limit 240 "$TORCH_RESERVE")
     if [ "$t" -eq 0 ]; then

@@ -140,6 +140,21 @@ check "bundle: no Open MPI or PMIx messages on stderr" \
 check "bundle: two ranks match one rank within 1e-5 (as tests/fsdp.sh)" \
     compare_runs "$TMP/b2" "$TMP/b1" 1e-5 4
 
+# ---- bench/gpu.sh through the bundle ----------------------------------------
+# What the first GPU session runs: bench/gpu.sh finding no build and taking
+# the bundle's programs through its env.sh wrapper.  Here on the CPU (the
+# tiny preset; PyTorch's side left out), with the system's Open MPI hidden:
+# shardtrain's row must hold a number.
+hidden 400 env GPU_BENCH_BUNDLE="$B" GPU_BENCH_DEVICE=cpu GPU_BENCH_MODELS=tiny \
+    GPU_BENCH_MAX_MB=2 GPU_BENCH_STEPS=3 GPU_BENCH_SKIP=1 GPU_BENCH_TRAIN_CHECK=0 \
+    TORCH_PYTHON=/bin/false GPU_BENCH_BUDGET_S=400 OUT="$TMP/gb" \
+    sh "$top_srcdir/bench/gpu.sh" >"$TMP/gb.log" 2>&1
+check "bench/gpu.sh with the bundle (system Open MPI hidden): shardtrain's tiny row measured" \
+    /usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]["tiny"]["shardtrain"]
+sys.exit(not (r["status"] == "ok" and r["tokens_per_s"] > 0))' "$TMP/gb/results.json"
+
 # ---- env.sh without gzip ---------------------------------------------------
 # Only the tools env.sh runs, gzip not among them: Python's gzip unpacks.
 mkdir "$TMP/nogzip-bin"
