@@ -221,15 +221,20 @@ if [ "$BUILD_STATUS" = ok ]; then
         CHECK_GPU_STATUS="failed: no time left"
     elif [ -n "$BUNDLE" ]; then
         # The bundle's copies of the GPU test programs (make check-gpu's).
+        # Each program's output in its own log too, so that the status
+        # names every program that failed and the first one's first error.
         CHECK_GPU_STATUS=ok
-        n=0
+        n=0 bad='' why=''
         for p in test_cuda_ops test_cuda_attention test_cuda_model; do
             [ -x "$BUNDLE/usr/bin/$p" ] || continue
             n=$((n + 1))
-            echo "== $p" >>"$OUTDIR/check-gpu.log"
-            timeout -k 10 "$t" "$WORK/$p" >>"$OUTDIR/check-gpu.log" 2>&1 ||
-                CHECK_GPU_STATUS="failed: $p: $(first_error "$OUTDIR/check-gpu.log")"
+            timeout -k 10 "$t" "$WORK/$p" >"$WORK/$p.log" 2>&1 || {
+                [ -n "$why" ] || why=$(first_error "$WORK/$p.log")
+                bad="${bad:+$bad, }$p"
+            }
+            { echo "== $p"; cat "$WORK/$p.log"; } >>"$OUTDIR/check-gpu.log"
         done
+        [ -z "$bad" ] || CHECK_GPU_STATUS="failed: $bad: $why"
         [ "$n" -gt 0 ] || CHECK_GPU_STATUS="failed: the bundle has no GPU test programs (build them with make check before bench/bundle.sh)"
     elif ! make -n check-gpu-kernels >/dev/null 2>&1; then
         CHECK_GPU_STATUS="failed: no check-gpu-kernels target in this build"

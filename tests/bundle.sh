@@ -154,6 +154,16 @@ check "bench/gpu.sh with the bundle (system Open MPI hidden): shardtrain's tiny 
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]["tiny"]["shardtrain"]
 sys.exit(not (r["status"] == "ok" and r["tokens_per_s"] > 0))' "$TMP/gb/results.json"
+# No GPU here: each of the bundle's GPU test programs fails, and the status
+# names them all (the test programs exist where configure found CUDA).
+n=$(ls "$B"/usr/bin/test_cuda_* 2>/dev/null | wc -l)
+if [ "$n" -gt 0 ]; then
+    check "gpu.sh's check-gpu status names all $n GPU test programs that failed here" \
+        sh -c "grep '^check-gpu: failed: ' '$TMP/gb.log' | grep -q 'test_cuda_ops, test_cuda_attention, test_cuda_model: '"
+else
+    check "gpu.sh's check-gpu status says the bundle has no GPU test programs" \
+        grep -q '^check-gpu: failed: the bundle has no GPU test programs' "$TMP/gb.log"
+fi
 
 # ---- env.sh without gzip ---------------------------------------------------
 # Only the tools env.sh runs, gzip not among them: Python's gzip unpacks.
