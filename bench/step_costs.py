@@ -337,7 +337,7 @@ COSTS = {
     "embed_backward_wpe_kernel<T, kVec>": c_embed_wpe,
     "norm_forward_kernel<T, centered, kVec>": c_norm_forward,
     "norm_backward_kernel<T, centered, kCPT, kVec>": c_norm_backward,
-    "sumsq_partials_kernel": c_sumsq, "sumsq_finish_kernel": c_tiny,
+    "sumsq_partials_kernel<kVec>": c_sumsq, "sumsq_finish_kernel": c_tiny,
     "add_double_kernel": c_tiny, "sum_losses_kernel": c_sum_losses,
     # the step's verdict and AdamW's gate (src/kernels/step_gate.h): a few
     # doubles in one thread

@@ -32,6 +32,9 @@
  * ST_EMU_REVERSE=1 (threads resumed last to first) and requires the same
  * digest.
  *
+ * The sum of squares of the gradient norm (cuda/reduce.cu) against the
+ * host's double sum, its 16-byte and scalar paths bit for bit.
+ *
  * Last, the cross-entropy (cuda/xent.cu), a row reduction whose row cache in
  * shared memory must hold exactly what its second pass reads.
  *
@@ -508,6 +511,51 @@ static void test_add(bool bf, int64_t n)
     free_all();
 }
 
+/* The sum of squares behind the gradient norm (cuda/reduce.cu): onto an
+ * accumulator that starts non-zero, with a NaN-filled partials workspace,
+ * and the same bits from its 16-byte and scalar paths (the result's 8
+ * bytes compared as two floats' bits).  The reference is the host's
+ * compensated (Neumaier) double sum, exact to about one rounding.  Every
+ * term is non-negative, so the device's sum, whose every term passes
+ * through at most `depth` double additions (the squares are exact in
+ * double), is within depth * 2^-53 of the exact sum, relatively; depth
+ * counts a thread's serial adds, the two trees of 256 and the finish
+ * kernel's loop over the 264 partials, and the accumulator. */
+static void test_sumsq(int64_t n)
+{
+    char shape[32];
+    snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+    const std::vector<float> x = rnd(n, false);
+    const double start = 0.5;
+    double ref = start, comp = 0.0;
+    for (float v : x) {
+        const double t = (double)v * v, u = ref + t;
+        comp += fabs(ref) >= t ? (ref - u) + t : (t - u) + ref;
+        ref = u;
+    }
+    ref += comp;
+    const int64_t threads = (int64_t)ST_CUDA_SUMSQ_PARTIALS * 256;
+    const int64_t depth = 4 * (((n + 3) / 4 + threads - 1) / threads) + 8 +
+                          (ST_CUDA_SUMSQ_PARTIALS + 255) / 256 + 8 + 1;
+    const double tol = (double)depth * 0x1p-53 + 0x1p-52;
+    double got = 0.0;
+    both_paths("sumsq", false, shape, n >= 4, [&](int k) {
+        const float *dx = (const float *)up(x, false, k);
+        double *acc = (double *)dalloc(sizeof(double));
+        CK(cudaMemcpy(acc, &start, sizeof start, cudaMemcpyHostToDevice));
+        double *partials = (double *)nan_ws(sizeof(double) * ST_CUDA_SUMSQ_PARTIALS);
+        CK(st_cuda_sumsq(dx, n, acc, partials, 0));
+        CK(cudaMemcpy(&got, acc, sizeof got, cudaMemcpyDeviceToHost));
+        std::vector<float> bits(2);
+        memcpy(bits.data(), &got, sizeof got);
+        return bits;
+    });
+    const double e = fabs(got - ref) / ref;
+    tap_ok(e <= tol, "sumsq fp32 %s: %.17g against the host's %.17g (rel %.2g, tol %.2g)",
+           shape, got, ref, e, tol);
+    free_all();
+}
+
 /* The casts, bit for bit against base/dtype.h's, on special values
  * (signed zeros, ties, overflow, inf, NaN, subnormals) and random ones;
  * pack's bf16 results are compared as floats (the words shifted up). */
@@ -735,6 +783,11 @@ int main(void)
     test_embed(false, false, 1, 33500, 4, 3000, 0);
     for (int64_t n : {264 * 3, 260 * 3, 261 * 3})
         test_casts(n);
+    /* Fewer than one group of 4 (no 16-byte access at all); one group; a
+     * short last group; several sweeps of the 264 x 256-thread grid (its
+     * 270,336 elements) with a short last group. */
+    for (int64_t n : {3, 4, 1001, 600003})
+        test_sumsq(n);
     test_unpack_rows(3, 264, 272, 268); /* vector: cols, lds multiples of 8, ldd of 4 */
     test_unpack_rows(3, 264, 270, 268); /* lds not a multiple of 8: scalar */
     test_unpack_rows(3, 261, 264, 264); /* odd cols: scalar */

@@ -17,12 +17,12 @@ lib=${2:-$top/libshardtrain.a}
 cuda=${CUDA_PREFIX:-/usr/local/cuda}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for f in elementwise embedding casts norms xent; do
+for f in elementwise embedding casts norms xent reduce; do
     python3 "$top/tests/gpu/emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
 done
 cp "$top/tests/gpu/test_cuda_reduce.cu" "$tmp/test_emu.cpp"
 objs=
-for f in elementwise embedding casts norms xent test; do
+for f in elementwise embedding casts norms xent reduce test; do
     nice -n 10 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
         -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" \
         -c "$tmp/${f}_emu.cpp" -o "$tmp/$f.o"
