@@ -241,6 +241,20 @@ check "full disk: auto resumes from step 2" grep -q "resumed from .*step_0000000
 check "full disk: the resumed run's final weights equal the uninterrupted run's" \
     cmp -s "$TMP/A/ckpt/final/model.safetensors" "$TMP/Y/ckpt/final/model.safetensors"
 
+# A run repeated over a checkpoint directory replaces its step directories;
+# when the rename into place fails, the old step_00000004 is put back.
+mkdir -p "$TMP/Z" && cp -r "$TMP/A/ckpt" "$TMP/Z/ckpt"
+SHARDTRAIN_TEST_CHECKPOINT_FULL_AT=4:rename run Z 4 \
+    -s checkpoint.resume="$TMP/Z/ckpt/step_00000002"
+zrc=$?
+check "full disk at the rename: exit status 1 (got $zrc), one error line" \
+    sh -c "test $zrc = 1 && test \"\$(grep -c '^shardtrain: error:' '$TMP/Z.err')\" = 1 &&
+        grep -q 'step_00000004: cannot rename checkpoint into place: No space left on device' '$TMP/Z.err'"
+check "full disk at the rename: the step directory it replaced is back, as it was, and nothing else" \
+    sh -c "cmp -s '$TMP/A/ckpt/step_00000004/manifest.json' '$TMP/Z/ckpt/step_00000004/manifest.json' &&
+        test \"\$(cat '$TMP/Z/ckpt/latest')\" = step_00000006 &&
+        test \"\$(ls -A '$TMP/Z/ckpt' | tr '\n' ' ')\" = 'final latest step_00000002 step_00000004 step_00000006 '"
+
 # ---- 7. export --------------------------------------------------------------
 "$SHARDTRAIN" check $gpt2 "$TMP/base.ini" >"$TMP/gpt2.check"
 # The export's llama: the base at the defaults of seed, lr, warmup and log.every

@@ -54,11 +54,16 @@ int st_fault_crash_in_checkpoint(int64_t step)
     return crash_step == step;
 }
 
-int st_fault_checkpoint_full(int64_t step)
+int st_fault_checkpoint_full(int64_t step, const char *where)
 {
     const char *s = getenv("SHARDTRAIN_TEST_CHECKPOINT_FULL_AT");
-    const long at = s && *s ? strtol(s, NULL, 10) : -1;
-    return at == step;
+    char *end = NULL;
+    const long at = s && *s ? strtol(s, &end, 10) : -1;
+    if (at != step)
+        return 0;
+    /* "N" fails the shard file, "N:rename" the rename into place. */
+    const char *point = *end == ':' ? end + 1 : "shard";
+    return strcmp(point, where) == 0;
 }
 
 int st_fault_log_full(int64_t step)

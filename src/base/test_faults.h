@@ -12,12 +12,15 @@
  *       Every rank exits with status 1 in the middle of writing the
  *       checkpoint of step N (after part of its shard file), to show that
  *       a crash leaves the previous checkpoint loadable.
- *   SHARDTRAIN_TEST_CHECKPOINT_FULL_AT=N   (tests/checkpoint.sh)
+ *   SHARDTRAIN_TEST_CHECKPOINT_FULL_AT=N[:rename]   (tests/checkpoint.sh)
  *       The checkpoint of step N fails as on a full disk: the last shard's
- *       file gets ENOSPC after its first array, to show that the failure
- *       is one error line and exit status 1 on every rank, that the
- *       partial step directory is removed, and that the previous
- *       checkpoint and `latest` are untouched.
+ *       file gets ENOSPC after its first array (with :rename, every file
+ *       is written and the rename of the step directory into place gets
+ *       ENOSPC), to show that the failure is one error line and exit
+ *       status 1 on every rank, that the partial step directory is
+ *       removed, and that the previous checkpoint and `latest` are
+ *       untouched (with :rename, also a directory of the same step that
+ *       a repeated run was replacing).
  *   SHARDTRAIN_TEST_LOG_FULL_AT=N          (tests/summary.sh)
  *       Rank 0's metrics.jsonl record of step N (and of every later step)
  *       fails as on a full disk: half the record is written, then ENOSPC,
@@ -64,9 +67,10 @@ int st_fault_poisoned_step(int64_t step1);
 
 /* Whether a rank writing the checkpoint of `step` is to die part-way. */
 int st_fault_crash_in_checkpoint(int64_t step);
-/* Whether the last shard's checkpoint file of `step` is to fail as on a
- * full disk. */
-int st_fault_checkpoint_full(int64_t step);
+/* Whether the checkpoint of `step` is to fail as on a full disk at
+ * `where`: "shard" (the last shard's file) or "rename" (the step
+ * directory's rename into place). */
+int st_fault_checkpoint_full(int64_t step, const char *where);
 /* Whether the metrics record of `step` is to fail as on a full disk. */
 int st_fault_log_full(int64_t step);
 

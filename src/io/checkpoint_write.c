@@ -108,7 +108,7 @@ static int write_shard(const st_fsdp *f, const char *path, int64_t step, uint64_
     float *stage = malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
     int bad = !stage;
     /* Testing aid: the last shard's file fills the disk part-way. */
-    const int disk_fills = f->shard_rank == f->S - 1 && st_fault_checkpoint_full(step);
+    const int disk_fills = f->shard_rank == f->S - 1 && st_fault_checkpoint_full(step, "shard");
     static const st_fsdp_array arr[3] = {ST_FSDP_PARAMS, ST_FSDP_ADAM_M, ST_FSDP_ADAM_V};
     for (int u = 0; u < f->n_units && !bad; u++) {
         const st_fsdp_unit *x = &f->units[u];
@@ -376,8 +376,10 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
         st_error(final, "cannot replace existing checkpoint: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
-    if (rename(tmp, final) != 0) {
-        const int err = errno;
+    /* Testing aid: a full disk refuses the directory entry. */
+    const int disk_full = st_fault_checkpoint_full(step, "rename");
+    if (disk_full || rename(tmp, final) != 0) {
+        const int err = disk_full ? ENOSPC : errno;
         /* Put the old directory back: left as .old-step_N, the next
          * prune would delete a checkpoint nothing replaced. */
         if (replacing && rename(old, final) != 0)
