@@ -207,7 +207,9 @@ say "build: $BUILD_STATUS"
 if grep -q '^#define HAVE_CUDA 1' st_build.h 2>/dev/null; then CUDA_BUILT=yes; else CUDA_BUILT=no; fi
 # A bundle's binary was built elsewhere: it has CUDA if it links the runtime.
 if [ -n "$BUNDLE" ]; then
-    if objdump -p "$BUNDLE/usr/bin/shardtrain" 2>/dev/null | grep -q 'NEEDED *libcudart'; then
+    # (the dynamic section names it; grep -a where there is no objdump)
+    if { objdump -p "$BUNDLE/usr/bin/shardtrain" 2>/dev/null || grep -a -o 'libcudart\.so[.0-9]*' \
+            "$BUNDLE/usr/bin/shardtrain" | sed 's/^/NEEDED /'; } | grep -q 'NEEDED *libcudart'; then
         CUDA_BUILT=yes
     else
         CUDA_BUILT=no
