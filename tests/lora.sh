@@ -210,6 +210,10 @@ start = train[0]
 assert start[0] == start[1] > 0 and start[2] > 0, start
 assert train[1] == start and export[0] == start, (train, export)
 EOF_PY
+    # A base that cannot be read is refused before anything is written.
+    refused "$arch: export --base of a missing base is refused" "nothing-here.*cannot open weights" \
+        "$SHARDTRAIN" export --base "$TMP/nothing-here" "$TMP/$arch-A/ckpt" "$TMP/$arch-nobase"
+    check "$arch: ... and no output directory is made" test ! -e "$TMP/$arch-nobase"
     "$SHARDTRAIN" export --adapter "$TMP/$arch-A/ckpt" "$TMP/$arch-adapter" >/dev/null 2>"$TMP/ex.err"
     check "$arch: export --adapter equals final/adapter" \
         same_tensors "$TMP/$arch-adapter/adapter_model.safetensors" \
