@@ -208,7 +208,7 @@ for _st_gz in "\$ST_BUNDLE/usr/lib/$multiarch"/*.so*.gz; do
     if { if command -v gzip >/dev/null 2>&1; then gzip -dc "\$_st_gz"
          elif command -v python3 >/dev/null 2>&1; then
              python3 -c 'import gzip, shutil, sys; shutil.copyfileobj(gzip.open(sys.argv[1]), sys.stdout.buffer)' "\$_st_gz"
-         else false; fi; } >"\$_st_tmp" 2>/dev/null && mv -f "\$_st_tmp" "\${_st_gz%.gz}"; then :
+         else false; fi; } 2>/dev/null >"\$_st_tmp" && mv -f "\$_st_tmp" "\${_st_gz%.gz}" 2>/dev/null; then :
     else
         rm -f "\$_st_tmp"
         echo "env.sh: cannot unpack \$_st_gz; hint: the bundle must be writable, with gzip or python3 on PATH" >&2

@@ -48,8 +48,10 @@ L=$B/usr/lib/$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 check "libraries over 1 MiB travel gzipped, OpenBLAS's among them, none unpacked yet" \
     sh -c "test -f '$L/libopenblas.so.0.gz' && test ! -e '$L/libopenblas.so.0' &&
         test -z \"\$(find '$L' -maxdepth 1 -type f -name '*.so*' ! -name '*.gz' -size +1024k)\""
-# A copy for env.sh on a host without gzip (Python's gzip instead).
+# Copies, still packed, for env.sh on a host without gzip (Python's gzip
+# instead) and in a read-only bundle.
 cp -r "$B" "$TMP/nogzip-bundle"
+cp -r "$B" "$TMP/ro-bundle"
 
 # ---- the hiding ----------------------------------------------------------
 # Every file through which the system's Open MPI or the libraries bundled
@@ -180,6 +182,16 @@ check "env.sh with neither gzip nor python3: exit $st, one line: $(head -n 1 "$T
     sh -c "test $st -ne 0 && test \"\$(wc -l < '$TMP/ng0.err')\" = 1 &&
         grep -q '^env.sh: cannot unpack .*\\.gz; hint:' '$TMP/ng0.err' &&
         test -z \"\$(find '$NG' -name '*.unpacking.*')\""
+# A read-only bundle (mounted so in a private namespace): nothing can be
+# unpacked, one line says so.
+RO=$TMP/ro-bundle
+timeout 60 unshare -m --propagation private sh -c \
+    'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && . "$0/env.sh"' "$RO" \
+    >"$TMP/ro.out" 2>"$TMP/ro.err"
+st=$?
+check "env.sh in a read-only bundle: exit $st, one line: $(head -n 1 "$TMP/ro.err" | cut -c1-60)..." \
+    sh -c "test $st -ne 0 && test \"\$(wc -l < '$TMP/ro.err')\" = 1 &&
+        grep -q '^env.sh: cannot unpack .*\\.gz; hint: the bundle must be writable' '$TMP/ro.err'"
 # Debian's Python (python3 on PATH may be a wrapper needing more tools)
 ln -s /usr/bin/python3 "$TMP/nogzip-bin/python3"
 PATH=$TMP/nogzip-bin "$TMP/nogzip-bin/sh" -c '. "$0/env.sh" && exec shardtrain --version' "$NG" \
