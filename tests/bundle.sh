@@ -156,6 +156,19 @@ check "bench/gpu.sh with the bundle (system Open MPI hidden): shardtrain's tiny 
 import json, sys
 r = json.load(open(sys.argv[1]))["results"]["tiny"]["shardtrain"]
 sys.exit(not (r["status"] == "ok" and r["tokens_per_s"] > 0))' "$TMP/gb/results.json"
+# gpu.sh tells a CUDA build by the bundled shardtrain's dynamic section:
+# with objdump, and again where objdump is missing (a stand-in that exits
+# 127, as a shell does for a command it cannot find), by grep -a.
+if ldd "$SHARDTRAIN" | grep -q 'libcudart'; then cuda=yes; else cuda=no; fi
+mkdir "$TMP/no-objdump" && printf '#!/bin/sh\nexit 127\n' >"$TMP/no-objdump/objdump" &&
+    chmod +x "$TMP/no-objdump/objdump"
+hidden 400 env PATH="$TMP/no-objdump:$PATH" GPU_BENCH_BUNDLE="$B" GPU_BENCH_DEVICE=cpu \
+    GPU_BENCH_MODELS=tiny GPU_BENCH_MAX_MB=2 GPU_BENCH_STEPS=3 GPU_BENCH_SKIP=1 \
+    GPU_BENCH_TRAIN_CHECK=0 TORCH_PYTHON=/bin/false GPU_BENCH_BUDGET_S=400 OUT="$TMP/gb2" \
+    sh "$top_srcdir/bench/gpu.sh" >"$TMP/gb2.log" 2>&1
+check "gpu.sh knows the bundle's shardtrain has CUDA: $cuda, with objdump and without" \
+    sh -c "grep -q 'CUDA toolkit found by configure: $cuda\$' '$TMP/gb/results.md' &&
+        grep -q 'CUDA toolkit found by configure: $cuda\$' '$TMP/gb2/results.md'"
 # No GPU here: each of the bundle's GPU test programs fails, and the status
 # names them all (the test programs exist where configure found CUDA).
 n=$(ls "$B"/usr/bin/test_cuda_* 2>/dev/null | wc -l)
