@@ -108,6 +108,24 @@ check "sharded: one 'wrote' line per file ($nfiles)" \
 check "re-prepare into the same prefix exits 0" [ $? -eq 0 ]
 check "re-prepare leaves no stale shards" [ "$(ls "$TMP/sharded" | wc -l)" -eq 2 ]
 
+# A run that fails part-way (here a directory where shard 2's temporary
+# file goes, as a full disk would stop it) over an earlier run's shards:
+# neither the new shards nor the old ones are left for a glob to read as a
+# whole data set, and the failure is one error line, exit status 1.
+out="$TMP/broken/t"
+"$SHARDTRAIN" prepare --shard-tokens 100000 "$text" "$out" > /dev/null 2>&1
+check "broken: a first run writes several shards per split" \
+    [ "$(ls "$TMP/broken" | grep -c '^t_train_')" -ge 4 ]
+mkdir "${out}_train_000002.bin.tmp"
+"$SHARDTRAIN" prepare --shard-tokens 90000 "$text" "$out" > "$TMP/broken.out" 2> "$TMP/broken.err"
+rc=$?
+check "broken: the rerun stops with exit status 1 (got $rc) and one error line" \
+    sh -c "test $rc -eq 1 && test \"\$(grep -c '^shardtrain: error:' '$TMP/broken.err')\" = 1 &&
+        test \"\$(wc -l < '$TMP/broken.err')\" = 1"
+check "broken: no shard of either run is left, old or new, train or val" \
+    [ "$(ls "$TMP/broken")" = "t_train_000002.bin.tmp" ]
+check "broken: it says what it removed" grep -q '^removed partial .*t_val_000000.bin' "$TMP/broken.out"
+
 # ---- no val split ------------------------------------------------------------
 out="$TMP/noval/t"
 "$SHARDTRAIN" prepare --val-fraction 0 "$text" "$out" > /dev/null 2>&1

@@ -11,7 +11,9 @@
  * shard is written through st_write_token_file, which writes atomically.
  * JSONL instruction data (prompt/completion or messages lines) also gets a
  * loss mask beside each shard (loss_mask.c); its shards and its val split
- * fall on example boundaries, since it is read one example per sequence. */
+ * fall on example boundaries, since it is read one example per sequence.
+ * A run that fails part-way removes both splits' shards, its own and an
+ * earlier run's, rather than leave a partial or mixed set for a glob. */
 #include "io/data.h"
 #include "io/tokenizer.h"
 
@@ -168,19 +170,24 @@ typedef struct {
 } token_source;
 
 /* Removes path's loss mask if one is there: a shard rewritten as plain
- * text must not keep the mask of an earlier run's instruction data. */
-static int remove_mask_of(const char *path)
+ * text must not keep the mask of an earlier run's instruction data.  why
+ * ("stale", "partial") names it in the messages; quiet leaves a failure
+ * to the caller to report. */
+static int remove_mask_of(const char *path, const char *why, int quiet)
 {
     char *mp = st_mask_path(path);
     if (!mp) {
-        st_error(path, "out of memory");
+        if (!quiet)
+            st_error(path, "out of memory");
         return ST_EXIT_FAILURE;
     }
     int rc = 0;
     if (unlink(mp) == 0) {
-        st_info("removed stale %s", mp);
+        st_info("removed %s %s", why, mp);
     } else if (errno != ENOENT) {
-        st_error(mp, "cannot remove stale loss mask: %s; delete it by hand", strerror(errno));
+        if (!quiet)
+            st_error(mp, "cannot remove %s loss mask: %s; delete it by hand", why,
+                     strerror(errno));
         rc = ST_EXIT_FAILURE;
     }
     free(mp);
@@ -202,7 +209,7 @@ static int write_shard(const char *path, const token_source *src, int64_t off, i
         return rc;
     if (!src->mask) {
         st_info("wrote %s (%lld tokens)", path, (long long)m);
-        return remove_mask_of(path);
+        return remove_mask_of(path, "stale", 0);
     }
     char *mp = st_mask_path(path);
     if (!mp) {
@@ -243,6 +250,37 @@ static int64_t shard_length(const token_source *src, int64_t off, int64_t left,
     return i;
 }
 
+/* Delete shards PREFIX_SPLIT_K.bin, K from k up, and their masks, while
+ * they exist (a split's shards are numbered without gaps).  `why` names
+ * them in the messages ("stale", "partial"); quiet prints no error (the
+ * caller reports what is left). */
+static int remove_shards_from(const char *out_prefix, const char *split, int64_t k,
+                              const char *why, int quiet)
+{
+    /* A mask that cannot be removed fails the run even when its shard
+     * went: the error is printed where it happens, the status kept here. */
+    int failed = 0;
+    for (;; k++) {
+        char *path = shard_path(out_prefix, split, k);
+        if (!path) {
+            if (!quiet)
+                st_error(out_prefix, "out of memory");
+            return ST_EXIT_FAILURE;
+        }
+        int rc = unlink(path);
+        int e = errno;
+        if (rc == 0)
+            st_info("removed %s %s", why, path);
+        else if (e != ENOENT && !quiet)
+            st_error(path, "cannot remove %s shard: %s; delete it by hand", why,
+                     strerror(e));
+        failed |= remove_mask_of(path, why, quiet) != 0;
+        free(path);
+        if (rc != 0)
+            return e == ENOENT && !failed ? 0 : ST_EXIT_FAILURE;
+    }
+}
+
 /* Write tokens [off0, off0 + n) as shards PREFIX_SPLIT_000000.bin, ...,
  * then delete higher-numbered shards of the same split (and their masks)
  * left by an earlier run: they would otherwise be picked up by the data
@@ -264,27 +302,7 @@ static int write_split(const char *out_prefix, const char *split, const token_so
             return rc;
         off += m;
     }
-    /* A mask that cannot be removed fails the run even when its shard
-     * went: the error is printed where it happens, the status kept here. */
-    int failed = 0;
-    for (;; k++) {
-        char *path = shard_path(out_prefix, split, k);
-        if (!path) {
-            st_error(out_prefix, "out of memory");
-            return ST_EXIT_FAILURE;
-        }
-        int rc = unlink(path);
-        int e = errno;
-        if (rc == 0)
-            st_info("removed stale %s", path);
-        else if (e != ENOENT)
-            st_error(path, "cannot remove stale shard: %s; delete it by hand",
-                     strerror(e));
-        failed |= remove_mask_of(path) != 0;
-        free(path);
-        if (rc != 0)
-            return e == ENOENT && !failed ? 0 : ST_EXIT_FAILURE;
-    }
+    return remove_shards_from(out_prefix, split, k, "stale", 0);
 }
 
 /* Where JSONL lines go: a tokenizer's ids or bytes, and the loss mask of
@@ -492,6 +510,15 @@ int st_prepare_text(const char *input, const char *out_prefix, const st_prepare_
     rc = write_split(out_prefix, "train", &src, 0, n_train, shard_tokens, scratch);
     if (rc == 0)
         rc = write_split(out_prefix, "val", &src, n_train, n_val, shard_tokens, scratch);
+    /* A run that stops part-way (a full disk) has replaced some of an
+     * earlier run's shards and not the rest: the glob would read a mix of
+     * the two, or a part of the text, as if whole.  Nothing of either
+     * split is kept; the error above says why. */
+    if (rc != 0 && (remove_shards_from(out_prefix, "train", 0, "partial", 1) |
+                    remove_shards_from(out_prefix, "val", 0, "partial", 1)))
+        st_warn("%s_train_* / %s_val_*: could not remove every shard and loss mask of "
+                "this failed run; delete what is left by hand before training on it",
+                out_prefix, out_prefix);
 out:
     free(scratch);
     free(bytes);
