@@ -104,6 +104,8 @@ check "output locations printed at the start" \
     sh -c "head -n 1 '$TMP/C.out' | grep -q '^shardtrain: writing: metrics $TMP/C/logs/metrics.jsonl, summary $TMP/C/logs/summary.json, plot $TMP/C/logs/plot.svg, TensorBoard events $TMP/C/logs/events\.out\.tfevents\.[0-9]*\.[^;]*; checkpoints in $TMP/C/ckpt/ (every 3 steps'"
 check "... and at the end" \
     sh -c "tail -n 1 '$TMP/C.out' | grep -q '^shardtrain: wrote: metrics $TMP/C/logs/metrics.jsonl'"
+check "... the end naming the final weights it wrote" \
+    sh -c "tail -n 1 '$TMP/C.out' | grep -q ', final weights $TMP/C/ckpt/final/model.safetensors\$'"
 
 # ---- preempted by SIGUSR1, then resumed, 2 ranks -----------------------------
 mkdir -p "$TMP/P"; cp "$TMP/np.tmp" "$TMP/P/np"
@@ -116,6 +118,8 @@ check "preempted: summary.json says preempted, exit 3, at the checkpoint" \
     summary_is P preempted 3 1
 check "preempted: the closing lines say so" \
     grep -q '^shardtrain: summary: preempted (exit status 3); ' "$TMP/P.out"
+check "preempted: the last line says no final weights were written" \
+    sh -c "tail -n 1 '$TMP/P.out' | grep -q ', final weights not written\$'"
 pstep=$(sed 's/^step_0*//' "$TMP/P/ckpt/latest")
 run P 2 -s train.eval_every=2 -s train.steps=$((pstep + 4))
 check "resumed: exit 0" test "$(cat "$TMP/P.rc")" = 0

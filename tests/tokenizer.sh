@@ -292,6 +292,15 @@ grep -q "^lines" "$TMP/hf.out" || diag "$(tail -n 5 "$TMP/hf.err")"
 refused "export: a tokenizer larger than the model's vocabulary is refused" \
     "the tokenizer has 70201 ids but the model's vocabulary is 1200" \
     "$SHARDTRAIN" export --tokenizer "$TMP/big.json" "$TMP/ck" "$TMP/export_big"
+check "the refused export made no directory" test ! -e "$TMP/export_big"
+# Into the directory of the good export above: refused after the weights
+# are staged, it must leave that export whole (config.json keeps the ids).
+cp -a "$TMP/export" "$TMP/export_before"
+refused "export: the same tokenizer refused over an earlier export" \
+    "the tokenizer has 70201 ids but the model's vocabulary is 1200" \
+    "$SHARDTRAIN" export --tokenizer "$TMP/big.json" "$TMP/ck" "$TMP/export"
+check "the earlier export is left byte for byte as it was" \
+    sh -c 'diff -r "$1" "$2" >/dev/null' sh "$TMP/export_before" "$TMP/export"
 
 # ---- what shardtrain refuses ---------------------------------------------------
 

@@ -66,6 +66,12 @@ int st_fault_checkpoint_full(int64_t step, const char *where)
     return strcmp(point, where) == 0;
 }
 
+int st_fault_stage_full(const char *name)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_STAGE_FULL_AT");
+    return s && strcmp(s, name) == 0;
+}
+
 int st_fault_log_full(int64_t step)
 {
     const char *s = getenv("SHARDTRAIN_TEST_LOG_FULL_AT");

@@ -21,6 +21,12 @@
  *       removed, and that the previous checkpoint and `latest` are
  *       untouched (with :rename, also a directory of the same step that
  *       a repeated run was replacing).
+ *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME      (tests/staged_writes.sh)
+ *       Moving the staged file NAME (config.json) into the directory an
+ *       export writes, or into checkpoint.dir/final, gets ENOSPC, after
+ *       the files before it in name order have replaced theirs, to show
+ *       that the export or run fails with one error line and exit status
+ *       1 and leaves the directory as it was.
  *   SHARDTRAIN_TEST_LOG_FULL_AT=N          (tests/summary.sh)
  *       Rank 0's metrics.jsonl record of step N (and of every later step)
  *       fails as on a full disk: half the record is written, then ENOSPC,
@@ -71,6 +77,9 @@ int st_fault_crash_in_checkpoint(int64_t step);
  * `where`: "shard" (the last shard's file) or "rename" (the step
  * directory's rename into place). */
 int st_fault_checkpoint_full(int64_t step, const char *where);
+/* Whether moving the staged file `name` into place is to fail as on a
+ * full disk (base/stage_dir.c). */
+int st_fault_stage_full(const char *name);
 /* Whether the metrics record of `step` is to fail as on a full disk. */
 int st_fault_log_full(int64_t step);
 

@@ -12,13 +12,13 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/files.h"
+#include "base/stage_dir.h"
 #include "base/test_faults.h"
 #include "config/schema.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -33,20 +33,6 @@
 void st_ckpt_step_dir(const char *dir, int64_t step, char *buf, size_t n)
 {
     snprintf(buf, n, "%s/step_%08lld", dir, (long long)step);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
-}
-
-static int rm_rf(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0)
-        return errno == ENOENT ? 0 : -1;
-    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* ---- one shard file ---------------------------------------------------- */
@@ -322,7 +308,7 @@ static void prune(const char *dir, int64_t keep, int64_t current)
         } else if (!strncmp(e->d_name, ".tmp-step_", 10) ||
                    !strncmp(e->d_name, ".old-step_", 10)) {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (rm_rf(path))
+            if (st_rm_rf(path))
                 st_warn("%s: cannot remove: %s", path, strerror(errno));
         }
     }
@@ -332,7 +318,7 @@ static void prune(const char *dir, int64_t keep, int64_t current)
         if (steps[i] == current)
             continue;
         st_ckpt_step_dir(dir, steps[i], path, sizeof path);
-        if (rm_rf(path))
+        if (st_rm_rf(path))
             st_warn("%s: cannot remove old checkpoint: %s", path, strerror(errno));
     }
     free(steps);
@@ -372,7 +358,7 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
      * moved aside first: rename() will not replace a non-empty directory. */
     struct stat sb;
     const int replacing = stat(final, &sb) == 0;
-    if (replacing && (rm_rf(old), rename(final, old) != 0)) {
+    if (replacing && (st_rm_rf(old), rename(final, old) != 0)) {
         st_error(final, "cannot replace existing checkpoint: %s", strerror(errno));
         return ST_EXIT_FAILURE;
     }
@@ -412,7 +398,7 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
     int rc = 0;
     if (rt->rank == 0) {
         rc = st_mkdir_p(dir);
-        if (!rc && (rm_rf(tmp) != 0 || mkdir(tmp, 0777) != 0)) {
+        if (!rc && (st_rm_rf(tmp) != 0 || mkdir(tmp, 0777) != 0)) {
             st_error(tmp, "cannot create checkpoint directory: %s", strerror(errno));
             rc = ST_EXIT_FAILURE;
         }
@@ -451,7 +437,7 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
      * hold the space the user needs back); every writer is past the
      * agreement, so none is still writing into it.  The previous
      * checkpoint and `latest` are untouched. */
-    else if (rt->rank == 0 && rm_rf(tmp) != 0)
+    else if (rt->rank == 0 && st_rm_rf(tmp) != 0)
         st_warn("%s: cannot remove: %s", tmp, strerror(errno));
     return rc;
 }

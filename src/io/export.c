@@ -3,11 +3,16 @@
  * with Hugging Face tensor names, and a config.json that transformers'
  * GPT2LMHeadModel or LlamaForCausalLM accepts).  The shards are read
  * through the same ranged, verified reader as resume, whole unit by whole
- * unit, so export works for a checkpoint of any world size and strategy. */
+ * unit, so export works for a checkpoint of any world size and strategy.
+ * Every file is written into a stage inside OUT_DIR (base/stage_dir.h) and
+ * moved into OUT_DIR only when all are written, so that an export that
+ * fails part-way leaves OUT_DIR as it was, never new weights beside an old
+ * config.json. */
 #include "io/checkpoint.h"
 #include "base/log.h"
 #include "model/model.h"
 #include "base/files.h"
+#include "base/stage_dir.h"
 #include "io/hf_export.h"
 #include "io/hf_import.h"
 #include "io/lora_files.h"
@@ -37,7 +42,7 @@ static int final_weights_dir(const char *path, char *out, size_t n)
     return -1;
 }
 
-static int export_final(const char *final, const char *out_dir, const char *tokenizer)
+static int export_final(const char *final, const char *into, const char *tokenizer)
 {
     char src[8400], dst[8400];
     snprintf(src, sizeof src, "%s/config.json", final);
@@ -47,14 +52,14 @@ static int export_final(const char *final, const char *out_dir, const char *toke
                  "export could read them); hint: export a step checkpoint, or train again");
         return ST_EXIT_USAGE;
     }
-    int rc = st_mkdir_p(out_dir);
+    int rc = 0;
     /* The first two are required; the others are there when training had
      * them (data.tokenizer). */
     const char *files[] = {"model.safetensors", "config.json", "generation_config.json",
                            "tokenizer.json", "tokenizer_config.json"};
     for (int i = 0; i < 5 && !rc; i++) {
         snprintf(src, sizeof src, "%s/%s", final, files[i]);
-        snprintf(dst, sizeof dst, "%s/%s", out_dir, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", into, files[i]);
         if (i < 2 || stat(src, &st) == 0)
             rc = st_hf_copy_file(src, dst);
     }
@@ -62,7 +67,7 @@ static int export_final(const char *final, const char *out_dir, const char *toke
         return rc;
     /* The vocabulary and length the tokenizer is checked against. */
     json_error_t err;
-    snprintf(src, sizeof src, "%s/config.json", out_dir);
+    snprintf(src, sizeof src, "%s/config.json", into);
     json_t *cfg = json_load_file(src, 0, &err);
     json_int_t V = json_integer_value(json_object_get(cfg, "vocab_size"));
     json_t *t = json_object_get(cfg, "n_positions");
@@ -73,19 +78,19 @@ static int export_final(const char *final, const char *out_dir, const char *toke
                  "shardtrain's; export a step checkpoint");
         return ST_EXIT_USAGE;
     }
-    return st_hf_add_tokenizer(out_dir, V, T, tokenizer);
+    return st_hf_add_tokenizer(into, V, T, tokenizer);
 }
 
 /* A LoRA run's final directory holds the merged model, and its adapters
  * in final/adapter: --adapter copies those. */
-static int export_final_adapter(const char *final, const char *out_dir)
+static int export_final_adapter(const char *final, const char *into)
 {
     char src[8400], dst[8400];
-    int rc = st_mkdir_p(out_dir);
+    int rc = 0;
     const char *files[] = {"adapter_model.safetensors", "adapter_config.json"};
     for (int i = 0; i < 2 && !rc; i++) {
         snprintf(src, sizeof src, "%s/adapter/%s", final, files[i]);
-        snprintf(dst, sizeof dst, "%s/%s", out_dir, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", into, files[i]);
         struct stat st;
         if (stat(src, &st) != 0) {
             st_error(final, "no LoRA adapters in these final weights (no adapter/%s); hint: "
@@ -144,15 +149,27 @@ static int random_base_seed(const st_ckpt *c, const char *base, uint64_t *seed)
     return 0;
 }
 
+/* The files written into the stage (rc 0) go into place together;
+ * otherwise none of them does. */
+static int stage_end(st_stage *s, int rc)
+{
+    if (rc)
+        st_stage_abort(s);
+    return rc ? rc : st_stage_commit(s);
+}
+
 int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,
                       int adapter, const char *base, char *dir, size_t n, int64_t *step)
 {
     char err[1024], path[8400];
+    st_stage stage;
     int rc = st_ckpt_resolve(ckpt, dir, n, err, sizeof err);
     if (rc && final_weights_dir(ckpt, dir, n) == 0) {
         *step = -1;
-        return adapter ? export_final_adapter(dir, out_dir)
-                       : export_final(dir, out_dir, tokenizer);
+        if ((rc = st_stage_begin(&stage, out_dir)))
+            return rc;
+        return stage_end(&stage, adapter ? export_final_adapter(dir, stage.dir)
+                                         : export_final(dir, stage.dir, tokenizer));
     }
     st_ckpt c;
     memset(&c, 0, sizeof c);
@@ -183,6 +200,10 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
     rc = st_ckpt_open(&c, dir, &m, err, sizeof err);
     if (rc)
         st_error(NULL, "%s", err);
+    /* A tokenizer that does not fit is refused before the weights are
+     * streamed, not after. */
+    if (!rc && tokenizer && !adapter)
+        rc = st_hf_check_tokenizer(tokenizer, m.V);
     export_source x = {.c = &c, .m = &m};
     /* A LoRA checkpoint's shards hold the adapters alone: small, read
      * whole first. */
@@ -195,8 +216,12 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
         else if ((rc = st_ckpt_read_range(&c, u, 0, 0, tn, x.adapters[u], err, sizeof err)))
             st_error(NULL, "%s", err);
     }
+    /* The stage (and OUT_DIR) is made once everything read is known good:
+     * a bad base or checkpoint leaves no directory behind. */
+    int staged = 0;
     if (!rc && adapter) {
-        rc = st_lora_write_adapter(out_dir, &m, x.adapters, lora_base);
+        staged = !(rc = st_stage_begin(&stage, out_dir));
+        rc = rc ? rc : st_lora_write_adapter(stage.dir, &m, x.adapters, lora_base);
     } else if (!rc) {
         if (!(x.buf = malloc(sizeof(float) * (size_t)st_model_largest_unit(&m))))
             rc = out_of_memory(dir);
@@ -205,12 +230,15 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
             rc = random_base_seed(&c, lora_base, &seed);
         if (!rc && m.lora.rank)
             rc = st_lora_base_open(lora_base, &m, &c.model, seed, &x.base);
-        rc = rc ? rc : st_mkdir_p(out_dir);
-        snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+        staged = !rc && !(rc = st_stage_begin(&stage, out_dir));
+        snprintf(path, sizeof path, "%s/model.safetensors", stage.dir);
         rc = rc ? rc : st_safetensors_stream_model(path, &m, export_unit, &x);
         if (!rc)
-            rc = st_hf_write_model_files(out_dir, &m, &c.model, tokenizer);
+            rc = st_hf_write_model_files(stage.dir, &m, &c.model, tokenizer);
     }
+    rc = x.rc ? x.rc : rc;   /* the source's status says why the write stopped */
+    if (staged)
+        rc = stage_end(&stage, rc);
     if (!rc)
         *step = c.step;
     for (int u = 0; x.adapters && u < m.n_units; u++)
@@ -220,5 +248,5 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
     st_lora_base_close(x.base);
     st_ckpt_close(&c);
     st_model_free(&m);
-    return x.rc ? x.rc : rc;   /* the source's status says why the write stopped */
+    return rc;
 }

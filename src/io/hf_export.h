@@ -29,6 +29,11 @@ int st_hf_write_model_files(const char *dir, const st_model *m, const st_model_c
 int st_hf_add_tokenizer(const char *dir, int64_t vocab_size, int64_t max_len,
                         const char *tokenizer);
 
+/* Whether the tokenizer at `tokenizer` loads and fits a vocabulary of
+ * vocab_size ids, as st_hf_add_tokenizer will check: 0, or an exit status
+ * with the error printed.  Lets a caller refuse it before a long write. */
+int st_hf_check_tokenizer(const char *tokenizer, int64_t vocab_size);
+
 /* transformers' rope_scaling object for Llama 3.1's scaling (rope_type
  * llama3), or NULL when the model has none: config.json and the
  * checkpoint manifest both hold it in this form. */

@@ -159,21 +159,41 @@ static int patch_ids(const char *dir, const char *name, int64_t bos, int64_t eos
     return rc;
 }
 
+/* The tokenizer at `tokenizer`, loaded into *tok when it fits a
+ * vocabulary of vocab_size ids.  Returns an exit status, the error
+ * printed. */
+static int load_fitting_tokenizer(const char *tokenizer, int64_t vocab_size, st_tokenizer **tok)
+{
+    int rc = st_tokenizer_load(tokenizer, tok);
+    if (rc)
+        return rc;
+    if (st_tokenizer_vocab_size(*tok) > vocab_size) {
+        st_error(tokenizer, "the tokenizer has %lld ids but the model's vocabulary is %lld; "
+                 "hint: give the tokenizer the model was trained with",
+                 (long long)st_tokenizer_vocab_size(*tok), (long long)vocab_size);
+        st_tokenizer_free(*tok);
+        return ST_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int st_hf_check_tokenizer(const char *tokenizer, int64_t vocab_size)
+{
+    st_tokenizer *tok;
+    int rc = load_fitting_tokenizer(tokenizer, vocab_size, &tok);
+    if (!rc)
+        st_tokenizer_free(tok);
+    return rc;
+}
+
 int st_hf_add_tokenizer(const char *dir, int64_t vocab_size, int64_t max_len,
                         const char *tokenizer)
 {
     st_tokenizer *tok;
-    int rc = st_tokenizer_load(tokenizer, &tok);
+    int rc = load_fitting_tokenizer(tokenizer, vocab_size, &tok);
     if (rc)
         return rc;
     char src[8400], dst[8400];
-    if (st_tokenizer_vocab_size(tok) > vocab_size) {
-        st_error(tokenizer, "the tokenizer has %lld ids but the model's vocabulary is %lld; "
-                 "hint: give the tokenizer the model was trained with",
-                 (long long)st_tokenizer_vocab_size(tok), (long long)vocab_size);
-        st_tokenizer_free(tok);
-        return ST_EXIT_USAGE;
-    }
     const int64_t bos = st_tokenizer_bos_id(tok), eos = st_tokenizer_eos_id(tok);
     tokenizer_json_path(tokenizer, src, sizeof src);
     snprintf(dst, sizeof dst, "%s/tokenizer.json", dir);

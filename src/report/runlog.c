@@ -30,6 +30,7 @@ struct st_runlog {
     char tb_path[4200];            /* its file, "" for none */
     char metrics_path[4200], summary_path[4200];
     char plot_path[4200];          /* "" when log.plot is false */
+    int final_written;             /* the final weights are in place */
     st_run_summary sum;
     int world;
     int64_t resumed_from;
@@ -69,11 +70,21 @@ static void print_outputs(const st_runlog *lg, const char *when)
     char plot[4300] = "";
     if (lg->plot_path[0])
         snprintf(plot, sizeof plot, ", plot %s", lg->plot_path);
-    st_info("shardtrain: %s: metrics %s, summary %s%s%s%s; checkpoints in %s/ (%s), final "
-            "weights %s/final/model.safetensors",
+    /* The closing line names the final weights only when this run wrote
+     * them: a preempted, failed or crashed run did not. */
+    const int final = strcmp(when, "wrote") != 0 || lg->final_written;
+    st_info("shardtrain: %s: metrics %s, summary %s%s%s%s; checkpoints in %s/ (%s), %s"
+            "%s%s",
             when, lg->metrics_path, lg->summary_path, plot,
             *lg->tb_path ? ", TensorBoard events " : "", lg->tb_path, cfg->checkpoint.dir, ckpt,
-            cfg->checkpoint.dir);
+            final ? "final weights " : "final weights not written",
+            final ? cfg->checkpoint.dir : "", final ? "/final/model.safetensors" : "");
+}
+
+void st_runlog_final_weights(st_runlog *lg)
+{
+    if (lg)
+        lg->final_written = 1;
 }
 
 /* The event file, starting with the resolved configuration as

@@ -53,6 +53,10 @@ void st_runlog_checkpoint(st_runlog *lg, int64_t step, const char *dir, double s
 /* Peak tracked memory of every rank (world entries), for the summary. */
 void st_runlog_rank_peaks(st_runlog *lg, const uint64_t *peaks, int world);
 
+/* The final weights are written and in place: the closing line names
+ * them (it says they were not written otherwise). */
+void st_runlog_final_weights(st_runlog *lg);
+
 /* Finish the run's files with how it ended (its exit status), print the
  * summary lines and free lg.  Returns exit_status, or ST_EXIT_FAILURE when
  * a run that otherwise succeeded could not finish its files. */

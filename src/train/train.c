@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "engine/lr_schedule.h"
 #include "base/files.h"
+#include "base/stage_dir.h"
 #include "io/safetensors_write.h"
 #include "runtime/signals.h"
 #include "train/boundary.h"
@@ -586,26 +587,38 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
     }
     if (!rc && keep) {
         g.buf = st_alloc(sizeof(float) * (size_t)st_model_largest_unit(m), ST_MEM_OTHER);
-        char path[4096], dir[4096], adir[4200];
+        /* Written into a stage and moved into DIR/final together, so a
+         * failure part-way (a full disk) leaves an earlier run's final
+         * weights whole, never new weights beside an old config.json. */
+        char path[8400], dir[4096], adir[4300], final[4096];
+        st_stage stage;
         snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
-        snprintf(adir, sizeof adir, "%s/adapter", dir);
-        st_final_weights_path(cfg, path, sizeof path);
-        rc = st_mkdir_p(dir);
+        st_final_weights_path(cfg, final, sizeof final);
+        const int staged = !(rc = st_stage_begin(&stage, dir));
+        snprintf(adir, sizeof adir, "%s/adapter", stage.dir);
+        snprintf(path, sizeof path, "%s/model.safetensors", stage.dir);
         if (!rc && lora) {
             rc = st_lora_write_adapter(adir, m, g.adapters, cfg->model.init);
-            if (!rc)
-                st_info("shardtrain: wrote %s/adapter_model.safetensors", adir);
             rc = rc ? rc : st_lora_base_open(cfg->model.init, m, &cfg->model,
                                              (uint64_t)cfg->train.seed, &g.base);
         }
         rc = rc ? rc : st_safetensors_stream_model(path, m, final_unit, &g);
         /* config.json beside them makes DIR/final a model directory that
          * transformers and `shardtrain export` read without a checkpoint. */
-        rc = rc ? rc : st_hf_write_model_files(dir, m, &cfg->model,
+        rc = rc ? rc : st_hf_write_model_files(stage.dir, m, &cfg->model,
                                                cfg->data.tokenizer[0] ? cfg->data.tokenizer
                                                                       : NULL);
+        rc = g.rc ? g.rc : rc;
+        if (staged) {
+            if (rc)
+                st_stage_abort(&stage);
+            else
+                rc = st_stage_commit(&stage);
+        }
+        if (!rc && lora)
+            st_info("shardtrain: wrote %s/adapter/adapter_model.safetensors", dir);
         if (!rc)
-            st_info("shardtrain: wrote %s%s", path, lora ? " (the adapters merged)" : "");
+            st_info("shardtrain: wrote %s%s", final, lora ? " (the adapters merged)" : "");
     }
     if (!lora)
         final_unit(m->n_units - 1, &g);   /* the gathers the write did not reach */
@@ -634,6 +647,8 @@ int st_train(const st_config *cfg, st_runtime *rt)
      * agree, or the others would wait for it in the teardown's gather of
      * the memory peaks. */
     rc = rc ? rc : st_runtime_agree(save_final_weights(&r.fsdp, &r.model, cfg, r.rank));
+    if (!rc)
+        st_runlog_final_weights(r.log);
     if (!rc)
         st_info("shardtrain: done in %.1fs", st_runlog_now() - r.t_start);
     return train_teardown(&r, rc);

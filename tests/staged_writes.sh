@@ -1,0 +1,177 @@
+#!/bin/sh
+# Writes that replace a directory's files all together or not at all
+# (base/stage_dir.c).  `shardtrain export` into a directory that already
+# holds an export: a failure part-way (a full disk at any file, a directory
+# where a file goes, a checkpoint that cannot be read) leaves the directory
+# byte for byte as it was, and an export that succeeds replaces every file
+# it writes and keeps the user's own files.  A run's final weights
+# (checkpoint.dir/final, with a LoRA run's final/adapter): a rerun that
+# fails writing them leaves the earlier run's whole.
+. "$top_srcdir/tests/lib.sh"
+
+prepare_test_data
+write_base_ini "$TMP/base.ini" checkpoint.every=2 checkpoint.keep=2
+ranks 1 300 "$SHARDTRAIN" train -s checkpoint.dir="$TMP/ck" -s log.dir="$TMP/logs" \
+    "$TMP/base.ini" >/dev/null 2>"$TMP/train.err"
+check "a tiny run keeps the checkpoints of steps 2 and 4" \
+    test -d "$TMP/ck/step_00000002" -a -d "$TMP/ck/step_00000004"
+
+OUT=$TMP/out
+ranks 1 60 "$SHARDTRAIN" export "$TMP/ck/step_00000002" "$OUT" >/dev/null 2>"$TMP/e2.err"
+ranks 1 60 "$SHARDTRAIN" export "$TMP/ck/step_00000004" "$TMP/ref4" >/dev/null 2>"$TMP/e4.err"
+echo "the user's notes" >"$OUT/README.md"
+# The files an export writes (gpt2 without a tokenizer), in the order the
+# stage moves them: by name.
+files="config.json generation_config.json model.safetensors"
+check "exports of steps 2 and 4 have different weights" \
+    sh -c "! cmp -s '$OUT/model.safetensors' '$TMP/ref4/model.safetensors'"
+cp -a "$OUT" "$TMP/before"
+
+# same_dir NAME: one check that $OUT holds exactly what it held before
+# (the same names, each byte-equal), with no stage left in it.
+same_dir() {
+    _bad=""
+    [ "$(cd "$OUT" && ls -A | sort)" = "$(cd "$TMP/before" && ls -A | sort)" ] ||
+        _bad="names differ: $(cd "$OUT" && ls -A | tr '\n' ' ')"
+    for _f in $files README.md; do
+        cmp -s "$OUT/$_f" "$TMP/before/$_f" || _bad="$_bad $_f changed"
+    done
+    if [ -z "$_bad" ]; then ok "$1"; else not_ok "$1"; diag "$_bad"; fi
+}
+
+# failed_export NAME PATTERN [VAR=VALUE]: export step 4 into $OUT (with the
+# environment assignment, if any) must exit 1 with exactly one error line
+# matching PATTERN.
+failed_export() {
+    _name=$1 _pat=$2
+    shift 2
+    env "$@" timeout -k 10 60 "$SHARDTRAIN" export "$TMP/ck/step_00000004" "$OUT" \
+        >/dev/null 2>"$TMP/fail.err"
+    _st=$?
+    if [ "$_st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/fail.err")" -eq 1 ] &&
+        grep '^shardtrain: error:' "$TMP/fail.err" | grep -q -- "$_pat"; then
+        ok "$_name"
+    else
+        not_ok "$_name (exit $_st)"; diag "$(cut -c1-300 "$TMP/fail.err")"
+    fi
+}
+
+# A full disk at each file's move into place: those before it in name
+# order have replaced theirs by then and must be put back.
+for f in $files; do
+    failed_export "full disk moving $f into place: exit 1, one error line naming it" \
+        "$OUT/$f: cannot move the new file into place: No space left on device; hint: .* is as it was" \
+        SHARDTRAIN_TEST_STAGE_FULL_AT=$f
+    same_dir "after the failure at $f the directory is as it was, with no stage left"
+done
+
+# A directory where the export writes a file: refused before anything moves.
+mkdir "$OUT/generation_config.json.d"
+mv "$OUT/generation_config.json" "$OUT/generation_config.json.d/keep.json"
+mv "$OUT/generation_config.json.d" "$OUT/generation_config.json"
+cp -a "$OUT" "$TMP/before_dir"
+refused "a directory named generation_config.json is refused (exit 2, one line)" \
+    "$OUT/generation_config.json: is a directory, not a file" \
+    "$SHARDTRAIN" export "$TMP/ck/step_00000004" "$OUT"
+check "the refused export left model.safetensors and config.json as they were" \
+    sh -c "cmp -s '$OUT/model.safetensors' '$TMP/before/model.safetensors' &&
+        cmp -s '$OUT/config.json' '$TMP/before/config.json'"
+check "the directory in the way keeps what it held" \
+    cmp -s "$OUT/generation_config.json/keep.json" "$TMP/before/generation_config.json"
+check "the refused export left no stage" test ! -e "$OUT/.shardtrain-stage"
+rm -rf "$OUT/generation_config.json"
+cp "$TMP/before/generation_config.json" "$OUT/generation_config.json"
+
+# A checkpoint that fails to read part-way: a byte of the shard's last
+# block flipped, found when the stream reaches the last units.
+cp -a "$TMP/ck/step_00000004" "$TMP/flip"
+python3 -c '
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[-5] ^= 0xFF
+open(p, "wb").write(b)' "$TMP/flip/shard_00000-of-00001.bin"
+timeout -k 10 60 "$SHARDTRAIN" export "$TMP/flip" "$OUT" >/dev/null 2>"$TMP/flip.err"
+st=$?
+check "exporting a checkpoint corrupt in its last block fails (exit $st, one error line)" \
+    sh -c "[ $st -eq 2 ] && [ \$(grep -c '^shardtrain: error:' '$TMP/flip.err') -eq 1 ] &&
+        grep -q 'checksum mismatch in block 1' '$TMP/flip.err'"
+same_dir "after the unreadable checkpoint the directory is as it was, with no stage left"
+
+timeout -k 10 60 "$SHARDTRAIN" export "$TMP/flip" "$TMP/new/out" >/dev/null 2>&1
+check "the same failure into a new directory leaves no directory behind" test ! -e "$TMP/new/out"
+
+# A stage left by an export that was killed is cleared, and a good export
+# then replaces every file it writes and keeps the user's README.md.
+mkdir "$OUT/.shardtrain-stage"
+echo junk >"$OUT/.shardtrain-stage/model.safetensors"
+ranks 1 60 "$SHARDTRAIN" export "$TMP/ck/step_00000004" "$OUT" >/dev/null 2>"$TMP/ok.err"
+st=$?
+bad=""
+for f in $files; do cmp -s "$OUT/$f" "$TMP/ref4/$f" || bad="$bad $f"; done
+check "the export over the old one succeeds (exit $st) and equals a fresh export of step 4${bad:+ (differ:$bad)}" \
+    test "$st" -eq 0 -a -z "$bad"
+check "the user's README.md is kept" cmp -s "$OUT/README.md" "$TMP/before/README.md"
+check "no stage is left after a good export" test ! -e "$OUT/.shardtrain-stage"
+check "the directory holds the export's files and README.md alone" \
+    test "$(cd "$OUT" && ls -A | tr '\n' ' ')" = "README.md config.json generation_config.json model.safetensors "
+
+# ---- the final weights of a rerun ------------------------------------------
+
+# fin NAME FAULT [-s ...]: a run of the base configuration whose final
+# weights go to $TMP/fin/final (no step checkpoints), with
+# SHARDTRAIN_TEST_STAGE_FULL_AT=FAULT (- for none), its stderr in
+# $TMP/NAME.err; returns its exit status.
+fin() {
+    _n=$1 _f=$2
+    shift 2
+    [ "$_f" = - ] && _f=
+    SHARDTRAIN_TEST_STAGE_FULL_AT=$_f timeout -k 10 300 "$SHARDTRAIN" train \
+        -s checkpoint.every=0 -s checkpoint.dir="$TMP/fin" -s log.dir="$TMP/$_n.logs" "$@" \
+        "$TMP/base.ini" >"$TMP/$_n.out" 2>"$TMP/$_n.err"
+}
+# failed_rerun DESCRIPTION PATTERN NAME FAULT [-s ...]: the run of fin
+# exits 1 with one error line matching PATTERN, and $TMP/fin/final is then
+# byte for byte what $TMP/fin_before holds, with no stage left.
+failed_rerun() {
+    _name=$1 _pat=$2 _e=$TMP/$3.err _n=$3
+    shift 2
+    fin "$@"
+    _st=$?
+    if [ "$_st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$_e")" -eq 1 ] &&
+        grep '^shardtrain: error:' "$_e" | grep -q -- "$_pat" &&
+        tail -n 1 "$TMP/$_n.out" | grep -q ', final weights not written$'; then
+        ok "$_name: exit 1, one error line, and the last line says no final weights were written"
+    else
+        not_ok "$_name: exit 1, one error line, and the last line says no final weights were written (exit $_st)"
+        diag "$(cut -c1-300 "$_e")" "$(tail -n 1 "$TMP/$_n.out" | cut -c1-300)"
+    fi
+    if diff -r "$TMP/fin_before" "$TMP/fin/final" >"$TMP/diff.out" 2>&1; then
+        ok "$_name: the earlier final weights are whole, with no stage left"
+    else
+        not_ok "$_name: the earlier final weights are whole, with no stage left"
+        diag "$(head -n 5 "$TMP/diff.out")"
+    fi
+}
+
+fin full0 -
+check "a full run writes its final weights" test -s "$TMP/fin/final/model.safetensors"
+cp -a "$TMP/fin/final" "$TMP/fin_before"
+# A LoRA rerun writes final/adapter/ too, new in this directory; its move
+# comes first by name, and must be undone with the others.
+failed_rerun "a LoRA rerun failing at model.safetensors, the last file it moves" \
+    "final/model.safetensors: cannot move the new file into place: No space left" \
+    lora1 model.safetensors -s lora.rank=4
+failed_rerun "a rerun with another seed failing at config.json" \
+    "final/config.json: cannot move the new file into place" \
+    seed1 config.json -s train.seed=6
+fin lora2 - -s lora.rank=4
+st=$?
+check "the LoRA rerun without a fault writes (exit $st) its merged weights and adapters" \
+    sh -c "[ $st -eq 0 ] && ! cmp -s '$TMP/fin/final/model.safetensors' '$TMP/fin_before/model.safetensors' &&
+        test -s '$TMP/fin/final/adapter/adapter_model.safetensors'"
+rm -rf "$TMP/fin_before"
+cp -a "$TMP/fin/final" "$TMP/fin_before"
+failed_rerun "a LoRA rerun failing at its adapter_model.safetensors (in final/adapter)" \
+    "final/adapter/adapter_model.safetensors: cannot move the new file into place" \
+    lora3 adapter_model.safetensors -s lora.rank=4 -s train.seed=7
