@@ -248,11 +248,14 @@ def multi_rank_section(d, model, B, T, ranks, shard, one_rank):
     out = [f"### {model}, micro-batch {B} per rank, seq {T}, bf16, {layout} over nccl (model)",
            ""]
     out.append(f"- Collectives per step (rank 0's record): {kinds}.")
-    out.append(f"- Compute stream busy: {compute * 1e3:.1f} ms (one rank alone: "
+    out.append(f"- Compute stream busy: {compute * 1e3:.1f} ms, of which "
+               f"{r.slowed * 1e3:.1f} ms is the compute beside a collective slowed by the "
+               f"{step_overlap.NCCL_SMS} of {step_overlap.SMS} SMs NCCL's kernel holds "
+               f"(an assumption) (one rank alone: "
                f"{one_rank[0] * 1e3:.1f} ms; AdamW and the gradient norm run over 1/"
                f"{shard or ranks} of the parameters here: "
                f"{r.by_kind['optimizer and gradient norm'] * 1e3:.2f} ms "
-               f"against {one_rank[1] * 1e3:.2f} ms).")
+               f"against {one_rank[1] * 1e3:.2f} ms at full speed).")
     inter = sum(v[2] for (op, e, x), v in r.colls.items() if x)
     bw, lat = step_overlap.INTRA
     out.append(f"- Collectives one after another at {bw / 1e9:.0f} GB/s bus bandwidth and "

@@ -35,8 +35,14 @@ Assumptions (stated so that a GPU can check them):
     (H100 SXM over NVLink), a group across nodes at its inter-node ones,
     40 GB/s and 5 us (one 400 Gb/s NIC per GPU): the ring is as fast as
     its slowest link;
-  - NCCL's kernels take nothing from the compute (on a GPU they occupy a
-    few SMs), and the host enqueues ahead of the GPU (no host gaps).
+  - while a collective runs, NCCL's kernel holds NCCL_SMS of the GPU's
+    SMS streaming multiprocessors (one thread block per channel, NCCL_SMS
+    channels: NCCL picks the count per topology, and NCCL_MIN_NCHANNELS /
+    NCCL_MAX_NCHANNELS bound it), and every compute operation then runs
+    at (SMS - NCCL_SMS) / SMS of its price's speed, memory-bound ones
+    too (NCCL's copies use HBM as well); the collectives themselves keep
+    their ring cost;
+  - the host enqueues ahead of the GPU (no host gaps).
 One step is the end of the 2-step walk minus the end of the 1-step walk,
 as step_model.py takes the difference of the two records. """
 from collections import Counter, namedtuple
@@ -44,13 +50,42 @@ from collections import Counter, namedtuple
 INTRA = (360e9, 2e-6)  # bytes/s, s per ring step: projection.c's intra_bw_gbs, intra_lat_us
 INTER = (40e9, 5e-6)   # projection.c's inter_bw_gbs, inter_lat_us
 PER_NODE = 8           # projection.c's gpus_per_node default
+SMS = 132              # H100 SXM5
+NCCL_SMS = 16          # an assumption for 8 ranks over NVLink, to be measured
 COLLECTIVES = ("all_gather", "reduce_scatter", "all_reduce")
 
-# A replay's result; step() gives the same for one step.  colls:
-# {(op, element bytes, crosses nodes): [count, full bytes, seconds]}; stalls: {(op, full bytes,
-# crosses nodes): [times, seconds] the compute stream stood waiting for such a
-# collective}; by_kind: {kind: compute seconds}, kind as price() names it.
-Replay = namedtuple("Replay", "end compute comm colls stalls by_kind")
+# A replay's result; step() gives the same for one step.  compute: the
+# compute stream's busy time, slowed included; slowed: what NCCL's SMs
+# added to it; colls: {(op, element bytes, crosses nodes): [count, full
+# bytes, seconds]}; stalls: {(op, full bytes, crosses nodes): [times,
+# seconds] the compute stream stood waiting for such a collective};
+# by_kind: {kind: compute seconds at full speed}, kind as price() names it.
+Replay = namedtuple("Replay", "end compute slowed comm colls stalls by_kind")
+
+
+def run_beside(start, work, busy, first, keep):
+    """When compute of `work` seconds (at the whole GPU's speed) that
+    starts at `start` ends, running at `keep` of that speed while a
+    collective of `busy` (the communication stream's (start, end) spans,
+    in order) runs.  Spans from index `first` on may overlap it; returns
+    (end, the index of the first span that may overlap what follows)."""
+    t = start
+    while first < len(busy) and busy[first][1] <= t:
+        first += 1
+    i = first
+    while work > 0 and i < len(busy):
+        a, b = busy[i]
+        if a > t:   # the GPU is the compute's alone until the span starts
+            if work <= a - t:
+                return t + work, first
+            work -= a - t
+            t = a
+        if work <= (b - t) * keep:
+            return t + work / keep, first
+        work -= (b - t) * keep
+        t = b
+        i += 1
+    return t + work, first
 
 
 def collective(line, per_node=PER_NODE):
@@ -92,12 +127,21 @@ def streams(lines):
     return comm, compute.pop() if compute else -1
 
 
-def replay(lines, price, per_node=PER_NODE):
+def replay(lines, price, per_node=PER_NODE, nccl_sms=NCCL_SMS):
     """Replays one record on per-stream clocks.  price(line) gives a
-    compute operation's (seconds, kind).  Returns a Replay."""
-    _, cs = streams(lines)
+    compute operation's (seconds, kind).  Compute beside a collective runs
+    at (SMS - nccl_sms) / SMS speed.  A collective starts only after every
+    compute operation enqueued before it (comm_nccl.c's order), so the
+    collectives that can overlap an operation are all known when it is
+    replayed.  Returns a Replay."""
+    comm_streams, cs = streams(lines)
+    if len(comm_streams) > 1:
+        raise SystemExit("step_overlap.py: collectives on more than one stream; the "
+                         "replay assumes comm_nccl.c's one communication stream")
+    keep = (SMS - nccl_sms) / SMS
     clock, stamp, last = Counter(), {}, {}
-    busy_compute = busy_comm = 0.0
+    busy, first = [], 0   # the collectives' (start, end) spans, in order
+    busy_compute = busy_comm = slowed = 0.0
     colls, stalls, by_kind = {}, {}, Counter()
     for x in lines:
         f = x.split("\t")
@@ -119,6 +163,8 @@ def replay(lines, price, per_node=PER_NODE):
             op, full, ranks, across = collective(x, per_node)
             t = collective_seconds(op, full, ranks, INTER if across else INTRA)
             last[int(f[2])] = op, full, across
+            if t > 0:
+                busy.append((clock[int(f[2])], clock[int(f[2])] + t))
             clock[int(f[2])] += t
             busy_comm += t
             c = colls.setdefault((op, int(f[4]), across), [0, 0, 0.0])
@@ -127,24 +173,26 @@ def replay(lines, price, per_node=PER_NODE):
             c[2] += t
         else:
             t, kind = price(x)
-            clock[cs] += t
-            busy_compute += t
+            end, first = run_beside(clock[cs], t, busy, first, keep)
+            busy_compute += end - clock[cs]
+            slowed += end - clock[cs] - t
+            clock[cs] = end
             by_kind[kind] += t
-    return Replay(max(clock.values(), default=0.0), busy_compute, busy_comm, colls, stalls,
-                  by_kind)
+    return Replay(max(clock.values(), default=0.0), busy_compute, slowed, busy_comm, colls,
+                  stalls, by_kind)
 
 
-def step(recs, make_price, per_node=PER_NODE):
+def step(recs, make_price, per_node=PER_NODE, nccl_sms=NCCL_SMS):
     """One step from the 1-step and 2-step records (lists of lines), as a
     Replay of differences.  make_price() gives a fresh price function for
     each record."""
-    a = replay(recs[0], make_price(), per_node)
-    b = replay(recs[1], make_price(), per_node)
+    a = replay(recs[0], make_price(), per_node, nccl_sms)
+    b = replay(recs[1], make_price(), per_node, nccl_sms)
 
     def minus(new, old):
         d = {k: [x - y for x, y in zip(v, old.get(k, [0] * len(v)))] for k, v in new.items()}
         return {k: v for k, v in d.items() if v[0]}
 
-    return Replay(b.end - a.end, b.compute - a.compute, b.comm - a.comm,
+    return Replay(b.end - a.end, b.compute - a.compute, b.slowed - a.slowed, b.comm - a.comm,
                   minus(b.colls, a.colls), minus(b.stalls, a.stalls),
                   {k: v - a.by_kind.get(k, 0.0) for k, v in b.by_kind.items()})

@@ -74,8 +74,11 @@ except SystemExit:
 # compute 1 ms; the gather waits for it (record/wait as comm_nccl.c
 # enqueues them) and completes at event 4; compute waits for event 4
 # before its 2 ms
+# (NCCL's SMs taken from the compute are checked after these: nccl_sms=0
+# here leaves the order alone to be checked)
 base = ["memset\t1", "record\t3\t1", "wait\t2\t3", ag(full), "record\t4\t2"]
-end, busy_c, busy_m, colls, stalls, kinds = so.replay(base + ["wait\t1\t4", "memset\t2"], price)
+end, busy_c, slowed, busy_m, colls, stalls, kinds = so.replay(
+    base + ["wait\t1\t4", "memset\t2"], price, nccl_sms=0)
 check("replay: compute that waits for a gather starts when the gather ends",
       math.isclose(end, 3 * MS + t_ag, rel_tol=1e-12), f"end {end}")
 check("replay: busy times are the sums of the prices",
@@ -87,9 +90,47 @@ check("replay: compute time is added up by the kind price() names",
 w = stalls.get(("all_gather", full, False), [0, 0.0])
 check("replay: the compute stream's wait is charged to the gather it waited for",
       len(stalls) == 1 and w[0] == 1 and math.isclose(w[1], t_ag), f"{stalls}")
-end = so.replay(base + ["memset\t2"], price).end
+end = so.replay(base + ["memset\t2"], price, nccl_sms=0).end
 check("replay: compute that does not wait overlaps the gather",
       math.isclose(end, 3 * MS, rel_tol=1e-12), f"end {end}")
+# NCCL's kernel holds 16 of the 132 SMs while the gather runs: the 2 ms
+# beside it do t_ag x 116/132 of their work in the gather's t_ag and the
+# rest after it, so they end t_ag x 16/132 later than alone
+keep = (so.SMS - so.NCCL_SMS) / so.SMS
+r = so.replay(base + ["memset\t2"], price)
+check("NCCL's SMs: 2 ms of compute beside a gather of t_ag end t_ag x 16/132 later",
+      so.SMS == 132 and so.NCCL_SMS == 16 and
+      math.isclose(r.end, 3 * MS + t_ag * 16 / 132, rel_tol=1e-12) and
+      math.isclose(r.slowed, t_ag * 16 / 132, rel_tol=1e-12) and
+      math.isclose(r.compute, 3 * MS + r.slowed, rel_tol=1e-12) and
+      r.by_kind == {"compute": 3 * MS},
+      f"end {r.end} slowed {r.slowed} compute {r.compute} kinds {r.by_kind}")
+# 0.5 ms beside the gather end inside it, at 116/132 speed all along
+r = so.replay(base + ["memset\t0.5"], price)
+check("NCCL's SMs: compute that ends inside the gather runs at 116/132 speed throughout",
+      math.isclose(r.slowed, 0.5 * MS * (132 / 116 - 1), rel_tol=1e-12) and
+      math.isclose(r.end, 1 * MS + t_ag, rel_tol=1e-12),
+      f"slowed {r.slowed} end {r.end}")
+# compute that waits for the gather runs after it, at full speed
+r = so.replay(base + ["wait\t1\t4", "memset\t2"], price)
+check("NCCL's SMs: compute that waits for the gather is not slowed",
+      r.slowed == 0 and math.isclose(r.end, 3 * MS + t_ag, rel_tol=1e-12),
+      f"slowed {r.slowed} end {r.end}")
+# the span walk itself, by hand: 3 s of work from 0 at half speed inside
+# the spans [1, 2] and [3, 4]: 1 s done by 1, 0.5 more by 2, 1 more by 3,
+# the last 0.5 taking all of [3, 4]
+end, first = so.run_beside(0.0, 3.0, [(1.0, 2.0), (3.0, 4.0)], 0, 0.5)
+check("NCCL's SMs: compute across two spans and the gap between them, by hand (ends at 4)",
+      math.isclose(end, 4.0, rel_tol=1e-12) and first == 0, f"end {end} first {first}")
+end, first = so.run_beside(2.5, 1.0, [(1.0, 2.0), (3.0, 4.0)], 0, 0.5)
+check("NCCL's SMs: the walk skips spans that ended before the compute starts",
+      math.isclose(end, 4.0, rel_tol=1e-12) and first == 1, f"end {end} first {first}")
+try:
+    so.replay([ag(full), "nccl\tall_gather\t5\t10\t2\t8\t0\t7"], price)
+    check("replay: collectives on two streams are refused (the replay's one-stream rule)",
+          False, "accepted")
+except SystemExit:
+    check("replay: collectives on two streams are refused (the replay's one-stream rule)", True)
 # the gather cannot start before the compute enqueued before it (2 ms
 # here, more than the gather), so it ends after it
 end = so.replay(["memset\t2", "record\t3\t1", "wait\t2\t3", ag(full),
@@ -151,8 +192,16 @@ if len(sys.argv) > 2:
               math.isclose(sum(w for n, w in r.stalls.values()), r.end - r.compute,
                            rel_tol=1e-9, abs_tol=1e-12),
               f"waits {r.stalls} step - compute {r.end - r.compute}")
-        check(f"walked {label}: the compute kinds add up to the compute stream's time",
-              math.isclose(sum(r.by_kind.values()), r.compute, rel_tol=1e-9), f"{r.by_kind}")
+        check(f"walked {label}: the compute kinds at full speed and what NCCL's SMs "
+              "slowed add up to the compute stream's time",
+              math.isclose(sum(r.by_kind.values()) + r.slowed, r.compute, rel_tol=1e-9),
+              f"{r.by_kind} slowed {r.slowed}")
+        # the collectives run mostly beside compute: more than a tenth of
+        # the bound (a replay that slowed nothing leaves only rounding)
+        check(f"walked {label}: NCCL's SMs slow the compute by at most 16/116 of the "
+              "collectives' time on the wire, and by more than a tenth of that",
+              r.comm * 16 / 116 / 10 < r.slowed <= r.comm * 16 / 116 * (1 + 1e-9),
+              f"slowed {r.slowed} collectives {r.comm}")
         n_ag, gathered, _ = r.colls.get(("all_gather", 2, False), [0, 0, 0])
         n_rs, reduced, _ = r.colls.get(("reduce_scatter", 4, False), [0, 0, 0])
         # the head runs forward and backward in one go, so it is gathered once
