@@ -101,6 +101,18 @@ same_dir "after the unreadable checkpoint the directory is as it was, with no st
 timeout -k 10 60 "$SHARDTRAIN" export "$TMP/flip" "$TMP/new/out" >/dev/null 2>&1
 check "the same failure into a new directory leaves no directory behind" test ! -e "$TMP/new/out"
 
+# An output directory that is a file, or has one in its path: refused,
+# the file untouched.
+echo "not a directory" >"$TMP/afile"
+cp "$TMP/afile" "$TMP/afile.before"
+refused "export into a regular file is refused (exit 2, one line)" \
+    "$TMP/afile: is a file, not a directory; hint: give a directory" \
+    "$SHARDTRAIN" export "$TMP/ck/step_00000004" "$TMP/afile"
+refused "export below a regular file is refused (exit 2, one line)" \
+    "$TMP/afile/out: has a file in its path, not a directory" \
+    "$SHARDTRAIN" export "$TMP/ck/step_00000004" "$TMP/afile/out"
+check "the file is untouched" cmp -s "$TMP/afile" "$TMP/afile.before"
+
 # A stage left by an export that was killed is cleared, and a good export
 # then replaces every file it writes and keeps the user's README.md.
 mkdir "$OUT/.shardtrain-stage"

@@ -39,7 +39,13 @@ int st_stage_begin(st_stage *s, const char *out)
     }
     snprintf(s->dir, sizeof s->dir, "%s/%s", out, ST_STAGE_NAME);
     struct stat sb;
-    s->made_out = stat(out, &sb) != 0;
+    const int there = stat(out, &sb) == 0;
+    if ((there && !S_ISDIR(sb.st_mode)) || (!there && errno == ENOTDIR)) {
+        st_error(out, "%s, not a directory; hint: give a directory for the files (it is "
+                 "created if missing)", there ? "is a file" : "has a file in its path");
+        return ST_EXIT_USAGE;
+    }
+    s->made_out = !there;
     int rc = st_mkdir_p(out);
     if (rc)
         return rc;

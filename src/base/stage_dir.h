@@ -27,7 +27,8 @@ typedef struct {
 
 /* Creates out (mkdir -p) and an empty stage in it, removing a stage that
  * an interrupted run left behind.  Returns 0, or prints one error line and
- * returns ST_EXIT_FAILURE. */
+ * returns ST_EXIT_USAGE (out, or a part of its path, is a file) or
+ * ST_EXIT_FAILURE. */
 int st_stage_begin(st_stage *s, const char *out);
 
 /* Moves every regular file of the stage (in name order, by path relative
