@@ -65,6 +65,40 @@ for f in $files; do
     same_dir "after the failure at $f the directory is as it was, with no stage left"
 done
 
+# Putting the replaced files back fails as well (:stuck): the error line
+# names where the old copies of the files it could not put back are kept
+# (config.json and generation_config.json, replaced before
+# model.safetensors failed), and they are the old files.
+SHARDTRAIN_TEST_STAGE_FULL_AT=model.safetensors:stuck timeout -k 10 60 "$SHARDTRAIN" export \
+    "$TMP/ck/step_00000004" "$OUT" >/dev/null 2>"$TMP/stuck.err"
+st=$?
+kept=$(sed -n 's/.*could not be put back; the old copies are in \([^ ]*\) (config.json as 0, generation_config.json as 1)$/\1/p' "$TMP/stuck.err")
+check "put-back failing too: exit 1, one error line naming where the old copies are (exit $st)" \
+    sh -c "[ $st -eq 1 ] && [ \$(grep -c '^shardtrain: error:' '$TMP/stuck.err') -eq 1 ] &&
+        [ -n '$kept' ]"
+[ -n "$kept" ] || diag "$(cut -c1-400 "$TMP/stuck.err")"
+case $kept in
+    "$OUT"/.shardtrain-old-*) in_out=1 ;;
+    *) in_out=0 ;;
+esac
+check "the old copies are kept outside the stage, in $OUT, and are the old files" \
+    sh -c "[ $in_out -eq 1 ] && cmp -s '$kept/0' '$TMP/before/config.json' &&
+        cmp -s '$kept/1' '$TMP/before/generation_config.json'"
+check "... and the next export does not remove them" sh -c "
+    '$SHARDTRAIN' export '$TMP/ck/step_00000002' '$OUT' >/dev/null 2>&1 && test -f '$kept/1'"
+rm -rf "$OUT"/.shardtrain-old-*
+check "the export after it put the step-2 export back in place" \
+    sh -c "for f in $files README.md; do cmp -s '$OUT/'\$f '$TMP/before/'\$f || exit 1; done"
+
+# Another shardtrain writing the same directory (its flock held here by
+# flock(1) for the length of one export): refused, nothing changed.
+flock "$OUT" sh -c "timeout -k 10 60 '$SHARDTRAIN' export '$TMP/ck/step_00000004' '$OUT' \
+    >/dev/null 2>'$TMP/locked.err'; echo \$? >'$TMP/locked.rc'"
+check "an export into a directory another one is writing is refused (exit $(cat "$TMP/locked.rc"), one line)" \
+    sh -c "[ \$(cat '$TMP/locked.rc') -eq 1 ] && [ \$(grep -c '^shardtrain: error:' '$TMP/locked.err') -eq 1 ] &&
+        grep -q 'another shardtrain is writing files into this directory' '$TMP/locked.err'"
+same_dir "the refused export changed nothing"
+
 # A directory where the export writes a file: refused before anything moves.
 mkdir "$OUT/generation_config.json.d"
 mv "$OUT/generation_config.json" "$OUT/generation_config.json.d/keep.json"

@@ -10,6 +10,8 @@
 #include "base/test_faults.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,12 +48,23 @@ int st_stage_begin(st_stage *s, const char *out)
         return ST_EXIT_USAGE;
     }
     s->made_out = !there;
+    s->lock_fd = -1;
     int rc = st_mkdir_p(out);
     if (rc)
         return rc;
+    s->lock_fd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->lock_fd >= 0 && flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0 &&
+        errno == EWOULDBLOCK) {
+        st_error(out, "another shardtrain is writing files into this directory; hint: wait "
+                 "for it to finish, or give another directory");
+        close(s->lock_fd);
+        s->lock_fd = -1;
+        return ST_EXIT_FAILURE;
+    }
     if (st_rm_rf(s->dir) != 0 || mkdir(s->dir, 0777) != 0) {
         st_error(s->dir, "cannot create the staging directory: %s; hint: check that %s is "
                  "writable", strerror(errno), out);
+        st_stage_abort(s);
         return ST_EXIT_FAILURE;
     }
     return 0;
@@ -60,14 +73,18 @@ int st_stage_begin(st_stage *s, const char *out)
 void st_stage_abort(st_stage *s)
 {
     int saved = errno;
-    st_rm_rf(s->dir);
+    if (s->dir[0])
+        st_rm_rf(s->dir);
     if (s->made_out)
         rmdir(s->out);   /* only if empty: mkdir -p's parents are left */
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);   /* releases the flock */
+    s->lock_fd = -1;
     errno = saved;
 }
 
 /* How an old file of out was kept before its replacement's rename. */
-enum kept { KEPT_NONE, KEPT_LINK, KEPT_MOVED };
+enum kept { KEPT_NONE, KEPT_LINK, KEPT_MOVED, KEPT_STUCK /* could not go back */ };
 
 /* The staged files, as paths relative to the stage, and what became of
  * each: the old file's keeping, and the directory of out created for it. */
@@ -136,25 +153,38 @@ static void kept_path(char *buf, size_t n, const char *old, int i)
     join(buf, n, old, idx);
 }
 
+/* rename(2) of an old file back into place (a test can make it fail). */
+static int put_back(const char *from, const char *to)
+{
+    if (st_fault_stage_stuck()) {
+        errno = EIO;
+        return -1;
+    }
+    return rename(from, to);
+}
+
 /* Puts out back as it was before files 0..upto were renamed in (upto
  * itself not renamed in: its old file, if moved aside, goes back).
- * Returns the first path that could not be put back, or NULL. */
-static const char *roll_back(st_stage *s, const char *old, staged_files *f, int upto)
+ * Returns how many old files could not be put back, each marked
+ * KEPT_STUCK. */
+static int roll_back(st_stage *s, const char *old, staged_files *f, int upto)
 {
-    const char *stuck = NULL;
+    int stuck = 0;
     char from[8600], to[8600];
     for (int j = upto; j >= 0; j--) {
         join(to, sizeof to, s->out, f->rel[j]);
         kept_path(from, sizeof from, old, j);
         int r = 0;
         if (j == upto)
-            r = f->kept[j] == KEPT_MOVED ? rename(from, to) : 0;
+            r = f->kept[j] == KEPT_MOVED ? put_back(from, to) : 0;
         else if (f->kept[j] != KEPT_NONE)
-            r = rename(from, to);
+            r = put_back(from, to);
         else
             r = unlink(to) != 0 && errno != ENOENT ? -1 : 0;
-        if (r != 0 && !stuck)
-            stuck = f->rel[j];
+        if (r != 0 && f->kept[j] != KEPT_NONE) {
+            f->kept[j] = KEPT_STUCK;
+            stuck++;
+        }
         if (f->made_dir[j])
             rmdir(f->made_dir[j]);
     }
@@ -237,7 +267,7 @@ int st_stage_commit(st_stage *s)
     }
     if (f.n)
         qsort(f.rel, (size_t)f.n, sizeof *f.rel, by_name);
-    int rc = in_the_way(s, &f);
+    int rc = in_the_way(s, &f), keep_stage = 0;
     f.kept = calloc((size_t)f.n + 1, sizeof *f.kept);
     f.made_dir = calloc((size_t)f.n + 1, sizeof *f.made_dir);
     join(old, sizeof old, s->dir, ".old");
@@ -250,20 +280,32 @@ int st_stage_commit(st_stage *s)
         if (move_in(s, old, &f, i) == 0)
             continue;
         const int e = errno;
-        const char *stuck = roll_back(s, old, &f, i);
+        const int stuck = roll_back(s, old, &f, i);
         join(to, sizeof to, s->out, f.rel[i]);
+        /* The old copies left are the user's: out of the stage, which the
+         * next run would clear, into a directory of their own (or, if even
+         * that fails, the stage is kept). */
+        char kept[8400];
+        snprintf(kept, sizeof kept, "%s/.shardtrain-old-%ld", s->out, (long)getpid());
+        if (stuck && rename(old, kept) != 0) {
+            snprintf(kept, sizeof kept, "%s", old);
+            keep_stage = 1;
+        }
+        char list[2048] = "";
+        for (int j = 0, at = 0; j <= i && stuck; j++)
+            if (f.kept[j] == KEPT_STUCK && at < (int)sizeof list)
+                at += snprintf(list + at, sizeof list - (size_t)at, "%s%s as %d",
+                               at ? ", " : "", f.rel[j], j);
         if (stuck)
-            st_error(to, "cannot move the new file into place: %s; hint: %s/%s could not "
-                     "be put back as it was, its old copy is in %s", strerror(e), s->out,
-                     stuck, old);
+            st_error(to, "cannot move the new file into place: %s; hint: %d replaced "
+                     "file%s could not be put back; the old copies are in %s (%s)",
+                     strerror(e), stuck, stuck > 1 ? "s" : "", kept, list);
         else
             st_error(to, "cannot move the new file into place: %s; hint: %s is as it was; "
                      "check free space and permissions", strerror(e), s->out);
         rc = ST_EXIT_FAILURE;
-        if (stuck) {   /* the old copies are the user's: keep the stage */
-            staged_free(&f);
-            return rc;
-        }
+        if (stuck)
+            break;
     }
     /* The renames into subdirectories are made durable there. */
     for (int i = 0; i < f.n && !rc; i++) {
@@ -279,6 +321,8 @@ int st_stage_commit(st_stage *s)
         rc = ST_EXIT_FAILURE;
     }
     staged_free(&f);
+    if (keep_stage)
+        s->dir[0] = '\0';   /* the abort below then leaves it */
     st_stage_abort(s);   /* out itself stays unless it is empty and new */
     return rc;
 }

@@ -20,13 +20,17 @@ typedef struct {
     char out[4096];   /* the directory the files are for */
     char dir[4200];   /* out/.shardtrain-stage, where they are written */
     int made_out;     /* st_stage_begin created out: an abort removes it */
+    int lock_fd;      /* out, opened to hold flock(2) on it while staging */
 } st_stage;
 
 /* The stage's directory name inside out. */
 #define ST_STAGE_NAME ".shardtrain-stage"
 
 /* Creates out (mkdir -p) and an empty stage in it, removing a stage that
- * an interrupted run left behind.  Returns 0, or prints one error line and
+ * an interrupted run left behind.  Holds an exclusive flock(2) on out
+ * until the commit or abort, so that two shardtrains writing the same
+ * directory at once cannot take each other's stage: the second is refused
+ * (a file system without flock is used unlocked).  Returns 0, or prints one error line and
  * returns ST_EXIT_USAGE (out, or a part of its path, is a file) or
  * ST_EXIT_FAILURE. */
 int st_stage_begin(st_stage *s, const char *out);

@@ -66,10 +66,19 @@ int st_fault_checkpoint_full(int64_t step, const char *where)
     return strcmp(point, where) == 0;
 }
 
+/* SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck] */
 int st_fault_stage_full(const char *name)
 {
     const char *s = getenv("SHARDTRAIN_TEST_STAGE_FULL_AT");
-    return s && strcmp(s, name) == 0;
+    const size_t n = strlen(name);
+    return s && strncmp(s, name, n) == 0 && (s[n] == '\0' || s[n] == ':');
+}
+
+int st_fault_stage_stuck(void)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_STAGE_FULL_AT");
+    const char *colon = s ? strchr(s, ':') : NULL;
+    return colon && strcmp(colon + 1, "stuck") == 0;
 }
 
 int st_fault_log_full(int64_t step)

@@ -21,12 +21,14 @@
  *       removed, and that the previous checkpoint and `latest` are
  *       untouched (with :rename, also a directory of the same step that
  *       a repeated run was replacing).
- *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME      (tests/staged_writes.sh)
+ *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck]   (tests/staged_writes.sh)
  *       Moving the staged file NAME (config.json) into the directory an
  *       export writes, or into checkpoint.dir/final, gets ENOSPC, after
  *       the files before it in name order have replaced theirs, to show
  *       that the export or run fails with one error line and exit status
- *       1 and leaves the directory as it was.
+ *       1 and leaves the directory as it was.  With :stuck, putting the
+ *       replaced files back fails too (EIO), to show that their old
+ *       copies are kept where the error line says.
  *   SHARDTRAIN_TEST_LOG_FULL_AT=N          (tests/summary.sh)
  *       Rank 0's metrics.jsonl record of step N (and of every later step)
  *       fails as on a full disk: half the record is written, then ENOSPC,
@@ -80,6 +82,8 @@ int st_fault_checkpoint_full(int64_t step, const char *where);
 /* Whether moving the staged file `name` into place is to fail as on a
  * full disk (base/stage_dir.c). */
 int st_fault_stage_full(const char *name);
+/* Whether putting a replaced file back is to fail as well. */
+int st_fault_stage_stuck(void);
 /* Whether the metrics record of `step` is to fail as on a full disk. */
 int st_fault_log_full(int64_t step);
 
