@@ -13,7 +13,7 @@
 
 static const char usage_text[] =
     "usage: shardtrain train [-s SECTION.KEY=VALUE]... CONFIG\n"
-    "       shardtrain check [-s SECTION.KEY=VALUE]... CONFIG\n"
+    "       shardtrain check [-s SECTION.KEY=VALUE]... [--inputs] [--ranks N] CONFIG\n"
     "       shardtrain sample [-s SECTION.KEY=VALUE]... [--weights FILE] [--prompt TEXT]\n"
     "                         [--tokens N] [--temperature X] [--top-k K] [--seed S]\n"
     "                         [--tokenizer PATH] [--ids] CONFIG\n"

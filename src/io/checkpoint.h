@@ -99,6 +99,17 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
 int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
                    int64_t *start_step);
 
+/* Which checkpoint st_ckpt_resume would load, found the same way
+ * (checkpoint.resume: never, a path, or auto with its fall-back to older
+ * step directories, each skipped one a warning) but opening manifests
+ * only: each is checked against the model m and train.steps, the shards'
+ * blocks are verified only when a resume reads them.  For `shardtrain
+ * check --inputs`.  Returns 0 with dir (n bytes) and *step set, or dir ""
+ * and *step -1 for a fresh start; or prints one error line and returns
+ * ST_EXIT_USAGE where st_ckpt_resume would refuse. */
+int st_ckpt_resume_plan(const st_config *cfg, const st_model *m, char *dir, size_t n,
+                        int64_t *step);
+
 /* ---- export (export.c) ------------------------------------------------ */
 
 /* The work of `shardtrain export`: the checkpoint `ckpt` (a step directory,

@@ -47,6 +47,20 @@ static void warn_changed(const st_ckpt *c, const st_config *cfg)
     }
 }
 
+/* A checkpoint past the configured end would "finish" at once without
+ * training a step: say so instead (ST_EXIT_USAGE, err filled). */
+static int past_the_end(const st_ckpt *c, const st_config *cfg, char *err, size_t n)
+{
+    if (c->step <= cfg->train.steps)
+        return 0;
+    /* A long path is cut to fit err, as checkpoint_read.c's messages are. */
+    if (snprintf(err, n, "%s: field step (%lld) is past train.steps (%lld); hint: raise "
+                 "train.steps to continue this run, or resume another checkpoint",
+                 c->manifest_path, (long long)c->step, (long long)cfg->train.steps) < 0)
+        err[0] = 0;
+    return ST_EXIT_USAGE;
+}
+
 static int load_into(st_fsdp *f, const st_config *cfg, const char *dir, char *err, size_t n,
                      int64_t *step)
 {
@@ -75,16 +89,7 @@ static int load_into(st_fsdp *f, const st_config *cfg, const char *dir, char *er
         }
     }
     free(stage);
-    /* A checkpoint past the configured end would "finish" at once without
-     * training a step: say so instead. */
-    if (!rc && c.step > cfg->train.steps) {
-        /* A long path is cut to fit err, as checkpoint_read.c's messages are. */
-        if (snprintf(err, n, "%s: field step (%lld) is past train.steps (%lld); hint: raise "
-                 "train.steps to continue this run, or resume another checkpoint",
-                 c.manifest_path, (long long)c.step, (long long)cfg->train.steps) < 0)
-            err[0] = 0;
-        rc = ST_EXIT_USAGE;
-    }
+    rc = rc ? rc : past_the_end(&c, cfg, err, n);
     if (!rc) {
         f->opt_steps = c.opt_steps;
         *step = c.step;
@@ -211,5 +216,79 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
         return ST_EXIT_USAGE;
     }
     st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
+    return 0;
+}
+
+/* The manifest of dir opened and checked as load_into checks it, nothing
+ * loaded. */
+static int plan_open(const st_config *cfg, const st_model *m, const char *dir, char *err,
+                     size_t n, int64_t *step)
+{
+    st_ckpt c;
+    int rc = st_ckpt_open(&c, dir, m, err, n);
+    rc = rc ? rc : past_the_end(&c, cfg, err, n);
+    if (!rc)
+        *step = c.step;
+    st_ckpt_close(&c);
+    return rc;
+}
+
+int st_ckpt_resume_plan(const st_config *cfg, const st_model *m, char *dir, size_t n,
+                        int64_t *step)
+{
+    *step = -1;
+    dir[0] = '\0';
+    const char *r = cfg->checkpoint.resume;
+    char err[1024];
+    if (!strcmp(r, "never"))
+        return 0;
+    if (strcmp(r, "auto")) {
+        int rc = st_ckpt_resolve(r, dir, n, err, sizeof err);
+        rc = rc ? rc : plan_open(cfg, m, dir, err, sizeof err, step);
+        if (rc)
+            st_error(NULL, "%s", err);
+        return rc;
+    }
+    /* auto: as st_ckpt_resume looks, `latest` first, then every older
+     * step directory, newest first. */
+    long long *steps;
+    size_t ns = list_steps(cfg->checkpoint.dir, &steps);
+    int rc = st_ckpt_resolve(cfg->checkpoint.dir, dir, n, err, sizeof err);
+    int tried = 0;
+    if (!rc) {
+        tried = 1;
+        rc = plan_open(cfg, m, dir, err, sizeof err, step);
+        if (rc)
+            st_warn("%s; falling back to an older checkpoint", err);
+    } else if (ns > 0) {
+        st_warn("%s; trying the step directories", err);
+    } else if (latest_exists(cfg->checkpoint.dir)) {
+        st_error(NULL, "%s", err);
+        free(steps);
+        return ST_EXIT_USAGE;
+    }
+    char latest[8192];
+    snprintf(latest, sizeof latest, "%s", dir);
+    for (size_t i = 0; i < ns && (rc || !tried); i++) {
+        st_ckpt_step_dir(cfg->checkpoint.dir, steps[i], dir, n);
+        if (tried && !strcmp(dir, latest))
+            continue;
+        tried = 1;
+        rc = plan_open(cfg, m, dir, err, sizeof err, step);
+        if (rc)
+            st_warn("%s; falling back to an older checkpoint", err);
+    }
+    free(steps);
+    if (!tried) {
+        dir[0] = '\0';
+        return 0;
+    }
+    if (rc) {
+        dir[0] = '\0';
+        st_error(cfg->checkpoint.dir, "checkpoint.resume = auto found no loadable "
+                 "checkpoint (see the warnings above); hint: fix or remove them, or set "
+                 "checkpoint.resume = never to start afresh");
+        return ST_EXIT_USAGE;
+    }
     return 0;
 }

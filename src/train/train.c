@@ -10,13 +10,13 @@
  * asks train/boundary.c whether to checkpoint or stop), the final weights
  * and train_teardown.  The phases share one train_run. */
 #include "train/train.h"
+#include "train/preflight.h"
 #include "base/alloc.h"
 #include "base/test_faults.h"
 #include "io/checkpoint.h"
 #include "io/data.h"
 #include "io/hf_export.h"
 #include "io/lora_files.h"
-#include "io/tokenizer.h"
 #include "comm/comm.h"
 #include "runtime/device.h"
 #include "engine/fsdp.h"
@@ -85,9 +85,8 @@ typedef struct {
 /* ---- before any work -------------------------------------------------- */
 
 /* Bad input, found identically on every rank, is one error line and exit
- * status 2 before anything is allocated. */
-static int check_tokenizer(const st_config *cfg);
-
+ * status 2 before anything is allocated (the rules are preflight.c's,
+ * which `shardtrain check --inputs` applies too). */
 static int train_check(train_run *r)
 {
     const st_config *cfg = r->cfg;
@@ -98,42 +97,9 @@ static int train_check(train_run *r)
     r->rank = r->rt->rank;
     r->B = cfg->train.micro_batch;
     r->T = cfg->model.seq_len;
-    if (cfg->train.global_batch % (r->B * r->dp) != 0)
-        return st_config_error(cfg, "train", "global_batch",
-                               "train.global_batch is not a multiple of micro_batch x "
-                               "data-parallel ranks (%lld x %d); hint: change global_batch "
-                               "or micro_batch", (long long)r->B, r->dp);
     r->accum = cfg->train.global_batch / (r->B * r->dp);
-    if (!cfg->data.train[0])
-        return st_config_error(cfg, "data", "train",
-                               "data.train is empty; hint: point it at token shards, "
-                               "e.g. made by `shardtrain prepare`");
-    if (cfg->train.eval_every > 0 && !cfg->data.val[0])
-        return st_config_error(cfg, "train", "eval_every",
-                               "train.eval_every is set but data.val is empty; "
-                               "hint: set data.val or eval_every = 0");
-    rc = check_tokenizer(cfg);
+    rc = st_preflight_config(cfg, r->dp);
     return rc ? rc : st_fault_load_poisoned_steps();
-}
-
-/* data.tokenizer must load and fit the model's vocabulary, so the final
- * weights are never written beside a tokenizer that cannot drive them. */
-static int check_tokenizer(const st_config *cfg)
-{
-    if (!cfg->data.tokenizer[0])
-        return 0;
-    st_tokenizer *t;
-    int rc = st_tokenizer_load(cfg->data.tokenizer, &t);
-    if (rc)
-        return rc;
-    const int64_t n = st_tokenizer_vocab_size(t);
-    st_tokenizer_free(t);
-    if (n > cfg->model.vocab_size)
-        return st_config_error(cfg, "data", "tokenizer",
-                               "data.tokenizer has %lld ids but model.vocab_size is %lld; "
-                               "hint: set model.vocab_size to at least %lld", (long long)n,
-                               (long long)cfg->model.vocab_size, (long long)n);
-    return 0;
 }
 
 /* ---- setup and teardown ----------------------------------------------- */

@@ -1,0 +1,29 @@
+/* What train refuses before it starts any work, for train itself and for
+ * `shardtrain check --inputs`, which makes the same checks on a login node
+ * before a job is queued: a bad input is then one error line there, not a
+ * job that waited hours in the queue to fail in its first second. */
+#ifndef ST_PREFLIGHT_H
+#define ST_PREFLIGHT_H
+
+#include <stdio.h>
+
+#include "config/config.h"
+
+/* The rules train applies to the configuration alone, after loading it:
+ * with world > 0 ranks, global_batch a multiple of micro_batch x world;
+ * data.train given; data.val given when train.eval_every is set;
+ * data.tokenizer loadable and within model.vocab_size.  Returns 0, or
+ * prints one error line at the key's configuration line and returns
+ * ST_EXIT_USAGE. */
+int st_preflight_config(const st_config *cfg, int world);
+
+/* The inputs train opens at start, opened and closed again without
+ * loading any weights or starting anything: the data.train and data.val
+ * shards (headers, token ranges, sizes), model.init's headers against the
+ * configured shape, and the checkpoint a resume would load (its manifest
+ * against the shape).  What each holds is written to out as INI comment
+ * lines ("; ..."), so that `check` output stays INI.  Returns 0, or prints
+ * one error line and returns an exit status. */
+int st_preflight_inputs(const st_config *cfg, FILE *out);
+
+#endif

@@ -1,0 +1,109 @@
+#!/bin/sh
+# `shardtrain check --inputs`: the start-up checks of train made on a login
+# node before a job is queued.  For every bad input below, check --inputs
+# must refuse with the same error lines and exit status that train itself
+# gives for the same configuration (train is the reference), print no
+# configuration, and write nothing; for good inputs, its comment lines must
+# say what train then finds (the tokens prepare wrote, the checkpoint
+# train resumes from).
+. "$top_srcdir/tests/lib.sh"
+export OMP_NUM_THREADS=1
+
+prepare_test_data
+write_base_ini "$TMP/base.ini" checkpoint.every=2
+# st COMMAND [ARG...]: shardtrain COMMAND on the base configuration, with
+# its log and checkpoints under $TMP/run
+st() {
+    _cmd=$1
+    shift
+    "$SHARDTRAIN" "$_cmd" -s log.dir="$TMP/run/logs" -s checkpoint.dir="$TMP/run/ckpt" "$@" \
+        "$TMP/base.ini"
+}
+
+# same_refusal NAME [-s ...]: check --inputs and train (one rank) on the
+# same overrides both fail, with the same exit status and the same
+# warning and error lines, and check prints nothing on stdout and leaves
+# $TMP/run as it was.
+same_refusal() {
+    _name=$1
+    shift
+    # --inputs last: the arguments before it stand where train's stand,
+    # so the error lines name the same command-line positions
+    find "$TMP/run" | sort >"$TMP/before.ls"
+    timeout -k 10 60 "$SHARDTRAIN" check -s log.dir="$TMP/run/logs" \
+        -s checkpoint.dir="$TMP/run/ckpt" "$@" "$TMP/base.ini" --inputs >"$TMP/c.out" 2>"$TMP/c.err"
+    _c=$?
+    find "$TMP/run" | sort >"$TMP/after.ls"
+    ranks 1 120 "$SHARDTRAIN" train -s log.dir="$TMP/run/logs" -s checkpoint.dir="$TMP/run/ckpt" \
+        "$@" "$TMP/base.ini" >"$TMP/t.out" 2>"$TMP/t.err"
+    _t=$?
+    grep -E '^shardtrain: (error|warning):' "$TMP/c.err" >"$TMP/c.lines"
+    grep -E '^shardtrain: (error|warning):' "$TMP/t.err" >"$TMP/t.lines"
+    if [ "$_c" -ne 0 ] && [ "$_c" -eq "$_t" ] && [ -s "$TMP/c.lines" ] &&
+        cmp -s "$TMP/c.lines" "$TMP/t.lines" && [ ! -s "$TMP/c.out" ] &&
+        cmp -s "$TMP/before.ls" "$TMP/after.ls" &&
+        [ "$(grep -c '^shardtrain: error:' "$TMP/c.err")" -eq 1 ]; then
+        ok "$_name: refused as train refuses it (exit $_c, $(wc -l <"$TMP/c.lines") line(s)), nothing written"
+    else
+        not_ok "$_name: check exit $_c, train exit $_t"
+        diag "check: $(cut -c1-250 "$TMP/c.err")" "train: $(cut -c1-250 "$TMP/t.err")"
+    fi
+}
+
+# ---- good inputs -------------------------------------------------------------
+
+st check --inputs >"$TMP/good.out" 2>"$TMP/good.err"
+check "check --inputs on good inputs: exit 0, nothing on stderr" \
+    sh -c "[ $? -eq 0 ] && [ ! -s '$TMP/good.err' ]"
+
+"$SHARDTRAIN" prepare "$(shakespeare_text)" "$TMP/data2/sh" >"$TMP/prep2.out" 2>&1
+tokens=$(sed -n 's/^wrote .*sh_train_000000.bin (\([0-9]*\) tokens)$/\1/p' "$TMP/prep2.out")
+check "it says data.train holds the tokens prepare wrote ($tokens)" \
+    grep -qx "; data.train: 1 file(s), $tokens tokens" "$TMP/good.out"
+check "... model.init random, and a fresh start" \
+    sh -c "grep -q '^; model.init: random, [0-9]* parameters\$' '$TMP/good.out' &&
+        grep -qx '; resume: no checkpoint saved yet (a fresh start)' '$TMP/good.out'"
+check "what it prints is still a configuration check reads back" \
+    sh -c "'$SHARDTRAIN' check '$TMP/good.out' >/dev/null 2>&1"
+check "it wrote nothing: no log or checkpoint directory" test ! -e "$TMP/run"
+
+# A run that keeps checkpoints at steps 2 and 4; check --inputs must name
+# the one train then resumes from.
+st train >"$TMP/r1.out" 2>&1
+check "a 4-step run keeps checkpoints" test -f "$TMP/run/ckpt/step_00000004/manifest.json"
+st check --inputs -s train.steps=6 >"$TMP/res.out" 2>"$TMP/res.err"
+st train -s train.steps=6 >"$TMP/r2.out" 2>&1
+from=$(sed -n 's/^shardtrain: resumed from \(.*\) at step \([0-9]*\)$/\1 \2/p' "$TMP/r2.out")
+check "check --inputs names the checkpoint train resumes from ($from)" \
+    sh -c "[ -n '$from' ] && grep -qx '; resume: from $(echo "$from" | sed 's/ / at step /')' '$TMP/res.out'"
+
+# ---- bad inputs: each refused as train refuses it ---------------------------------
+
+same_refusal "data.train empty" -s data.train=
+same_refusal "data.train matching no file" -s data.train="$TMP/nope/x_*.bin"
+same_refusal "eval_every without data.val" -s train.eval_every=2
+printf 'not a shard' >"$TMP/bad_000000.bin"
+same_refusal "a data.train file that is not a shard" -s data.train="$TMP/bad_*.bin"
+same_refusal "a token past model.vocab_size" -s model.vocab_size=64
+# The run's final weights (a Hugging Face directory) as model.init of a
+# model of another shape.
+same_refusal "model.init of another shape" -s model.init="$TMP/run/ckpt/final" \
+    -s model.n_layer=3 -s checkpoint.resume=never
+same_refusal "checkpoint.resume naming no checkpoint" -s checkpoint.resume="$TMP/nope"
+same_refusal "auto resume where every checkpoint is of another shape (warnings, then the error)" \
+    -s model.n_layer=3 -s train.steps=8
+same_refusal "checkpoint.resume of a checkpoint past train.steps" \
+    -s checkpoint.resume="$TMP/run/ckpt/step_00000006" -s train.steps=5
+
+# --ranks N: train's batch rule for N ranks, against train on N ranks.
+"$SHARDTRAIN" check --ranks 3 "$TMP/base.ini" >"$TMP/k3.out" 2>"$TMP/k3.err"
+k=$?
+ranks 3 120 "$SHARDTRAIN" train -s log.dir="$TMP/r3/logs" -s checkpoint.dir="$TMP/r3/ckpt" \
+    "$TMP/base.ini" >"$TMP/t3.out" 2>"$TMP/t3.err"
+t=$?
+check "--ranks 3: global_batch 8 refused as train on 3 ranks refuses it (exit $k and $t)" \
+    sh -c "[ $k -eq 2 ] && [ $t -eq 2 ] && grep -q 'train.global_batch is not a multiple' '$TMP/k3.err' &&
+        [ \"\$(grep '^shardtrain: error:' '$TMP/k3.err')\" = \"\$(grep -m1 '^shardtrain: error:' '$TMP/t3.err')\" ]"
+check "--ranks 2 passes (8 = 4 x 2)" sh -c "'$SHARDTRAIN' check --ranks 2 '$TMP/base.ini' >/dev/null"
+refused "--ranks 0 is refused" "--ranks '0' is not a number of ranks" \
+    "$SHARDTRAIN" check --ranks 0 "$TMP/base.ini"
