@@ -60,8 +60,10 @@ check "check --inputs on good inputs: exit 0, nothing on stderr" \
 tokens=$(sed -n 's/^wrote .*sh_train_000000.bin (\([0-9]*\) tokens)$/\1/p' "$TMP/prep2.out")
 check "it says data.train holds the tokens prepare wrote ($tokens)" \
     grep -qx "; data.train: 1 file(s), $tokens tokens" "$TMP/good.out"
-check "... model.init random, and a fresh start" \
+check "... model.init random, the output directories made at start, and a fresh start" \
     sh -c "grep -q '^; model.init: random, [0-9]* parameters\$' '$TMP/good.out' &&
+        grep -qx '; log.dir: $TMP/run/logs, made at start' '$TMP/good.out' &&
+        grep -qx '; checkpoint.dir: $TMP/run/ckpt, made at start' '$TMP/good.out' &&
         grep -qx '; resume: no checkpoint saved yet (a fresh start)' '$TMP/good.out'"
 check "what it prints is still a configuration check reads back" \
     sh -c "'$SHARDTRAIN' check '$TMP/good.out' >/dev/null 2>&1"
@@ -76,6 +78,9 @@ st train -s train.steps=6 >"$TMP/r2.out" 2>&1
 from=$(sed -n 's/^shardtrain: resumed from \(.*\) at step \([0-9]*\)$/\1 \2/p' "$TMP/r2.out")
 check "check --inputs names the checkpoint train resumes from ($from)" \
     sh -c "[ -n '$from' ] && grep -qx '; resume: from $(echo "$from" | sed 's/ / at step /')' '$TMP/res.out'"
+check "... and finds the output directories there and writable" \
+    sh -c "grep -qx '; log.dir: $TMP/run/logs, writable' '$TMP/res.out' &&
+        grep -qx '; checkpoint.dir: $TMP/run/ckpt, writable' '$TMP/res.out'"
 
 # ---- bad inputs: each refused as train refuses it ---------------------------------
 
@@ -89,6 +94,9 @@ same_refusal "a token past model.vocab_size" -s model.vocab_size=64
 # model of another shape.
 same_refusal "model.init of another shape" -s model.init="$TMP/run/ckpt/final" \
     -s model.n_layer=3 -s checkpoint.resume=never
+echo "a file" >"$TMP/afile"
+same_refusal "log.dir that is a file" -s log.dir="$TMP/afile"
+same_refusal "checkpoint.dir below a file" -s checkpoint.dir="$TMP/afile/ckpt/"
 same_refusal "checkpoint.resume naming no checkpoint" -s checkpoint.resume="$TMP/nope"
 same_refusal "auto resume where every checkpoint is of another shape (warnings, then the error)" \
     -s model.n_layer=3 -s train.steps=8

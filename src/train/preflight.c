@@ -11,7 +11,10 @@
 #include "io/tokenizer.h"
 #include "model/model.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* data.tokenizer must load and fit the model's vocabulary, so the final
  * weights are never written beside a tokenizer that cannot drive them. */
@@ -73,6 +76,65 @@ static int check_data(const st_config *cfg, const char *key, const char *pattern
     return 0;
 }
 
+int st_preflight_output_dir_error(const st_config *cfg, const char *section, const char *key,
+                                  const char *dir, int err)
+{
+    return st_config_error(cfg, section, key,
+                           "%s.%s = %s: cannot create or write to this directory: %s; hint: "
+                           "point it at a directory you can write", section, key, dir,
+                           strerror(err));
+}
+
+/* Whether train's mkdir -p of dir and a file made in it would work,
+ * without making anything: 0, or the errno it would meet (ENOTDIR where
+ * dir or a directory on its path is a file; EACCES where the nearest
+ * existing one is not writable).  Another user's quota or a full disk are
+ * not foreseen. */
+static int would_be_writable(const char *dir, int *exists)
+{
+    char p[4096];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s", dir);
+    *exists = 0;
+    for (int first = 1;; first = 0) {
+        if (stat(p, &sb) == 0) {
+            *exists = first;
+            if (!S_ISDIR(sb.st_mode))
+                return ENOTDIR;
+            return access(p, W_OK | X_OK) == 0 ? 0 : errno;
+        }
+        if (errno != ENOENT || !strcmp(p, ".") || !strcmp(p, "/"))
+            return errno;   /* (a working directory removed: ENOENT) */
+        /* its parent, "." for a relative name without one */
+        char *slash = strrchr(p, '/');
+        while (slash && slash > p && slash[1] == '\0') {   /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(p, '/');
+        }
+        if (!slash)
+            snprintf(p, sizeof p, ".");
+        else if (slash == p)
+            p[1] = '\0';
+        else
+            *slash = '\0';
+    }
+}
+
+static int check_output_dirs(const st_config *cfg, FILE *out)
+{
+    const struct { const char *sec, *key, *dir; } d[2] = {
+        {"log", "dir", cfg->log.dir}, {"checkpoint", "dir", cfg->checkpoint.dir}};
+    for (int i = 0; i < 2; i++) {
+        int exists;
+        int err = would_be_writable(d[i].dir, &exists);
+        if (err)
+            return st_preflight_output_dir_error(cfg, d[i].sec, d[i].key, d[i].dir, err);
+        fprintf(out, "; %s.%s: %s, %s\n", d[i].sec, d[i].key, d[i].dir,
+                exists ? "writable" : "made at start");
+    }
+    return 0;
+}
+
 /* The checkpoint train would resume from (io/checkpoint.h's plan). */
 static int check_resume(const st_config *cfg, const st_model *m, FILE *out)
 {
@@ -111,6 +173,7 @@ int st_preflight_inputs(const st_config *cfg, FILE *out)
             fprintf(out, "; model.init: %s matches the configured shape, %lld parameters\n",
                     cfg->model.init, (long long)m.n_params);
     }
+    rc = rc ? rc : check_output_dirs(cfg, out);
     rc = rc ? rc : check_resume(cfg, &m, out);
     if (built)
         st_model_free(&m);

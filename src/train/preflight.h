@@ -20,10 +20,17 @@ int st_preflight_config(const st_config *cfg, int world);
 /* The inputs train opens at start, opened and closed again without
  * loading any weights or starting anything: the data.train and data.val
  * shards (headers, token ranges, sizes), model.init's headers against the
- * configured shape, and the checkpoint a resume would load (its manifest
- * against the shape).  What each holds is written to out as INI comment
+ * configured shape, log.dir and checkpoint.dir (writable, or creatable:
+ * nothing is created here), and the checkpoint a resume would load (its
+ * manifest against the shape).  What each holds is written to out as INI comment
  * lines ("; ..."), so that `check` output stays INI.  Returns 0, or prints
  * one error line and returns an exit status. */
 int st_preflight_inputs(const st_config *cfg, FILE *out);
+
+/* Train's error for an output directory (log.dir, checkpoint.dir) it
+ * cannot create or write, err the errno that says why: one line at the
+ * key's configuration line; returns ST_EXIT_USAGE. */
+int st_preflight_output_dir_error(const st_config *cfg, const char *section, const char *key,
+                                  const char *dir, int err);
 
 #endif

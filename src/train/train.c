@@ -145,10 +145,7 @@ static int check_output_dirs(const st_config *cfg)
     for (int i = 0; i < 2; i++) {
         int err = st_dir_writable(d[i].dir);
         if (err)
-            return st_config_error(cfg, d[i].sec, d[i].key,
-                                   "%s.%s = %s: cannot create or write to this directory: "
-                                   "%s; hint: point it at a directory you can write",
-                                   d[i].sec, d[i].key, d[i].dir, strerror(err));
+            return st_preflight_output_dir_error(cfg, d[i].sec, d[i].key, d[i].dir, err);
     }
     return 0;
 }
