@@ -179,3 +179,9 @@ refused "a step that is not >= 1" "^shardtrain: error: $TMP/bad3/metrics.jsonl:1
 refused "one bad directory among good ones" "^shardtrain: error: $TMP/bad1/metrics.jsonl:3: " \
     "$TMP/A" "$TMP/bad1"
 refused "no LOG_DIR" "^shardtrain: error: command line:4: missing LOG_DIR; hint: "
+# An output that cannot be written is a failure (exit 1), named as given.
+"$SHARDTRAIN" plot "$TMP/A" -o "$TMP/nowhere/p.svg" >/dev/null 2>"$TMP/noout.err"
+st=$?
+check "plot -o into a missing directory: exit $st (1), one line naming the file given, with a hint" \
+    sh -c "[ $st -eq 1 ] && [ \$(wc -l <'$TMP/noout.err') -eq 1 ] &&
+        grep -q '^shardtrain: error: $TMP/nowhere/p.svg: cannot write the plot: No such file or directory; hint: ' '$TMP/noout.err'"

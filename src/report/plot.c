@@ -430,10 +430,9 @@ static int write_svg(const char *out_path, const st_svg *body, double height)
     }
     int step = st_file_write_atomic(out_path, tmp, 0666, write_text, &page);
     st_svg_free(&page);
-    if (step == ST_ATOMIC_CREATE)
-        st_error(tmp, "cannot create: %s", strerror(errno));
-    else if (step)
-        st_error(out_path, "cannot write: %s", strerror(errno));
+    if (step)   /* named as the user gave it, not by its temporary */
+        st_error(out_path, "cannot write the plot: %s; hint: check that its directory "
+                 "exists and is writable", strerror(errno));
     return step ? ST_EXIT_FAILURE : 0;
 }
 
