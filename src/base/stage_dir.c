@@ -204,15 +204,15 @@ static int in_the_way(const st_stage *s, const staged_files *f)
             *slash = '\0';
             int bad = lstat(to, &sb) == 0 && !S_ISDIR(sb.st_mode);
             if (bad) {
-                st_error(to, "is a file where the export writes a directory; hint: move it "
-                         "away, or give another output directory");
+                st_error(to, "is a file where a directory of the files being written goes; "
+                         "hint: move it away, or write to another directory");
                 return ST_EXIT_USAGE;
             }
             *slash = '/';
         }
         if (lstat(to, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
-            st_error(to, "is %s, not a file, and the export writes a file of this name; "
-                     "hint: move it away, or give another output directory",
+            st_error(to, "is %s, not a file, and a file of this name is being written "
+                     "here; hint: move it away, or write to another directory",
                      S_ISDIR(sb.st_mode) ? "a directory" : "a special file");
             return ST_EXIT_USAGE;
         }
@@ -304,8 +304,6 @@ int st_stage_commit(st_stage *s)
             st_error(to, "cannot move the new file into place: %s; hint: %s is as it was; "
                      "check free space and permissions", strerror(e), s->out);
         rc = ST_EXIT_FAILURE;
-        if (stuck)
-            break;
     }
     /* The renames into subdirectories are made durable there. */
     for (int i = 0; i < f.n && !rc; i++) {

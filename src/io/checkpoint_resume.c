@@ -156,67 +156,99 @@ static size_t list_steps(const char *dir, long long **out)
     return n;
 }
 
-int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t *start)
+/* Tries the checkpoint in dir: 0 with *step set, or an exit status with
+ * the reason printed (a warning when as_warning, the walk then falling
+ * back to an older one; ST_EXIT_FAILURE stops the walk). */
+typedef int (*resume_try)(void *ctx, const char *dir, int as_warning, int64_t *step);
+
+/* Which checkpoint checkpoint.resume names, tried with `try`: never, a
+ * path, or auto (`latest` first, then every older step directory, newest
+ * first).  Shared by the resume and its plan, so that `check --inputs`
+ * looks exactly where train looks.  Returns 0 with dir (n bytes) the one
+ * that worked, or "" for a fresh start; or an exit status, its error
+ * printed when speak is set. */
+static int resume_walk(const st_config *cfg, int speak, resume_try try, void *ctx, char *dir,
+                       size_t n, int64_t *step)
 {
-    *start = 0;
     const char *r = cfg->checkpoint.resume;
-    char dir[8192], err[1024];
+    char err[1024], latest[8192] = "";
+    dir[0] = '\0';
     if (!strcmp(r, "never"))
         return 0;
     if (strcmp(r, "auto")) {
-        int rc = st_ckpt_resolve(r, dir, sizeof dir, err, sizeof err);
-        if (rc) {
-            if (rt->rank == 0)
-                st_error(NULL, "%s", err);
-            return rc;
-        }
-        rc = load_agreed(f, cfg, rt, dir, 0, start);
-        if (!rc)
-            st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
+        int rc = st_ckpt_resolve(r, dir, n, err, sizeof err);
+        if (rc && speak)
+            st_error(NULL, "%s", err);
+        rc = rc ? rc : try(ctx, dir, 0, step);
+        if (rc)
+            dir[0] = '\0';
         return rc;
     }
-    /* auto: `latest` first, then every older step directory, newest first. */
     long long *steps;
     size_t ns = list_steps(cfg->checkpoint.dir, &steps);
-    int rc = st_ckpt_resolve(cfg->checkpoint.dir, dir, sizeof dir, err, sizeof err);
-    int tried_latest = 0;
+    int rc = st_ckpt_resolve(cfg->checkpoint.dir, dir, n, err, sizeof err);
+    int tried = 0;
     if (!rc) {
-        tried_latest = 1;
-        rc = load_agreed(f, cfg, rt, dir, 1, start);
+        tried = 1;
+        snprintf(latest, sizeof latest, "%s", dir);
+        rc = try(ctx, dir, 1, step);
     } else if (ns > 0) {
-        if (rt->rank == 0)
+        if (speak)
             st_warn("%s; trying the step directories", err);
     } else if (latest_exists(cfg->checkpoint.dir)) {
         /* A `latest` that names nothing usable, and no step directory to
          * fall back to: starting afresh would silently throw the run away. */
-        if (rt->rank == 0)
+        if (speak)
             st_error(NULL, "%s", err);
         free(steps);
+        dir[0] = '\0';
         return ST_EXIT_USAGE;
     }
-    for (size_t i = 0; i < ns && rc != ST_EXIT_FAILURE && (rc || !tried_latest); i++) {
-        char d2[8192];
-        st_ckpt_step_dir(cfg->checkpoint.dir, steps[i], d2, sizeof d2);
-        if (tried_latest && !strcmp(d2, dir))
+    for (size_t i = 0; i < ns && rc != ST_EXIT_FAILURE && (rc || !tried); i++) {
+        st_ckpt_step_dir(cfg->checkpoint.dir, steps[i], dir, n);
+        if (tried && !strcmp(dir, latest))
             continue;
-        tried_latest = 1;
-        snprintf(dir, sizeof dir, "%s", d2);
-        rc = load_agreed(f, cfg, rt, dir, 1, start);
+        tried = 1;
+        rc = try(ctx, dir, 1, step);
     }
     free(steps);
-    if (!tried_latest)
+    if (!tried || rc)
+        dir[0] = '\0';
+    if (!tried)
         return 0;  /* nothing saved yet: a fresh start */
     if (rc == ST_EXIT_FAILURE)
         return rc; /* reported where it happened */
     if (rc) {
-        if (rt->rank == 0)
+        if (speak)
             st_error(cfg->checkpoint.dir, "checkpoint.resume = auto found no loadable "
                      "checkpoint (see the warnings above); hint: fix or remove them, or set "
                      "checkpoint.resume = never to start afresh");
         return ST_EXIT_USAGE;
     }
-    st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
     return 0;
+}
+
+typedef struct {
+    st_fsdp *f;
+    const st_config *cfg;
+    const st_runtime *rt;
+} load_ctx;
+
+static int try_load(void *ctx, const char *dir, int as_warning, int64_t *step)
+{
+    const load_ctx *x = ctx;
+    return load_agreed(x->f, x->cfg, x->rt, dir, as_warning, step);
+}
+
+int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t *start)
+{
+    *start = 0;
+    char dir[8192];
+    load_ctx x = {f, cfg, rt};
+    int rc = resume_walk(cfg, rt->rank == 0, try_load, &x, dir, sizeof dir, start);
+    if (!rc && dir[0])
+        st_info("shardtrain: resumed from %s at step %lld", dir, (long long)*start);
+    return rc;
 }
 
 /* The manifest of dir opened and checked as load_into checks it, nothing
@@ -233,62 +265,30 @@ static int plan_open(const st_config *cfg, const st_model *m, const char *dir, c
     return rc;
 }
 
+typedef struct {
+    const st_config *cfg;
+    const st_model *m;
+} plan_ctx;
+
+static int try_plan(void *ctx, const char *dir, int as_warning, int64_t *step)
+{
+    const plan_ctx *x = ctx;
+    char err[1024];
+    int rc = plan_open(x->cfg, x->m, dir, err, sizeof err, step);
+    if (rc && as_warning)
+        st_warn("%s; falling back to an older checkpoint", err);
+    else if (rc)
+        st_error(NULL, "%s", err);
+    return rc;
+}
+
 int st_ckpt_resume_plan(const st_config *cfg, const st_model *m, char *dir, size_t n,
                         int64_t *step)
 {
     *step = -1;
-    dir[0] = '\0';
-    const char *r = cfg->checkpoint.resume;
-    char err[1024];
-    if (!strcmp(r, "never"))
-        return 0;
-    if (strcmp(r, "auto")) {
-        int rc = st_ckpt_resolve(r, dir, n, err, sizeof err);
-        rc = rc ? rc : plan_open(cfg, m, dir, err, sizeof err, step);
-        if (rc)
-            st_error(NULL, "%s", err);
-        return rc;
-    }
-    /* auto: as st_ckpt_resume looks, `latest` first, then every older
-     * step directory, newest first. */
-    long long *steps;
-    size_t ns = list_steps(cfg->checkpoint.dir, &steps);
-    int rc = st_ckpt_resolve(cfg->checkpoint.dir, dir, n, err, sizeof err);
-    int tried = 0;
-    if (!rc) {
-        tried = 1;
-        rc = plan_open(cfg, m, dir, err, sizeof err, step);
-        if (rc)
-            st_warn("%s; falling back to an older checkpoint", err);
-    } else if (ns > 0) {
-        st_warn("%s; trying the step directories", err);
-    } else if (latest_exists(cfg->checkpoint.dir)) {
-        st_error(NULL, "%s", err);
-        free(steps);
-        return ST_EXIT_USAGE;
-    }
-    char latest[8192];
-    snprintf(latest, sizeof latest, "%s", dir);
-    for (size_t i = 0; i < ns && (rc || !tried); i++) {
-        st_ckpt_step_dir(cfg->checkpoint.dir, steps[i], dir, n);
-        if (tried && !strcmp(dir, latest))
-            continue;
-        tried = 1;
-        rc = plan_open(cfg, m, dir, err, sizeof err, step);
-        if (rc)
-            st_warn("%s; falling back to an older checkpoint", err);
-    }
-    free(steps);
-    if (!tried) {
-        dir[0] = '\0';
-        return 0;
-    }
-    if (rc) {
-        dir[0] = '\0';
-        st_error(cfg->checkpoint.dir, "checkpoint.resume = auto found no loadable "
-                 "checkpoint (see the warnings above); hint: fix or remove them, or set "
-                 "checkpoint.resume = never to start afresh");
-        return ST_EXIT_USAGE;
-    }
-    return 0;
+    plan_ctx x = {cfg, m};
+    int rc = resume_walk(cfg, 1, try_plan, &x, dir, n, step);
+    if (rc || !dir[0])
+        *step = -1;
+    return rc;
 }
