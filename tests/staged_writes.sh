@@ -208,6 +208,21 @@ cp -a "$TMP/fin/final" "$TMP/fin_before"
 failed_rerun "a LoRA rerun failing at model.safetensors, the last file it moves" \
     "final/model.safetensors: cannot move the new file into place: No space left" \
     lora1 model.safetensors -s lora.rank=4
+# The same with putting back failing too (:stuck): the replaced files'
+# old copies are kept and named, the new adapter files left and named.
+fin lora_stuck model.safetensors:stuck -s lora.rank=4
+st=$?
+kept=$(sed -n 's/.*; hint: 2 replaced files could not be put back; the old copies are in \([^ ]*\) (config.json as 2, generation_config.json as 3); 2 new files could not be removed (adapter\/adapter_config.json, adapter\/adapter_model.safetensors)$/\1/p' "$TMP/lora_stuck.err")
+check "a LoRA rerun with put-back failing: exit $st (1), one error line naming the old copies and the new files left" \
+    sh -c "[ $st -eq 1 ] && [ \$(grep -c '^shardtrain: error:' '$TMP/lora_stuck.err') -eq 1 ] &&
+        [ -n '$kept' ]"
+[ -n "$kept" ] || diag "$(cut -c1-500 "$TMP/lora_stuck.err")"
+check "... the old copies are the earlier run's files, the new adapter files are where it says" \
+    sh -c "cmp -s '$kept/2' '$TMP/fin_before/config.json' &&
+        cmp -s '$kept/3' '$TMP/fin_before/generation_config.json' &&
+        test -s '$TMP/fin/final/adapter/adapter_model.safetensors'"
+rm -rf "$TMP/fin/final"
+cp -a "$TMP/fin_before" "$TMP/fin/final"
 failed_rerun "a rerun with another seed failing at config.json" \
     "final/config.json: cannot move the new file into place" \
     seed1 config.json -s train.seed=6

@@ -84,7 +84,11 @@ void st_stage_abort(st_stage *s)
 }
 
 /* How an old file of out was kept before its replacement's rename. */
-enum kept { KEPT_NONE, KEPT_LINK, KEPT_MOVED, KEPT_STUCK /* could not go back */ };
+enum kept {
+    KEPT_NONE, KEPT_LINK, KEPT_MOVED,
+    KEPT_STUCK,      /* a replaced file whose old copy could not go back */
+    KEPT_NEW_LEFT,   /* a new file (no old one) that could not be removed */
+};
 
 /* The staged files, as paths relative to the stage, and what became of
  * each: the old file's keeping, and the directory of out created for it. */
@@ -153,20 +157,23 @@ static void kept_path(char *buf, size_t n, const char *old, int i)
     join(buf, n, old, idx);
 }
 
-/* rename(2) of an old file back into place (a test can make it fail). */
+/* rename(2) of an old file back into place, or (from NULL) unlink(2) of
+ * a new one; a test can make either fail. */
 static int put_back(const char *from, const char *to)
 {
     if (st_fault_stage_stuck()) {
         errno = EIO;
         return -1;
     }
+    if (!from)
+        return unlink(to) != 0 && errno != ENOENT ? -1 : 0;
     return rename(from, to);
 }
 
 /* Puts out back as it was before files 0..upto were renamed in (upto
  * itself not renamed in: its old file, if moved aside, goes back).
- * Returns how many old files could not be put back, each marked
- * KEPT_STUCK. */
+ * Returns how many files could not be put back, each marked KEPT_STUCK
+ * (an old copy kept) or KEPT_NEW_LEFT (a new file left in out). */
 static int roll_back(st_stage *s, const char *old, staged_files *f, int upto)
 {
     int stuck = 0;
@@ -180,9 +187,9 @@ static int roll_back(st_stage *s, const char *old, staged_files *f, int upto)
         else if (f->kept[j] != KEPT_NONE)
             r = put_back(from, to);
         else
-            r = unlink(to) != 0 && errno != ENOENT ? -1 : 0;
-        if (r != 0 && f->kept[j] != KEPT_NONE) {
-            f->kept[j] = KEPT_STUCK;
+            r = put_back(NULL, to);
+        if (r != 0) {
+            f->kept[j] = f->kept[j] == KEPT_NONE ? KEPT_NEW_LEFT : KEPT_STUCK;
             stuck++;
         }
         if (f->made_dir[j])
@@ -285,21 +292,35 @@ int st_stage_commit(st_stage *s)
         /* The old copies left are the user's: out of the stage, which the
          * next run would clear, into a directory of their own (or, if even
          * that fails, the stage is kept). */
-        char kept[8400];
+        int n_old = 0, n_new = 0;
+        char olds[2048] = "", news[2048] = "", kept[8400];
+        for (int j = 0, a = 0, b = 0; j <= i && stuck; j++) {
+            if (f.kept[j] == KEPT_STUCK && a < (int)sizeof olds) {
+                a += snprintf(olds + a, sizeof olds - (size_t)a, "%s%s as %d", a ? ", " : "",
+                              f.rel[j], j);
+                n_old++;
+            } else if (f.kept[j] == KEPT_NEW_LEFT && b < (int)sizeof news) {
+                b += snprintf(news + b, sizeof news - (size_t)b, "%s%s", b ? ", " : "",
+                              f.rel[j]);
+                n_new++;
+            }
+        }
         snprintf(kept, sizeof kept, "%s/.shardtrain-old-%ld", s->out, (long)getpid());
-        if (stuck && rename(old, kept) != 0) {
+        if (n_old && rename(old, kept) != 0) {
             snprintf(kept, sizeof kept, "%s", old);
             keep_stage = 1;
         }
-        char list[2048] = "";
-        for (int j = 0, at = 0; j <= i && stuck; j++)
-            if (f.kept[j] == KEPT_STUCK && at < (int)sizeof list)
-                at += snprintf(list + at, sizeof list - (size_t)at, "%s%s as %d",
-                               at ? ", " : "", f.rel[j], j);
+        char why[12800] = "";
+        if (n_old)
+            snprintf(why, sizeof why, "%d replaced file%s could not be put back; the old "
+                     "copies are in %s (%s)", n_old, n_old > 1 ? "s" : "", kept, olds);
+        if (n_new)
+            snprintf(why + strlen(why), sizeof why - strlen(why), "%s%d new file%s could "
+                     "not be removed (%s)", n_old ? "; " : "", n_new, n_new > 1 ? "s" : "",
+                     news);
         if (stuck)
-            st_error(to, "cannot move the new file into place: %s; hint: %d replaced "
-                     "file%s could not be put back; the old copies are in %s (%s)",
-                     strerror(e), stuck, stuck > 1 ? "s" : "", kept, list);
+            st_error(to, "cannot move the new file into place: %s; hint: %s", strerror(e),
+                     why);
         else
             st_error(to, "cannot move the new file into place: %s; hint: %s is as it was; "
                      "check free space and permissions", strerror(e), s->out);

@@ -27,8 +27,9 @@
  *       the files before it in name order have replaced theirs, to show
  *       that the export or run fails with one error line and exit status
  *       1 and leaves the directory as it was.  With :stuck, putting the
- *       replaced files back fails too (EIO), to show that their old
- *       copies are kept where the error line says.
+ *       replaced files back and removing the new ones fail too (EIO), to
+ *       show that the old copies are kept, and the new files named, where
+ *       the error line says.
  *   SHARDTRAIN_TEST_LOG_FULL_AT=N          (tests/summary.sh)
  *       Rank 0's metrics.jsonl record of step N (and of every later step)
  *       fails as on a full disk: half the record is written, then ENOSPC,
