@@ -97,6 +97,9 @@ same_refusal "model.init of another shape" -s model.init="$TMP/run/ckpt/final" \
 echo "a file" >"$TMP/afile"
 same_refusal "log.dir that is a file" -s log.dir="$TMP/afile"
 same_refusal "checkpoint.dir below a file" -s checkpoint.dir="$TMP/afile/ckpt/"
+mkdir -p "$TMP/fin_file/ckpt" && echo file >"$TMP/fin_file/ckpt/final"
+same_refusal "checkpoint.dir/final a file, where the final weights go" \
+    -s checkpoint.dir="$TMP/fin_file/ckpt"
 same_refusal "checkpoint.resume naming no checkpoint" -s checkpoint.resume="$TMP/nope"
 same_refusal "auto resume where every checkpoint is of another shape (warnings, then the error)" \
     -s model.n_layer=3 -s train.steps=8

@@ -227,16 +227,18 @@ for n in final_peaks final_peaks_lora; do
 done
 
 # Only rank 0 writes the final weights, so only it sees that write fail
-# (here checkpoint.dir/final is a file, not a directory).  Every rank still
-# takes part in each unit's gather, and the ranks agree on the status
-# before the teardown's collectives: all 4 end with exit status 1 and one
-# error line, instead of ranks 1-3 waiting for rank 0 until the hang guard
-# (which is what the engine did).
-mkdir -p "$TMP/final_fails/ckpt" && echo file >"$TMP/final_fails/ckpt/final"
+# (here as on a full disk, moving model.safetensors into checkpoint.dir/final:
+# SHARDTRAIN_TEST_STAGE_FULL_AT; a file in final's place is now refused at
+# start).  Every rank still takes part in each unit's gather, and the ranks
+# agree on the status before the teardown's collectives: all 4 end with
+# exit status 1 and one error line, instead of ranks 1-3 waiting for rank 0
+# until the hang guard (which is what the engine did).
+export SHARDTRAIN_TEST_STAGE_FULL_AT=model.safetensors
 run final_fails 4 gpt2 $fs -s train.micro_batch=1 -s train.global_batch=4 -s train.steps=1
 st=$?
+unset SHARDTRAIN_TEST_STAGE_FULL_AT
 if [ $st -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/final_fails.err")" -eq 1 ] &&
-        grep -q '^shardtrain: error: .*/ckpt/final: not a directory' "$TMP/final_fails.err"; then
+        grep -q '^shardtrain: error: .*/ckpt/final/model.safetensors: cannot move the new file into place: No space left on device' "$TMP/final_fails.err"; then
     ok "final weights' write failing on rank 0: every rank exits 1, one error line"
 else
     not_ok "final weights' write failing on rank 0: every rank exits 1, one error line (exit $st)"

@@ -132,6 +132,19 @@ static int check_output_dirs(const st_config *cfg, FILE *out)
         fprintf(out, "; %s.%s: %s, %s\n", d[i].sec, d[i].key, d[i].dir,
                 exists ? "writable" : "made at start");
     }
+    return st_preflight_final_dir(cfg);
+}
+
+int st_preflight_final_dir(const st_config *cfg)
+{
+    char final[4200];
+    struct stat sb;
+    snprintf(final, sizeof final, "%s/final", cfg->checkpoint.dir);
+    if (lstat(final, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return st_config_error(cfg, "checkpoint", "dir",
+                               "checkpoint.dir = %s: %s is a file where the final weights "
+                               "go (a directory); hint: move it away, or point "
+                               "checkpoint.dir elsewhere", cfg->checkpoint.dir, final);
     return 0;
 }
 

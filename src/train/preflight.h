@@ -27,6 +27,11 @@ int st_preflight_config(const st_config *cfg, int world);
  * one error line and returns an exit status. */
 int st_preflight_inputs(const st_config *cfg, FILE *out);
 
+/* checkpoint.dir/final, where the final weights go, is not a file (found
+ * at start, not after the training).  Returns 0, or prints one error line
+ * at checkpoint.dir's configuration line and returns ST_EXIT_USAGE. */
+int st_preflight_final_dir(const st_config *cfg);
+
 /* Train's error for an output directory (log.dir, checkpoint.dir) it
  * cannot create or write, err the errno that says why: one line at the
  * key's configuration line; returns ST_EXIT_USAGE. */

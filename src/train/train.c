@@ -147,7 +147,7 @@ static int check_output_dirs(const st_config *cfg)
         if (err)
             return st_preflight_output_dir_error(cfg, d[i].sec, d[i].key, d[i].dir, err);
     }
-    return 0;
+    return st_preflight_final_dir(cfg);
 }
 
 /* After st_groups_create: data, model, engine, run log, signals and
@@ -558,6 +558,8 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
         snprintf(dir, sizeof dir, "%s/final", cfg->checkpoint.dir);
         st_final_weights_path(cfg, final, sizeof final);
         const int staged = !(rc = st_stage_begin(&stage, dir));
+        if (rc == ST_EXIT_USAGE)   /* found after the training: a failed write */
+            rc = ST_EXIT_FAILURE;
         snprintf(adir, sizeof adir, "%s/adapter", stage.dir);
         snprintf(path, sizeof path, "%s/model.safetensors", stage.dir);
         if (!rc && lora) {
