@@ -39,6 +39,19 @@ same_dir() {
     if [ -z "$_bad" ]; then ok "$1"; else not_ok "$1"; diag "$_bad"; fi
 }
 
+# stuck_line DESCRIPTION ERR STATUS: one check that a write whose put-back
+# failed too exited (STATUS) 1 with one error line in ERR, from which the
+# caller has read $kept (where the old copies are); the line is shown when
+# not.
+stuck_line() {
+    if [ "$3" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$2")" -eq 1 ] && [ -n "$kept" ]
+    then
+        ok "$1"
+    else
+        not_ok "$1 (exit $3)"; diag "$(cut -c1-500 "$2")"
+    fi
+}
+
 # failed_export NAME PATTERN [VAR=VALUE]: export step 4 into $OUT (with the
 # environment assignment, if any) must exit 1 with exactly one error line
 # matching PATTERN.
@@ -73,10 +86,8 @@ SHARDTRAIN_TEST_STAGE_FULL_AT=model.safetensors:stuck timeout -k 10 60 "$SHARDTR
     "$TMP/ck/step_00000004" "$OUT" >/dev/null 2>"$TMP/stuck.err"
 st=$?
 kept=$(sed -n 's/.*could not be put back; the old copies are in \([^ ]*\) (config.json as 0, generation_config.json as 1)$/\1/p' "$TMP/stuck.err")
-check "put-back failing too: exit 1, one error line naming where the old copies are (exit $st)" \
-    sh -c "[ $st -eq 1 ] && [ \$(grep -c '^shardtrain: error:' '$TMP/stuck.err') -eq 1 ] &&
-        [ -n '$kept' ]"
-[ -n "$kept" ] || diag "$(cut -c1-400 "$TMP/stuck.err")"
+stuck_line "put-back failing too: exit 1, one error line naming where the old copies are" \
+    "$TMP/stuck.err" "$st"
 case $kept in
     "$OUT"/.shardtrain-old-*) in_out=1 ;;
     *) in_out=0 ;;
@@ -213,10 +224,8 @@ failed_rerun "a LoRA rerun failing at model.safetensors, the last file it moves"
 fin lora_stuck model.safetensors:stuck -s lora.rank=4
 st=$?
 kept=$(sed -n 's/.*; hint: 2 replaced files could not be put back; the old copies are in \([^ ]*\) (config.json as 2, generation_config.json as 3); 2 new files could not be removed (adapter\/adapter_config.json, adapter\/adapter_model.safetensors)$/\1/p' "$TMP/lora_stuck.err")
-check "a LoRA rerun with put-back failing: exit $st (1), one error line naming the old copies and the new files left" \
-    sh -c "[ $st -eq 1 ] && [ \$(grep -c '^shardtrain: error:' '$TMP/lora_stuck.err') -eq 1 ] &&
-        [ -n '$kept' ]"
-[ -n "$kept" ] || diag "$(cut -c1-500 "$TMP/lora_stuck.err")"
+stuck_line "a LoRA rerun with put-back failing: exit 1, one error line naming the old copies and the new files left" \
+    "$TMP/lora_stuck.err" "$st"
 check "... the old copies are the earlier run's files, the new adapter files are where it says" \
     sh -c "cmp -s '$kept/2' '$TMP/fin_before/config.json' &&
         cmp -s '$kept/3' '$TMP/fin_before/generation_config.json' &&

@@ -83,6 +83,15 @@ void st_stage_abort(st_stage *s)
     errno = saved;
 }
 
+int st_stage_finish(st_stage *s, int rc)
+{
+    if (rc) {
+        st_stage_abort(s);
+        return rc;
+    }
+    return st_stage_commit(s);
+}
+
 /* How an old file of out was kept before its replacement's rename. */
 enum kept {
     KEPT_NONE, KEPT_LINK, KEPT_MOVED,

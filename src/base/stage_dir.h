@@ -53,6 +53,11 @@ int st_stage_commit(st_stage *s);
  * write's own error has been printed. */
 void st_stage_abort(st_stage *s);
 
+/* The end of a write into the stage whose status is rc: 0 commits
+ * (st_stage_commit's status is returned), anything else aborts and is
+ * returned as it is. */
+int st_stage_finish(st_stage *s, int rc);
+
 /* rm -rf path: 0 (also when nothing is there), or -1 with errno. */
 int st_rm_rf(const char *path);
 

@@ -149,15 +149,6 @@ static int random_base_seed(const st_ckpt *c, const char *base, uint64_t *seed)
     return 0;
 }
 
-/* The files written into the stage (rc 0) go into place together;
- * otherwise none of them does. */
-static int stage_end(st_stage *s, int rc)
-{
-    if (rc)
-        st_stage_abort(s);
-    return rc ? rc : st_stage_commit(s);
-}
-
 int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,
                       int adapter, const char *base, char *dir, size_t n, int64_t *step)
 {
@@ -168,7 +159,7 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
         *step = -1;
         if ((rc = st_stage_begin(&stage, out_dir)))
             return rc;
-        return stage_end(&stage, adapter ? export_final_adapter(dir, stage.dir)
+        return st_stage_finish(&stage, adapter ? export_final_adapter(dir, stage.dir)
                                          : export_final(dir, stage.dir, tokenizer));
     }
     st_ckpt c;
@@ -238,7 +229,7 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
     }
     rc = x.rc ? x.rc : rc;   /* the source's status says why the write stopped */
     if (staged)
-        rc = stage_end(&stage, rc);
+        rc = st_stage_finish(&stage, rc);
     if (!rc)
         *step = c.step;
     for (int u = 0; x.adapters && u < m.n_units; u++)

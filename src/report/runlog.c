@@ -72,13 +72,14 @@ static void print_outputs(const st_runlog *lg, const char *when)
         snprintf(plot, sizeof plot, ", plot %s", lg->plot_path);
     /* The closing line names the final weights only when this run wrote
      * them: a preempted, failed or crashed run did not. */
-    const int final = strcmp(when, "wrote") != 0 || lg->final_written;
-    st_info("shardtrain: %s: metrics %s, summary %s%s%s%s; checkpoints in %s/ (%s), %s"
-            "%s%s",
+    char final[4300] = "final weights not written";
+    if (strcmp(when, "wrote") != 0 || lg->final_written)
+        snprintf(final, sizeof final, "final weights %s/final/model.safetensors",
+                 cfg->checkpoint.dir);
+    st_info("shardtrain: %s: metrics %s, summary %s%s%s%s; checkpoints in %s/ (%s), %s",
             when, lg->metrics_path, lg->summary_path, plot,
             *lg->tb_path ? ", TensorBoard events " : "", lg->tb_path, cfg->checkpoint.dir, ckpt,
-            final ? "final weights " : "final weights not written",
-            final ? cfg->checkpoint.dir : "", final ? "/final/model.safetensors" : "");
+            final);
 }
 
 void st_runlog_final_weights(st_runlog *lg)

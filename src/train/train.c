@@ -574,12 +574,8 @@ static int save_final_weights(st_fsdp *f, const st_model *m, const st_config *cf
                                                cfg->data.tokenizer[0] ? cfg->data.tokenizer
                                                                       : NULL);
         rc = g.rc ? g.rc : rc;
-        if (staged) {
-            if (rc)
-                st_stage_abort(&stage);
-            else
-                rc = st_stage_commit(&stage);
-        }
+        if (staged)
+            rc = st_stage_finish(&stage, rc);
         if (!rc && lora)
             st_info("shardtrain: wrote %s/adapter/adapter_model.safetensors", dir);
         if (!rc)
