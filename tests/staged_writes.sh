@@ -101,6 +101,92 @@ rm -rf "$OUT"/.shardtrain-old-*
 check "the export after it put the step-2 export back in place" \
     sh -c "for f in $files README.md; do cmp -s '$OUT/'\$f '$TMP/before/'\$f || exit 1; done"
 
+# ---- a write killed between its renames ------------------------------------
+# K is an earlier export whose config.json and generation_config.json differ
+# from step 4's (a user's edit), so that old and new can be told apart in
+# every file.  An export of step 4 killed (SIGKILL) just before moving
+# model.safetensors, the last by name, leaves the other two new and
+# model.safetensors old, with the stage's journal naming them; readers
+# refuse K; the next export into K finishes the killed one first (here it
+# then fails itself at its first file, leaving what the recovery made).
+K=$TMP/killed
+cp -a "$TMP/before" "$K"
+for f in config.json generation_config.json; do echo " " >>"$K/$f"; done
+cp -a "$K" "$TMP/k_before"
+# same_as DESCRIPTION REF: K holds exactly REF's files, byte for byte, and
+# the user's README.md, with no stage left.
+same_as() {
+    _bad=""
+    for _f in $files; do cmp -s "$K/$_f" "$2/$_f" || _bad="$_bad $_f"; done
+    cmp -s "$K/README.md" "$TMP/before/README.md" || _bad="$_bad README.md"
+    [ -e "$K/.shardtrain-stage" ] && _bad="$_bad (a stage is left)"
+    if [ -z "$_bad" ]; then ok "$1"; else not_ok "$1"; diag "differ:$_bad"; fi
+}
+# killed_export MODE: export step 4 into K with the stage fault MODE,
+# which kills it; sets st.
+killed_export() {
+    SHARDTRAIN_TEST_STAGE_FULL_AT=$1 timeout -k 10 60 "$SHARDTRAIN" export \
+        "$TMP/ck/step_00000004" "$K" >/dev/null 2>"$TMP/killed.err"
+    st=$?
+}
+# recovering_export DESCRIPTION PATTERN: an export into K that fails at its
+# first move (config.json) exits 1 with one error line, after one warning
+# line matching PATTERN from finishing the killed write.
+recovering_export() {
+    SHARDTRAIN_TEST_STAGE_FULL_AT=config.json timeout -k 10 60 "$SHARDTRAIN" export \
+        "$TMP/ck/step_00000004" "$K" >/dev/null 2>"$TMP/recover.err"
+    _st=$?
+    if [ "$_st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/recover.err")" -eq 1 ] &&
+        [ "$(grep -c '^shardtrain: warning:' "$TMP/recover.err")" -eq 1 ] &&
+        grep '^shardtrain: warning:' "$TMP/recover.err" | grep -q -- "$2"; then
+        ok "$1"
+    else
+        not_ok "$1 (exit $_st)"; diag "$(cut -c1-300 "$TMP/recover.err")"
+    fi
+}
+killed_export model.safetensors:kill
+bad=""
+for f in config.json generation_config.json; do cmp -s "$K/$f" "$TMP/ref4/$f" || bad="$bad $f"; done
+cmp -s "$K/model.safetensors" "$TMP/before/model.safetensors" || bad="$bad model.safetensors"
+check "an export killed before moving model.safetensors (exit $st) leaves two files new, model.safetensors old${bad:+ (not so:$bad)}, and its journal" \
+    sh -c "[ $st -eq 137 ] && [ -z '$bad' ] && test -s '$K/.shardtrain-stage/.commit'"
+refused "a model.init of the half-written directory is refused (exit 2, one line naming the journal)" \
+    "$K: holds files half moved in by a shardtrain that was killed while writing them ($K/.shardtrain-stage/.commit names them)" \
+    "$SHARDTRAIN" train -s model.init="$K" -s log.dir="$TMP/kinit" "$TMP/base.ini"
+refused "... so is its model.safetensors given as a file" "$K: holds files half moved in" \
+    "$SHARDTRAIN" train -s model.init="$K/model.safetensors" -s log.dir="$TMP/kinit" "$TMP/base.ini"
+recovering_export "the next export finishes the killed one first (one warning line), then fails at config.json (exit 1, one error line)" \
+    "$K: a shardtrain was killed while moving its files in here; its write is now finished (1 of its 3 files moved in now)"
+same_as "... leaving the whole of the killed export of step 4" "$TMP/ref4"
+
+# Killed while undoing: moving model.safetensors fails (ENOSPC) and the
+# process is killed once generation_config.json is put back, config.json
+# still step 4's.  The next export puts config.json back.
+rm -rf "$K"
+cp -a "$TMP/k_before" "$K"
+killed_export model.safetensors:kill-back
+bad=""
+cmp -s "$K/config.json" "$TMP/ref4/config.json" || bad="$bad config.json"
+for f in generation_config.json model.safetensors; do cmp -s "$K/$f" "$TMP/k_before/$f" || bad="$bad $f"; done
+check "an export killed while undoing its failed write (exit $st) leaves config.json new, the others old${bad:+ (not so:$bad)}" \
+    sh -c "[ $st -eq 137 ] && [ -z '$bad' ] && grep -qx back '$K/.shardtrain-stage/.commit'"
+recovering_export "the next export finishes the undoing first (one warning line), then fails at config.json (exit 1, one error line)" \
+    "$K: a shardtrain was killed while undoing a failed write here; the undoing is now finished (1 old file put back, 0 new removed)"
+same_as "... leaving the directory as it was before the killed export" "$TMP/k_before"
+# A journal that is not one (cut short, edited): nothing is guessed, the
+# export refuses and keeps the stage for the user to look at.
+mkdir "$K/.shardtrain-stage"
+printf 'shardtrain stage journal 1\nforward\no- ../escape\n' >"$K/.shardtrain-stage/.commit"
+timeout -k 10 60 "$SHARDTRAIN" export "$TMP/ck/step_00000002" "$K" >/dev/null 2>"$TMP/badj.err"
+st=$?
+check "an unreadable journal: the export is refused (exit $st, one error line) and the stage kept" \
+    sh -c "[ $st -eq 1 ] && [ \$(grep -c '^shardtrain: error:' '$TMP/badj.err') -eq 1 ] &&
+        grep -q 'cannot read the record of a write that was interrupted here: Invalid argument' '$TMP/badj.err' &&
+        test -f '$K/.shardtrain-stage/.commit'"
+rm -rf "$K/.shardtrain-stage"
+same_as "... and the directory is unchanged" "$TMP/k_before"
+rm -rf "$K" "$TMP/k_before"
+
 # Another shardtrain writing the same directory (its flock held here by
 # flock(1) for the length of one export): refused, nothing changed.
 flock "$OUT" sh -c "timeout -k 10 60 '$SHARDTRAIN' export '$TMP/ck/step_00000004' '$OUT' \
@@ -245,3 +331,25 @@ cp -a "$TMP/fin/final" "$TMP/fin_before"
 failed_rerun "a LoRA rerun failing at its adapter_model.safetensors (in final/adapter)" \
     "final/adapter/adapter_model.safetensors: cannot move the new file into place" \
     lora3 adapter_model.safetensors -s lora.rank=4 -s train.seed=7
+
+# A run killed (SIGKILL) while moving its final weights in: an export of
+# them is refused, and the next run writing them finishes the killed
+# write first, then replaces it with its own.
+fin fkill model.safetensors:kill
+st=$?
+check "a run killed while moving its final weights in (exit $st) leaves the journal" \
+    sh -c "[ $st -eq 137 ] && test -s '$TMP/fin/final/.shardtrain-stage/.commit'"
+refused "exporting the half-written final weights is refused (exit 2, one line)" \
+    "$TMP/fin/final: holds files half moved in by a shardtrain that was killed" \
+    "$SHARDTRAIN" export "$TMP/fin" "$TMP/fin_export"
+check "... and makes no output directory" test ! -e "$TMP/fin_export"
+fin frerun -
+st=$?
+check "the rerun (exit $st) finishes the killed write first, with one warning line, and leaves no stage" \
+    sh -c "[ $st -eq 0 ] && [ \$(grep -c '^shardtrain: warning:' '$TMP/frerun.err') -eq 1 ] &&
+        grep -q 'its write is now finished (1 of its 3 files moved in now)' '$TMP/frerun.err' &&
+        test ! -e '$TMP/fin/final/.shardtrain-stage'"
+ranks 1 60 "$SHARDTRAIN" export "$TMP/fin" "$TMP/fin_export" >/dev/null 2>"$TMP/fin_export.err"
+st=$?
+check "its final weights then export (exit $st)" \
+    sh -c "[ $st -eq 0 ] && cmp -s '$TMP/fin/final/model.safetensors' '$TMP/fin_export/model.safetensors'"

@@ -3,7 +3,19 @@
  * rename, so that while the renames run every name in OUT_DIR still holds
  * a whole file (old or new), and a failed rename can put the old ones back
  * by renaming again.  A file system without hard links gets the old file
- * renamed aside instead, which leaves the name empty for a moment. */
+ * renamed aside instead, which leaves the name empty for a moment.
+ *
+ * The renames are many system calls, and a process killed between two of
+ * them (a node failing, Slurm's SIGKILL at the time limit) would leave out
+ * with some files new and some old.  So before the first rename the stage
+ * gets a journal, .commit, naming the files in order with whether each
+ * replaces an old one; a failed rename rewrites it to say the roll-back
+ * has begun.  The next st_stage_begin in out finds the journal and
+ * finishes what was interrupted, forward (every file still in the stage
+ * moved in: all were whole, or there would be no journal) or back (every
+ * old copy in .old renamed back, every new file that had none removed),
+ * instead of clearing the stage; and readers of a model directory refuse
+ * one whose journal is there (st_stage_check_whole). */
 #include "base/stage_dir.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -19,6 +31,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The journal of a commit in progress, inside the stage. */
+#define JOURNAL_NAME ".commit"
+#define JOURNAL_HEADER "shardtrain stage journal 1\n"
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb, (void)flag, (void)ftw;
@@ -32,6 +48,8 @@ int st_rm_rf(const char *path)
         return errno == ENOENT ? 0 : -1;
     return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+static int finish_interrupted(st_stage *s);
 
 int st_stage_begin(st_stage *s, const char *out)
 {
@@ -60,6 +78,13 @@ int st_stage_begin(st_stage *s, const char *out)
         close(s->lock_fd);
         s->lock_fd = -1;
         return ST_EXIT_FAILURE;
+    }
+    /* A stage with a journal is the half of a write that must be finished,
+     * not cleared. */
+    if ((rc = finish_interrupted(s))) {
+        s->dir[0] = '\0';   /* the abort below leaves the stage as it is */
+        st_stage_abort(s);
+        return rc;
     }
     if (st_rm_rf(s->dir) != 0 || mkdir(s->dir, 0777) != 0) {
         st_error(s->dir, "cannot create the staging directory: %s; hint: check that %s is "
@@ -99,12 +124,19 @@ enum kept {
     KEPT_NEW_LEFT,   /* a new file (no old one) that could not be removed */
 };
 
+/* What the journal records of a staged file, before anything moves. */
+enum {
+    HAD_OLD = 1,   /* out held a file of its name, which it replaces */
+    NEW_DIR = 2,   /* its directory in out did not exist */
+};
+
 /* The staged files, as paths relative to the stage, and what became of
  * each: the old file's keeping, and the directory of out created for it. */
 typedef struct {
     char **rel;
     enum kept *kept;
     char **made_dir;   /* out/sub created for rel[i] (NULL: none) */
+    unsigned char *flags;   /* HAD_OLD | NEW_DIR, as the journal records */
     int n, cap;
 } staged_files;
 
@@ -146,6 +178,7 @@ static void staged_free(staged_files *f)
     free(f->rel);
     free(f->kept);
     free(f->made_dir);
+    free(f->flags);
 }
 
 /* dir/name in buf (n bytes), cut short if it does not fit: the stage's
@@ -191,12 +224,13 @@ static int roll_back(st_stage *s, const char *old, staged_files *f, int upto)
         join(to, sizeof to, s->out, f->rel[j]);
         kept_path(from, sizeof from, old, j);
         int r = 0;
-        if (j == upto)
-            r = f->kept[j] == KEPT_MOVED ? put_back(from, to) : 0;
-        else if (f->kept[j] != KEPT_NONE)
+        const int old_back = j == upto ? f->kept[j] == KEPT_MOVED : f->kept[j] != KEPT_NONE;
+        if (old_back)
             r = put_back(from, to);
-        else
+        else if (j != upto)
             r = put_back(NULL, to);
+        if (r == 0 && old_back)
+            st_fault_stage_kill_in_rollback();
         if (r != 0) {
             f->kept[j] = f->kept[j] == KEPT_NONE ? KEPT_NEW_LEFT : KEPT_STUCK;
             stuck++;
@@ -262,11 +296,180 @@ static int move_in(st_stage *s, const char *old, staged_files *f, int i)
             return -1;
     }
     const char *name = strrchr(f->rel[i], '/');
+    st_fault_stage_kill_before(name ? name + 1 : f->rel[i]);
     if (st_fault_stage_full(name ? name + 1 : f->rel[i])) {
         errno = ENOSPC;
         return -1;
     }
     return rename(from, to);
+}
+
+/* Fills f->flags from out as it is now, before any rename. */
+static int journal_flags(const st_stage *s, staged_files *f)
+{
+    if (!(f->flags = calloc((size_t)f->n + 1, 1)))
+        return -1;
+    char to[8600];
+    struct stat sb;
+    for (int i = 0; i < f->n; i++) {
+        join(to, sizeof to, s->out, f->rel[i]);
+        if (lstat(to, &sb) == 0)
+            f->flags[i] |= HAD_OLD;
+        *strrchr(to, '/') = '\0';
+        if (stat(to, &sb) != 0)
+            f->flags[i] |= NEW_DIR;
+    }
+    return 0;
+}
+
+/* Writes the journal, atomically and durably, with state "forward" or
+ * "back": 0, or -1 with errno. */
+static int write_journal(const st_stage *s, const staged_files *f, const char *state)
+{
+    size_t len = sizeof JOURNAL_HEADER + strlen(state) + 2;
+    for (int i = 0; i < f->n; i++)
+        len += strlen(f->rel[i]) + 4;
+    char *text = malloc(len), path[8600], tmp[8600];
+    if (!text) {
+        errno = ENOMEM;
+        return -1;
+    }
+    size_t at = (size_t)snprintf(text, len, "%s%s\n", JOURNAL_HEADER, state);
+    for (int i = 0; i < f->n; i++)
+        at += (size_t)snprintf(text + at, len - at, "%c%c %s\n",
+                               f->flags[i] & HAD_OLD ? 'o' : '-',
+                               f->flags[i] & NEW_DIR ? 'd' : '-', f->rel[i]);
+    join(path, sizeof path, s->dir, JOURNAL_NAME);
+    join(tmp, sizeof tmp, s->dir, JOURNAL_NAME ".tmp");
+    const int rc = st_file_write_atomic(path, tmp, 0666, st_file_write_string, text);
+    const int e = errno;
+    free(text);
+    errno = e;
+    return rc == ST_ATOMIC_DONE ? 0 : -1;
+}
+
+/* Reads the journal at path into f (its files and flags) and *back (the
+ * roll-back had begun): 1, 0 when there is none, -1 when it cannot be
+ * read or is not one (a name that would leave out among them). */
+static int read_journal(const char *path, staged_files *f, int *back)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp)
+        return errno == ENOENT ? 0 : -1;
+    char line[4200];
+    int ok = fgets(line, sizeof line, fp) && !strcmp(line, JOURNAL_HEADER) &&
+             fgets(line, sizeof line, fp) &&
+             (!strcmp(line, "forward\n") || !strcmp(line, "back\n"));
+    *back = ok && line[0] == 'b';
+    while (ok && fgets(line, sizeof line, fp)) {
+        size_t n = strlen(line);
+        char *rel = line + 3;
+        ok = n > 4 && line[n - 1] == '\n' && strchr("o-", line[0]) &&
+             strchr("d-", line[1]) && line[2] == ' ' && rel[0] != '/' &&
+             strncmp(rel, "../", 3) != 0 && !strstr(rel, "/../");
+        line[n - 1] = '\0';
+        if (ok && f->n == f->cap) {
+            int cap = f->cap ? 2 * f->cap : 8;
+            char **r = realloc(f->rel, sizeof *r * (size_t)cap);
+            unsigned char *fl = realloc(f->flags, (size_t)cap);
+            f->rel = r ? r : f->rel;
+            f->flags = fl ? fl : f->flags;
+            ok = r && fl;
+            f->cap = ok ? cap : f->cap;
+        }
+        if (ok && (ok = (f->rel[f->n] = strdup(rel)) != NULL))
+            f->flags[f->n++] = (unsigned char)((line[0] == 'o' ? HAD_OLD : 0) |
+                                               (line[1] == 'd' ? NEW_DIR : 0));
+    }
+    fclose(fp);
+    if (!ok)
+        errno = EINVAL;
+    return ok ? 1 : -1;
+}
+
+static int finish_interrupted(st_stage *s)
+{
+    staged_files f = {0};
+    char journal[8600], from[8600], to[8600], keep[8600], old[8400];
+    int back = 0, done = 0, removed = 0;
+    snprintf(to, sizeof to, "%s", s->out);
+    join(journal, sizeof journal, s->dir, JOURNAL_NAME);
+    join(old, sizeof old, s->dir, ".old");
+    const int there = read_journal(journal, &f, &back);
+    if (there <= 0) {
+        staged_free(&f);
+        if (there < 0)
+            st_error(journal, "cannot read the record of a write that was interrupted "
+                     "here: %s; hint: compare the files in %s with %s, keep what is "
+                     "wanted, and remove %s", strerror(errno), s->dir, s->out, s->dir);
+        return there < 0 ? ST_EXIT_FAILURE : 0;
+    }
+    struct stat sb;
+    int rc = 0;
+    for (int k = 0; k < f.n && !rc; k++) {
+        /* Forward in the commit's order; back in the roll-back's. */
+        const int i = back ? f.n - 1 - k : k;
+        join(from, sizeof from, s->dir, f.rel[i]);
+        join(to, sizeof to, s->out, f.rel[i]);
+        kept_path(keep, sizeof keep, old, i);
+        const int staged = lstat(from, &sb) == 0;
+        if (!back && staged) {
+            char *slash = strrchr(to, '/');
+            *slash = '\0';
+            rc = mkdir(to, 0777) != 0 && errno != EEXIST;
+            *slash = '/';
+            rc = rc || rename(from, to) != 0;
+            done += !rc;
+        } else if (back && lstat(keep, &sb) == 0) {
+            /* A kept link to the file still in place (its replacement
+             * never moved in) needs nothing. */
+            struct stat now;
+            const int same = lstat(to, &now) == 0 && now.st_ino == sb.st_ino &&
+                             now.st_dev == sb.st_dev;
+            rc = !same && rename(keep, to) != 0;
+            done += !rc && !same;
+        } else if (back && !staged && !(f.flags[i] & HAD_OLD)) {
+            rc = unlink(to) != 0 && errno != ENOENT;
+            removed += !rc;
+        }
+        if (!rc && back && (f.flags[i] & NEW_DIR)) {
+            *strrchr(to, '/') = '\0';
+            rmdir(to);   /* only if empty */
+        }
+    }
+    for (int i = 0; i < f.n && !rc; i++) {
+        join(to, sizeof to, s->out, f.rel[i]);
+        if (strchr(f.rel[i], '/') && stat(to, &sb) == 0)
+            rc = st_fsync_parent(to) != 0;
+    }
+    rc = rc || st_fsync_dir(s->out) != 0;
+    if (rc)
+        st_error(to, "cannot %s the write that a killed shardtrain left half done: %s; "
+                 "hint: the record of it is %s; check free space and permissions and "
+                 "write again", back ? "undo" : "finish", strerror(errno), journal);
+    else if (back)
+        st_warn("%s: a shardtrain was killed while undoing a failed write here; the "
+                "undoing is now finished (%d old file%s put back, %d new removed)",
+                s->out, done, done == 1 ? "" : "s", removed);
+    else
+        st_warn("%s: a shardtrain was killed while moving its files in here; its write "
+                "is now finished (%d of its %d files moved in now)", s->out, done, f.n);
+    staged_free(&f);
+    return rc ? ST_EXIT_FAILURE : 0;
+}
+
+int st_stage_check_whole(const char *dir)
+{
+    char journal[8600];
+    struct stat sb;
+    snprintf(journal, sizeof journal, "%s/%s/%s", dir, ST_STAGE_NAME, JOURNAL_NAME);
+    if (lstat(journal, &sb) != 0)
+        return 0;
+    st_error(dir, "holds files half moved in by a shardtrain that was killed while "
+             "writing them (%s names them); hint: run the export or training that "
+             "writes this directory again: it first finishes the interrupted write",
+             journal);
+    return ST_EXIT_USAGE;
 }
 
 int st_stage_commit(st_stage *s)
@@ -292,10 +495,18 @@ int st_stage_commit(st_stage *s)
                  f.kept && f.made_dir ? strerror(errno) : "out of memory");
         rc = ST_EXIT_FAILURE;
     }
+    if (!rc && (journal_flags(s, &f) != 0 || write_journal(s, &f, "forward") != 0)) {
+        st_error(s->dir, "cannot record the files about to be moved: %s; hint: %s is as "
+                 "it was; check free space and permissions", strerror(errno), s->out);
+        rc = ST_EXIT_FAILURE;
+    }
     for (int i = 0; i < f.n && !rc; i++) {
         if (move_in(s, old, &f, i) == 0)
             continue;
         const int e = errno;
+        /* Best effort: should this fail, a roll-back killed part-way would
+         * be finished forward, with the files it put back staying old. */
+        write_journal(s, &f, "back");
         const int stuck = roll_back(s, old, &f, i);
         join(to, sizeof to, s->out, f.rel[i]);
         /* The old copies left are the user's: out of the stage, which the

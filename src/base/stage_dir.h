@@ -10,7 +10,9 @@
  * every earlier one back.  Files of OUT_DIR the set does not name are left
  * as they are.  Training's checkpoint.dir/final is written the same way.
  * The staged files may sit in subdirectories (final/adapter/), which are
- * made in OUT_DIR as needed and removed again by a roll-back. */
+ * made in OUT_DIR as needed and removed again by a roll-back.  A process
+ * killed between the renames leaves a journal in the stage, and the next
+ * write into OUT_DIR finishes the interrupted one first (stage_dir.c). */
 #ifndef ST_STAGE_DIR_H
 #define ST_STAGE_DIR_H
 
@@ -27,7 +29,8 @@ typedef struct {
 #define ST_STAGE_NAME ".shardtrain-stage"
 
 /* Creates out (mkdir -p) and an empty stage in it, removing a stage that
- * an interrupted run left behind.  Holds an exclusive flock(2) on out
+ * an interrupted run left behind (one whose commit was under way is
+ * first finished, forward or back, with a warning line).  Holds an exclusive flock(2) on out
  * until the commit or abort, so that two shardtrains writing the same
  * directory at once cannot take each other's stage: the second is refused
  * (a file system without flock is used unlocked).  Returns 0, or prints one error line and
@@ -57,6 +60,12 @@ void st_stage_abort(st_stage *s);
  * (st_stage_commit's status is returned), anything else aborts and is
  * returned as it is. */
 int st_stage_finish(st_stage *s, int rc);
+
+/* Whether dir is whole: 0, or (it holds the journal of a write killed
+ * while moving its files in, which the next st_stage_begin there
+ * finishes) one error line and ST_EXIT_USAGE.  For readers of a model
+ * directory, which would otherwise read old files beside new ones. */
+int st_stage_check_whole(const char *dir);
 
 /* rm -rf path: 0 (also when nothing is there), or -1 with errno. */
 int st_rm_rf(const char *path);

@@ -66,19 +66,45 @@ int st_fault_checkpoint_full(int64_t step, const char *where)
     return strcmp(point, where) == 0;
 }
 
-/* SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck] */
-int st_fault_stage_full(const char *name)
+/* SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-back]: the mode
+ * after NAME ("" when none), or NULL when the variable does not name NAME
+ * (with name NULL: whatever NAME it names). */
+static const char *stage_fault_mode(const char *name)
 {
     const char *s = getenv("SHARDTRAIN_TEST_STAGE_FULL_AT");
-    const size_t n = strlen(name);
-    return s && strncmp(s, name, n) == 0 && (s[n] == '\0' || s[n] == ':');
+    if (!s)
+        return NULL;
+    const char *colon = strchr(s, ':');
+    const size_t n = colon ? (size_t)(colon - s) : strlen(s);
+    if (name && (strlen(name) != n || strncmp(s, name, n) != 0))
+        return NULL;
+    return colon ? colon + 1 : "";
+}
+
+int st_fault_stage_full(const char *name)
+{
+    const char *m = stage_fault_mode(name);
+    return m && (!*m || !strcmp(m, "stuck") || !strcmp(m, "kill-back"));
 }
 
 int st_fault_stage_stuck(void)
 {
-    const char *s = getenv("SHARDTRAIN_TEST_STAGE_FULL_AT");
-    const char *colon = s ? strchr(s, ':') : NULL;
-    return colon && strcmp(colon + 1, "stuck") == 0;
+    const char *m = stage_fault_mode(NULL);
+    return m && !strcmp(m, "stuck");
+}
+
+void st_fault_stage_kill_before(const char *name)
+{
+    const char *m = stage_fault_mode(name);
+    if (m && !strcmp(m, "kill"))
+        raise(SIGKILL);
+}
+
+void st_fault_stage_kill_in_rollback(void)
+{
+    const char *m = stage_fault_mode(NULL);
+    if (m && !strcmp(m, "kill-back"))
+        raise(SIGKILL);
 }
 
 int st_fault_log_full(int64_t step)

@@ -21,15 +21,21 @@
  *       removed, and that the previous checkpoint and `latest` are
  *       untouched (with :rename, also a directory of the same step that
  *       a repeated run was replacing).
- *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck]   (tests/staged_writes.sh)
- *       Moving the staged file NAME (config.json) into the directory an
- *       export writes, or into checkpoint.dir/final, gets ENOSPC, after
- *       the files before it in name order have replaced theirs, to show
- *       that the export or run fails with one error line and exit status
- *       1 and leaves the directory as it was.  With :stuck, putting the
- *       replaced files back and removing the new ones fail too (EIO), to
- *       show that the old copies are kept, and the new files named, where
- *       the error line says.
+ *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-back]
+ *       (tests/staged_writes.sh)  Moving the staged file NAME
+ *       (config.json) into the directory an export writes, or into
+ *       checkpoint.dir/final, gets ENOSPC, after the files before it in
+ *       name order have replaced theirs, to show that the export or run
+ *       fails with one error line and exit status 1 and leaves the
+ *       directory as it was.  With :stuck, putting the replaced files back
+ *       and removing the new ones fail too (EIO), to show that the old
+ *       copies are kept, and the new files named, where the error line
+ *       says.  With :kill, the process is killed (SIGKILL) just before
+ *       moving NAME, and with :kill-back, after the ENOSPC, once the first
+ *       replaced file has been put back: the directory is left half
+ *       written, to show that readers refuse it and that the next write
+ *       into it first finishes (:kill) or undoes (:kill-back) the
+ *       interrupted one.
  *   SHARDTRAIN_TEST_LOG_FULL_AT=N          (tests/summary.sh)
  *       Rank 0's metrics.jsonl record of step N (and of every later step)
  *       fails as on a full disk: half the record is written, then ENOSPC,
@@ -85,6 +91,12 @@ int st_fault_checkpoint_full(int64_t step, const char *where);
 int st_fault_stage_full(const char *name);
 /* Whether putting a replaced file back is to fail as well. */
 int st_fault_stage_stuck(void);
+/* Kills this process when the move of the staged file `name` is to be
+ * interrupted (:kill). */
+void st_fault_stage_kill_before(const char *name);
+/* Kills this process when a roll-back of the staged files is to be
+ * interrupted (:kill-back), called once a file has been put back. */
+void st_fault_stage_kill_in_rollback(void);
 /* Whether the metrics record of `step` is to fail as on a full disk. */
 int st_fault_log_full(int64_t step);
 

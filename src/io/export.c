@@ -157,7 +157,7 @@ int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokeniz
     int rc = st_ckpt_resolve(ckpt, dir, n, err, sizeof err);
     if (rc && final_weights_dir(ckpt, dir, n) == 0) {
         *step = -1;
-        if ((rc = st_stage_begin(&stage, out_dir)))
+        if ((rc = st_stage_check_whole(dir)) || (rc = st_stage_begin(&stage, out_dir)))
             return rc;
         return st_stage_finish(&stage, adapter ? export_final_adapter(dir, stage.dir)
                                          : export_final(dir, stage.dir, tokenizer));

@@ -21,6 +21,7 @@
 #include "base/files.h"
 #include "base/dtype.h"
 #include "base/log.h"
+#include "base/stage_dir.h"
 #include "base/test_faults.h"
 #include "io/safetensors_parse.h"
 
@@ -247,6 +248,19 @@ static int open_index(source *s, const char *dir, st_hf_io *io)
 }
 
 /* Where model.init points: a file, or a directory in the HF layout. */
+/* The directory of model.init (itself, or the one holding the file) must
+ * not be one that a killed export left half written: it would load as new
+ * weights beside an old config.json, or the reverse. */
+static int whole_source(const char *init, int is_dir)
+{
+    const char *slash = strrchr(init, '/');
+    if (is_dir || !slash)
+        return st_stage_check_whole(is_dir ? init : ".");
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%.*s", slash == init ? 1 : (int)(slash - init), init);
+    return st_stage_check_whole(parent);
+}
+
 static int open_source(source *s, const char *init, const st_model_config *mc, st_hf_io *io)
 {
     struct stat sb;
@@ -255,6 +269,9 @@ static int open_source(source *s, const char *init, const st_model_config *mc, s
                  ".safetensors file or a Hugging Face model directory", strerror(errno));
         return ST_EXIT_USAGE;
     }
+    int rc = whole_source(init, S_ISDIR(sb.st_mode));
+    if (rc)
+        return rc;
     if (!S_ISDIR(sb.st_mode))
         return add_file(s, init, NULL, io);
     char *cfg = join(init, CONFIG_NAME), *single = join(init, SINGLE_NAME);
@@ -264,7 +281,7 @@ static int open_source(source *s, const char *init, const st_model_config *mc, s
         free(single);
         return out_of_memory(NULL);     /* close_source frees index_path */
     }
-    int rc = 0, has_index = is_regular(s->index_path), has_single = is_regular(single);
+    int has_index = is_regular(s->index_path), has_single = is_regular(single);
     /* The config's shape is checked first: a mismatch there names the field,
      * which says more than the tensor shapes that would follow from it. */
     if (is_regular(cfg))
