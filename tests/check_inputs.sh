@@ -82,6 +82,33 @@ check "... and finds the output directories there and writable" \
     sh -c "grep -qx '; log.dir: $TMP/run/logs, writable' '$TMP/res.out' &&
         grep -qx '; checkpoint.dir: $TMP/run/ckpt, writable' '$TMP/res.out'"
 
+# A corrupt block in the newest checkpoint (a byte of its shard's first
+# block flipped): with auto, check --inputs falls back past it with the
+# warning train gives and names the checkpoint train then resumes from.
+cp -a "$TMP/run/ckpt" "$TMP/flip"
+newest=$(ls -d "$TMP/flip"/step_* | tail -n 1)
+python3 -c '
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[100] ^= 0xFF
+open(p, "wb").write(b)' "$newest/shard_00000-of-00001.bin"
+# (a copy for checkpoint.resume below: train rewrites $newest)
+cp -a "$newest" "$TMP/corrupt_step"
+"$SHARDTRAIN" check -s log.dir="$TMP/flip_logs" -s checkpoint.dir="$TMP/flip" \
+    -s train.steps=8 "$TMP/base.ini" --inputs >"$TMP/flip.out" 2>"$TMP/flip.err"
+c=$?
+ranks 1 120 "$SHARDTRAIN" train -s log.dir="$TMP/flip_logs" -s checkpoint.dir="$TMP/flip" \
+    -s train.steps=8 "$TMP/base.ini" >"$TMP/flipt.out" 2>"$TMP/flipt.err"
+from=$(sed -n 's/^shardtrain: resumed from \(.*\) at step \([0-9]*\)$/\1 \2/p' "$TMP/flipt.out")
+grep 'checksum mismatch' "$TMP/flip.err" >"$TMP/flip.w"
+grep 'checksum mismatch' "$TMP/flipt.err" >"$TMP/flipt.w"
+check "a corrupt block in $(basename "$newest"): check --inputs (exit $c) warns as train warns and names the older checkpoint train resumes from ($from)" \
+    sh -c "[ $c -eq 0 ] && [ -s '$TMP/flip.w' ] && cmp -s '$TMP/flip.w' '$TMP/flipt.w' &&
+        grep -q '; falling back to an older checkpoint\$' '$TMP/flip.w' && [ -n '$from' ] &&
+        [ '$(dirname "$newest")/$(echo "$from" | cut -d' ' -f1 | xargs basename)' != '$newest' ] &&
+        grep -qx '; resume: from $(echo "$from" | sed 's/ / at step /')' '$TMP/flip.out'"
+
 # ---- bad inputs: each refused as train refuses it ---------------------------------
 
 same_refusal "data.train empty" -s data.train=
@@ -103,6 +130,8 @@ same_refusal "checkpoint.dir/final a file, where the final weights go" \
 same_refusal "checkpoint.resume naming no checkpoint" -s checkpoint.resume="$TMP/nope"
 same_refusal "auto resume where every checkpoint is of another shape (warnings, then the error)" \
     -s model.n_layer=3 -s train.steps=8
+same_refusal "checkpoint.resume of a checkpoint with a corrupt block" \
+    -s checkpoint.resume="$TMP/corrupt_step" -s train.steps=8
 same_refusal "checkpoint.resume of a checkpoint past train.steps" \
     -s checkpoint.resume="$TMP/run/ckpt/step_00000006" -s train.steps=5
 

@@ -251,13 +251,38 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64
     return rc;
 }
 
-/* The manifest of dir opened and checked as load_into checks it, nothing
- * loaded. */
+/* Every block a resume reads, verified: a resume at any world size reads,
+ * over all its ranks, each unit's three arrays whole (load_into), so a
+ * corrupt block anywhere in them fails some rank, and the plan must fail
+ * there too (falling back, with auto, as the resume would).  Padding past
+ * a unit's elements is never read, by either. */
+static int plan_verify(st_ckpt *c, char *err, size_t n)
+{
+    float *buf = malloc(sizeof(float) * (size_t)ST_FSDP_STAGE);
+    if (!buf) {
+        st_error(NULL, "out of memory allocating a host staging buffer");
+        return ST_EXIT_FAILURE;
+    }
+    int rc = 0;
+    for (int u = 0; u < c->n_units && !rc; u++)
+        for (int k = 0; k < 3 && !rc; k++)
+            for (int64_t a = 0; a < c->numel[u] && !rc; a += ST_FSDP_STAGE) {
+                const int64_t len = c->numel[u] - a < ST_FSDP_STAGE ? c->numel[u] - a
+                                                                    : ST_FSDP_STAGE;
+                rc = st_ckpt_read_range(c, u, k, a, a + len, buf, err, n);
+            }
+    free(buf);
+    return rc;
+}
+
+/* The manifest of dir opened and checked as load_into checks it, and the
+ * blocks it would read verified, nothing loaded. */
 static int plan_open(const st_config *cfg, const st_model *m, const char *dir, char *err,
                      size_t n, int64_t *step)
 {
     st_ckpt c;
     int rc = st_ckpt_open(&c, dir, m, err, n);
+    rc = rc ? rc : plan_verify(&c, err, n);
     rc = rc ? rc : past_the_end(&c, cfg, err, n);
     if (!rc)
         *step = c.step;
@@ -275,6 +300,8 @@ static int try_plan(void *ctx, const char *dir, int as_warning, int64_t *step)
     const plan_ctx *x = ctx;
     char err[1024];
     int rc = plan_open(x->cfg, x->m, dir, err, sizeof err, step);
+    if (rc == ST_EXIT_FAILURE)
+        return rc;   /* out of memory, printed: nothing to say of the checkpoint */
     if (rc && as_warning)
         st_warn("%s; falling back to an older checkpoint", err);
     else if (rc)
