@@ -178,13 +178,15 @@ refused 3 "'10001' is not a valid number here$H" estimate --tasks-per-node 10001
 for o in --nodes --device-mem --tflops --intra-bw --inter-bw; do
     refused 3 "'0' is not a valid number here$H" estimate "$o" 0 c.ini
 done
-for o in --intra-lat --inter-lat; do
+for o in --intra-lat --inter-lat --comm-sm-share; do
     refused 3 "'-1' is not a valid number here$H" estimate "$o" -1 c.ini
 done
+refused 3 "'1' is not a valid number here$H" estimate --comm-sm-share 1 c.ini
 taken '^Memory per rank: gpt2, .* 1 node(s) x 8 task(s) = 8 ranks' estimate c.ini
 taken '^Memory per rank: gpt2, .* 2 node(s) x 4 task(s) = 8 ranks' estimate --nodes 2 c.ini --tasks-per-node 4
 taken '"max_micro_batch"' estimate --json --device-mem 80 c.ini
 taken '^full_shard  ' estimate --time --tflops 100 -s train.global_batch=16 --intra-lat 1 c.ini
+taken 'compute at 88% beside a collective$' estimate --time --tflops 100 -s train.global_batch=16 --comm-sm-share 0.12 c.ini
 
 # ---- bench-comm: the counts checked as read, --group and the sizes at the
 # ---- end, then CONFIG -----------------------------------------------------

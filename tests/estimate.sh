@@ -158,6 +158,27 @@ for s, v in j.items():
 assert j["hybrid_shard"]["time"]["step_s"] < j["full_shard"]["time"]["step_s"], j
 EOF2
 
+# --comm-sm-share: compute beside a collective slows, compute_s stays
+# (it is the compute alone), so no strategy's step is shorter, and
+# hybrid_shard, which hides its communication behind compute (1024-token
+# sequences of 8 here), is longer.
+for f in 0 0.12; do
+    "$SHARDTRAIN" estimate --json --time --tflops 400 --nodes 2 --tasks-per-node 8 \
+        -s model.seq_len=1024 -s train.micro_batch=8 -s train.global_batch=128 \
+        --comm-sm-share $f "$TMP/g124full.ini" >"$TMP/time_$f.json"
+done
+check "--comm-sm-share 0.12 stretches the compute that hides communication" \
+    python3 - "$TMP/time_0.json" "$TMP/time_0.12.json" <<'EOF2'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for s in a:
+    ta, tb = a[s]["time"], b[s]["time"]
+    assert abs(tb["compute_s"] - ta["compute_s"]) <= 1e-12 * ta["compute_s"], (s, ta, tb)
+    assert tb["step_s"] >= ta["step_s"], (s, ta, tb)
+ta, tb = a["hybrid_shard"]["time"], b["hybrid_shard"]["time"]
+assert tb["step_s"] > 1.01 * ta["step_s"], (ta, tb)
+EOF2
+
 # Bad arguments: exit 2 and one error line each.
 bad() { # DESCRIPTION ARGS...
     d=$1

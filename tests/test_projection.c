@@ -292,6 +292,33 @@ static void check_toy(void)
            "toy full_shard prefetch 1: step %.6g s = overlapped %.6g s (< serial %.6g)",
            p.step_s, overlap, serial);
 
+    /* The same with a quarter of the GPU held by each running collective:
+     * a compute step c that starts with a collective d ends with it when
+     * d (1 - f) >= c, else at c + f d.  At this bandwidth every collective
+     * is the shorter: the head's gather beside the block's forward, the
+     * block's gather beside the head and the head's reduce-scatter beside
+     * the block's backward each stretch their compute by f d.  At a fifth
+     * of it the block's gather (d = 5 ms) outlasts the stretched head. */
+    const double f = 0.25;
+    c.comm_sm_share = f;
+#define BESIDE(cc, d) ((d) * (1 - f) < (cc) ? (cc) + f * (d) : (d))
+    for (int slow = 1; slow <= 5; slow += 4) {
+        c.intra_bw_gbs = bw / slow / 1e9;
+        rc = project(&cfg, &c, &p);
+        const double k = slow;
+        double shared = k * (a[0] + a[1]) + BESIDE(cf, k * a[2]) + BESIDE(ch, k * a[1]) +
+                        BESIDE(cb, k * r[2]) + k * (r[1] + r[0]);
+        const int head_hidden = k * a[1] * (1 - f) >= ch;
+        tap_ok(!rc && near(p.step_s, shared, 1e-12) && k * a[2] * (1 - f) < cf &&
+                   head_hidden == (slow == 5) && k * r[2] * (1 - f) < cb,
+               "toy full_shard prefetch 1 at 1/%d the bandwidth, comm_sm_share %.2f: step "
+               "%.6g s = %.6g s (the head %s)", slow, f, p.step_s, shared,
+               head_hidden ? "hidden behind the block's gather" : "stretched");
+    }
+#undef BESIDE
+    c.intra_bw_gbs = bw / 1e9;
+    c.comm_sm_share = 0.0;
+
     /* shard_grad_op keeps the block from forward to backward: with no
      * gather queued behind the head's reduce-scatter, the block's backward
      * starts at once and overlaps it, even without prefetch. */
@@ -337,6 +364,14 @@ static void check_toy(void)
            "toy no_shard 2x1, 3 blocks: step %.6g s = compute + block 0's and the "
            "embedding's all-reduces %.6g s (%.3g s hidden behind backward)", p.step_s, ddp3,
            ar[2] + 2 * ar[1]);
+    /* With comm_sm_share f each of the three hidden all-reduces stretches
+     * the backward it runs beside by f times its length. */
+    c.comm_sm_share = f;
+    rc = project(&cfg, &c, &p);
+    double ddp3_f = ddp3 + f * (ar[2] + 2 * ar[1]);
+    tap_ok(!rc && ar[1] * (1 - f) < cb && near(p.step_s, ddp3_f, 1e-12),
+           "toy no_shard 2x1, 3 blocks, comm_sm_share %.2f: step %.6g s = %.6g s + %.2f x "
+           "the hidden all-reduces", f, p.step_s, ddp3, f);
     st_config_free(&cfg);
 }
 
@@ -470,6 +505,13 @@ static void check_bad_inputs(void)
     c = good;
     c.intra_lat_us = -1.0;
     check_bad("negative latency", &cfg, &c);
+    c = good;
+    c.comm_sm_share = -0.1;
+    check_bad("comm_sm_share -0.1", &cfg, &c);
+    c.comm_sm_share = 1.0;
+    check_bad("comm_sm_share 1 (compute would never run beside a collective)", &cfg, &c);
+    c.comm_sm_share = NAN;
+    check_bad("comm_sm_share NaN", &cfg, &c);
     c = good;
     cfg.train.global_batch = 12;
     check_bad("global_batch 12 on 8 ranks", &cfg, &c);

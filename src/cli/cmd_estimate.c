@@ -48,6 +48,7 @@ static const st_arg_option estimate_options[] = {
     NUMBER_OPTION("--inter-bw", cluster.inter_bw_gbs, 1e-6, 1e12),
     NUMBER_OPTION("--intra-lat", cluster.intra_lat_us, 0, 1e12),
     NUMBER_OPTION("--inter-lat", cluster.inter_lat_us, 0, 1e12),
+    NUMBER_OPTION("--comm-sm-share", cluster.comm_sm_share, 0, 0.99),
 };
 
 /* CONFIG is counted here rather than by st_args_parse: estimate has always
@@ -121,9 +122,11 @@ static int print_time(const st_model *m, const st_config *cfg, const options *o,
 {
     if (!js)
         printf("\nProjected step time: %g node(s) x %g GPU(s), %.0f TFLOP/s per GPU, "
-               "intra %.0f GB/s + %.1f us, inter %.0f GB/s + %.1f us\n",
+               "intra %.0f GB/s + %.1f us, inter %.0f GB/s + %.1f us, compute at %.0f%% "
+               "beside a collective\n",
                o->nodes, o->tasks, o->cluster.tflops, o->cluster.intra_bw_gbs,
-               o->cluster.intra_lat_us, o->cluster.inter_bw_gbs, o->cluster.inter_lat_us);
+               o->cluster.intra_lat_us, o->cluster.inter_bw_gbs, o->cluster.inter_lat_us,
+               100.0 * (1.0 - o->cluster.comm_sm_share));
     if (!js)
         printf("%-14s %10s %10s %12s %14s %10s\n", "strategy", "step_s", "compute_s",
                "exposed_s", "tokens/s/gpu", "efficiency");

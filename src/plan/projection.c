@@ -72,10 +72,23 @@
  * gradients and both moments and writes three of them back, 28 bytes per
  * fp32 element of the rank's shards, at hbm_bw (in bf16 it also writes
  * the shard's bf16 copy, 2 bytes more, which spares the gathers a packing
- * pass; neither is counted).  Neglected: the loss and
- * gradient-norm all-reduces of a few bytes, the bf16 packing and the
- * host-side gradient accumulation, kernel launch gaps, and any slowdown of
- * compute by communication kernels sharing the SMs.
+ * pass; neither is counted).
+ *
+ * SM sharing.  A running collective's kernels hold some of the GPU's SMs
+ * (NCCL: one thread block per channel), so compute that overlaps one runs
+ * slower.  With comm_sm_share f (the fraction of the GPU they hold), a
+ * compute step runs at 1 - f of its speed while the communication stream
+ * is busy and at full speed otherwise; the collectives keep their ring
+ * cost.  A step of c seconds that starts as a collective of d seconds
+ * starts thus ends after c + f d when d (1 - f) < c, else c / (1 - f).
+ * f = 0 (the default) suits a tflops that was achieved with communication
+ * running beside it (a whole training step's rate); a rate measured on
+ * compute alone wants f > 0 (16 / 132 = 0.12 for 16 NCCL channels on an
+ * H100 SXM, the assumption of docs/gpu.md's step model).
+ *
+ * Neglected: the loss and gradient-norm all-reduces of a few bytes, the
+ * bf16 packing and the host-side gradient accumulation, and kernel launch
+ * gaps.
  *
  *   tokens/s/GPU = global_batch T / step_s / (N G)
  *   efficiency  = compute_s / step_s */
@@ -107,6 +120,7 @@ void st_cluster_defaults(st_cluster *c)
     c->inter_bw_gbs = 40.0;
     c->inter_lat_us = 5.0;
     c->hbm_bw_gbs = 2000.0;
+    c->comm_sm_share = 0.0;
 }
 
 #define OPT_BYTES_PER_ELEM 28.0
@@ -131,6 +145,9 @@ typedef struct {
     double ready;            /* where the compute stream stands */
     double chan;             /* when the communication stream is free */
     double ag, rs, ar;       /* bytes accumulated */
+    double keep;             /* compute speed beside a collective: 1 - comm_sm_share */
+    double *busy;            /* the collectives' [start, end) spans, in time order */
+    int n_busy, first_busy;  /* spans, and the first that may still be ahead */
     st_sched_trace *trace;   /* tests: the events walked, or NULL */
 } sim;
 
@@ -158,13 +175,52 @@ static double ring(int n, double bytes, const link_t *l)
 
 /* ---- the engine's schedule, on a timeline ------------------------------ */
 
+/* A collective of dur seconds on the communication stream, issued when
+ * the compute stream stands at ready: it starts when the stream is free,
+ * and its span is kept for the compute it slows.  Returns its end. */
+static double channel_run(sim *s, double dur)
+{
+    const double start = max2(s->ready, s->chan);
+    s->chan = start + dur;
+    if (dur > 0.0) {
+        s->busy[2 * s->n_busy] = start;
+        s->busy[2 * s->n_busy + 1] = s->chan;
+        s->n_busy++;
+    }
+    return s->chan;
+}
+
+/* When compute of work seconds (at full speed) that starts at start ends,
+ * at keep of its speed inside the spans.  The spans are in time order and
+ * compute starts never go back, so spans wholly behind start are passed
+ * for good. */
+static double compute_run(sim *s, double start, double work)
+{
+    double t = start;
+    while (s->first_busy < s->n_busy && s->busy[2 * s->first_busy + 1] <= t)
+        s->first_busy++;
+    for (int i = s->first_busy; i < s->n_busy && work > 0.0; i++) {
+        const double a = s->busy[2 * i], b = s->busy[2 * i + 1];
+        if (a > t) {             /* full speed up to the span */
+            if (work <= a - t)
+                return t + work;
+            work -= a - t;
+            t = a;
+        }
+        const double cap = (b - t) * s->keep;
+        if (work <= cap)
+            return t + work / s->keep;   /* cap > 0, so keep > 0 */
+        work -= cap;
+        t = b;
+    }
+    return t + work;
+}
+
 static void gather_start(sim *s, int u)
 {
     if (s->S == 1)
         return;              /* the shard is the unit: nothing crosses the wire */
-    double start = max2(s->ready, s->chan);
-    s->done[u] = start + s->c.ag_s[u];
-    s->chan = s->done[u];
+    s->done[u] = channel_run(s, s->c.ag_s[u]);
     s->ag += s->c.ag_b[u];
 }
 
@@ -175,13 +231,10 @@ static void reduce_start(sim *s, int u)
 {
     s->rs_end[u] = s->ready;
     if (s->S > 1) {
-        double start = max2(s->ready, s->chan);
-        s->rs_end[u] = start + s->c.rs_s[u];
-        s->chan = s->rs_end[u];
+        s->rs_end[u] = channel_run(s, s->c.rs_s[u]);
         s->rs += s->c.rs_b[u];
     } else if (s->R > 1) {
-        double start = max2(s->ready, s->chan);
-        s->rs_end[u] = s->chan = start + s->c.ar_s[u];
+        s->rs_end[u] = channel_run(s, s->c.ar_s[u]);
         s->ar += s->c.ar_b[u];
     }
 }
@@ -194,8 +247,7 @@ static void reduce_finish(sim *s, int u)
          * behind the next compute, which waits for it one reduction later
          * (or the micro-step's end does). */
         s->ready = max2(s->ready, s->ar_end);
-        double start = max2(s->ready, s->chan);
-        s->chan = s->ar_end = start + s->c.ar_s[u];
+        s->ar_end = channel_run(s, s->c.ar_s[u]);
         s->ar += s->c.ar_b[u];
     }
 }
@@ -206,7 +258,7 @@ static int on_event(void *ctx, st_sched_op op, int arg)
     switch (op) {
     case ST_SCHED_GATHER_START: gather_start(s, arg); break;
     case ST_SCHED_GATHER_WAIT: s->ready = max2(s->ready, s->done[arg]); break;
-    case ST_SCHED_COMPUTE: s->ready += s->compute_s[arg]; break;
+    case ST_SCHED_COMPUTE: s->ready = compute_run(s, s->ready, s->compute_s[arg]); break;
     case ST_SCHED_REDUCE_START: reduce_start(s, arg); break;
     case ST_SCHED_REDUCE_FINISH: reduce_finish(s, arg); break;
     default: break;      /* a release frees memory, it takes no time */
@@ -219,6 +271,7 @@ static double micro_step(sim *s, const st_sched *sched, const st_sched_step *ste
                          int sync)
 {
     s->ready = s->chan = s->ar_end = 0.0;
+    s->n_busy = s->first_busy = 0;
     st_sched_walk(sched, steps, n, sync, on_event, s, s->trace);
     return max2(s->ready, s->chan);
 }
@@ -254,6 +307,9 @@ static int check_cluster(const st_cluster *c, char *err, size_t errn)
         isinf(c->inter_lat_us))
         return fail(err, errn, "latency intra %g, inter %g us; hint: latencies must be "
                     "finite and >= 0", c->intra_lat_us, c->inter_lat_us);
+    if (!(c->comm_sm_share >= 0.0 && c->comm_sm_share < 1.0))
+        return fail(err, errn, "comm_sm_share %g; hint: the fraction of a GPU that a "
+                    "collective's kernels hold is >= 0 and < 1", c->comm_sm_share);
     return 0;
 }
 
@@ -414,8 +470,11 @@ int st_project_step_traced(const st_model *m, const st_config *cfg, const st_clu
     const int S = lay.shard_size, R = lay.replicate_size, nu = m->n_units;
     const int max_steps = (int)st_sched_max_steps(m->L);
 
-    /* Nine doubles per unit and one per step in one block. */
-    double *buf = calloc((size_t)nu * 9 + (size_t)max_steps, sizeof(double));
+    /* Nine doubles per unit and one per step in one block, and the
+     * collectives' spans: at most two gathers, a reduce-scatter and an
+     * all-reduce per unit in a micro-step. */
+    const size_t max_spans = 4 * (size_t)nu + 4;
+    double *buf = calloc((size_t)nu * 9 + (size_t)max_steps + 2 * max_spans, sizeof(double));
     st_sched_step *steps = calloc((size_t)max_steps, sizeof *steps);
     if (!buf || !steps) {
         free(buf);
@@ -432,7 +491,8 @@ int st_project_step_traced(const st_model *m, const st_config *cfg, const st_clu
     double micro_compute = cost_steps(m, cfg, c, uc.flops, steps, n, compute_s);
 
     sim s = {.S = S, .R = R, .compute_s = compute_s, .c = uc, .done = buf + 7 * nu,
-             .rs_end = buf + 8 * nu, .trace = trace};
+             .rs_end = buf + 8 * nu, .trace = trace, .keep = 1.0 - c->comm_sm_share,
+             .busy = compute_s + max_steps};
     const int accum = (int)(tr->global_batch / (tr->micro_batch * world));
     project_micro_steps(&s, &sched, steps, n, accum, cfg->parallel.no_sync, out);
 

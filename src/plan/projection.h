@@ -23,6 +23,10 @@ typedef struct {
     double inter_bw_gbs, inter_lat_us;
     double hbm_bw_gbs;                  /* memory bandwidth for the (memory-bound) optimizer update;
                                            INFINITY neglects the update */
+    double comm_sm_share;               /* the fraction of a GPU a running collective's kernels
+                                           hold (0 <= f < 1): compute beside one runs at 1 - f
+                                           of its speed; 0 when tflops was achieved with
+                                           communication beside it */
 } st_cluster;
 
 /* H100 SXM nodes of 8 GPUs with NVLink 4 and one 400 Gb/s InfiniBand NIC
@@ -33,7 +37,8 @@ void st_cluster_defaults(st_cluster *c);
 typedef struct {
     double step_s;              /* one optimizer step */
     double compute_s;           /* pure compute part of a step (optimizer update included) */
-    double exposed_comm_s;      /* communication not hidden by compute: step_s - compute_s */
+    double exposed_comm_s;      /* communication not hidden by compute, and the compute
+                                   it slows (comm_sm_share): step_s - compute_s */
     double optimizer_s;         /* the optimizer update's part of compute_s */
     double tokens_per_s_per_gpu;
     double scaling_efficiency;  /* compute_s / step_s: 1 = communication fully hidden */
