@@ -1,6 +1,7 @@
 """Checks of bench/step_overlap.py, the two-stream replay behind the
 multi-rank rows of docs/gpu.md's step table (run by tests/cuda_step_model.sh,
-which turns each printed `PASS name` / `FAIL name: why` into one TAP line).
+which turns each printed `PASS name` / `FAIL name: why` into one TAP line),
+and of bench/step_model.py's host replay (the stream's wait for the host).
 
 The replay is checked on small records whose answer follows by hand from
 the rules comm_nccl.c implements (a collective starts after the compute
@@ -164,8 +165,25 @@ check("link figures equal src/plan/projection.c's defaults (intra and inter node
           (default("gpus_per_node"), 1, so.PER_NODE))),
       f"projection.c {[default(n) for n in ('intra_bw_gbs', 'intra_lat_us', 'inter_bw_gbs', 'inter_lat_us', 'gpus_per_node')]}")
 
+# step_model.py's host replay: three 0-byte memsets (2 us each, the launch
+# gap) and the loss's 80-byte copy to the host (12.0032 us) a step.  At
+# 5 us of host time per operation the stream first waits 5 us, then 3 us
+# before each later operation; the host waits for the copy, so the next
+# step starts the same way: 5 + 3 x 3 = 14 us a step.
+import step_model as sm  # noqa: E402
+import tempfile  # noqa: E402
+
+toy_step = ["memset\t0"] * 3 + ["memcpy\td2h\t80"]
+with tempfile.TemporaryDirectory() as d:
+    for n in (1, 2):
+        with open(os.path.join(d, f"toy.steps{n}.rec"), "w") as fp:
+            fp.write("\n".join(toy_step * n) + "\n")
+    idle, n_ops = sm.host_idle(d, "toy")
+check("host replay: 3 launch-gap memsets and the loss copy wait 5 + 3 x 3 us for the host a step",
+      n_ops == 4 and math.isclose(idle, 14e-6, rel_tol=1e-9) and sm.HOST_ENQUEUE_S == 5e-6,
+      f"idle {idle}, {n_ops} operations")
+
 if len(sys.argv) > 2:
-    import step_model as sm  # noqa: E402
 
     def make_price():
         c = {}
