@@ -259,6 +259,41 @@ check "no stage is left after a good export" test ! -e "$OUT/.shardtrain-stage"
 check "the directory holds the export's files and README.md alone" \
     test "$(cd "$OUT" && ls -A | tr '\n' ' ')" = "README.md config.json generation_config.json model.safetensors "
 
+# ---- a directory this user may not write -----------------------------------
+# Exports as an unprivileged user (nobody, by setpriv; the tests run as
+# root, whom no permission stops).  Into a copy of the earlier export that
+# root owns (mode 755), the stage cannot be made; into one whose directory
+# is sticky (mode 1777, like /tmp), the stage is made but root's files can
+# be neither linked aside nor replaced.  Either way: exit 1, one error line
+# naming the permission, the directory unchanged.
+chmod 711 "$TMP"   # nobody may pass through to the checkpoint and the copies
+mkdir "$TMP/bin" && cp "$SHARDTRAIN" "$TMP/bin/shardtrain" && chmod 755 "$TMP/bin"
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$TMP/bin/shardtrain" "$@"; }
+# denied DESCRIPTION MODE PATTERN: the export of step 4 by nobody into a
+# copy of $TMP/before with mode MODE.
+denied() {
+    _p=$TMP/perm$2
+    cp -a "$TMP/before" "$_p" && chmod "$2" "$_p"
+    as_nobody export "$TMP/ck/step_00000004" "$_p" >/dev/null 2>"$TMP/perm.err"
+    _st=$?
+    if [ "$_st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/perm.err")" -eq 1 ] &&
+        grep '^shardtrain: error:' "$TMP/perm.err" | grep -q -- "$3"; then
+        ok "$1: exit 1, one error line"
+    else
+        not_ok "$1: exit 1, one error line (exit $_st)"; diag "$(cut -c1-300 "$TMP/perm.err")"
+    fi
+    if diff -r "$TMP/before" "$_p" >"$TMP/diff.out" 2>&1; then
+        ok "$1: the directory is as it was, with no stage left"
+    else
+        not_ok "$1: the directory is as it was, with no stage left"; diag "$(head -n 5 "$TMP/diff.out")"
+    fi
+}
+denied "an export by nobody into root's directory" 755 \
+    "$TMP/perm755/.shardtrain-stage: cannot create the staging directory: Permission denied; hint: check that $TMP/perm755 is writable"
+denied "an export by nobody into a sticky directory of root's files" 1777 \
+    "$TMP/perm1777/config.json: cannot move the new file into place: Operation not permitted; hint: $TMP/perm1777 is as it was"
+chmod 700 "$TMP"
+
 # ---- the final weights of a rerun ------------------------------------------
 
 # fin NAME FAULT [-s ...]: a run of the base configuration whose final
