@@ -155,6 +155,9 @@ refused "a model.init of the half-written directory is refused (exit 2, one line
     "$SHARDTRAIN" train -s model.init="$K" -s log.dir="$TMP/kinit" "$TMP/base.ini"
 refused "... so is its model.safetensors given as a file" "$K: holds files half moved in" \
     "$SHARDTRAIN" train -s model.init="$K/model.safetensors" -s log.dir="$TMP/kinit" "$TMP/base.ini"
+printf 'some text\n' >"$TMP/k.txt"
+refused "... so is the directory as a tokenizer" "$K: holds files half moved in" \
+    "$SHARDTRAIN" prepare --tokenizer "$K" "$TMP/k.txt" "$TMP/k_data"
 recovering_export "the next export finishes the killed one first (one warning line), then fails at config.json (exit 1, one error line)" \
     "$K: a shardtrain was killed while moving its files in here; its write is now finished (1 of its 3 files moved in now)"
 same_as "... leaving the whole of the killed export of step 4" "$TMP/ref4"

@@ -11,6 +11,7 @@
 #include "io/tokenizer_impl.h"
 
 #include "base/log.h"
+#include "base/stage_dir.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -285,14 +286,17 @@ static int load_added(st_tok_loader *L, json_t *added, int has_normalizer)
     return 0;
 }
 
-static char *tokenizer_file(const char *path)
+/* The tokenizer.json that path names (itself, or in the directory it
+ * is); *dir set when it is a directory. */
+static char *tokenizer_file(const char *path, int *dir)
 {
     struct stat st;
     size_t n = strlen(path) + 32;
     char *p = malloc(n);
     if (!p)
         return NULL;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    *dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (*dir)
         snprintf(p, n, "%s/tokenizer.json", path);
     else
         snprintf(p, n, "%s", path);
@@ -339,12 +343,21 @@ int st_tokenizer_load(const char *path, st_tokenizer **out)
 {
     *out = NULL;
     st_tokenizer *t = calloc(1, sizeof *t);
-    char *file = tokenizer_file(path);
+    int dir = 0;
+    char *file = tokenizer_file(path, &dir);
     if (!t || !file) {
         free(t);
         free(file);
         st_error(path, "out of memory loading the tokenizer");
         return ST_EXIT_FAILURE;
+    }
+    /* A model directory an export was killed writing: its tokenizer.json
+     * may be new beside an old tokenizer_config.json. */
+    int rc = dir ? st_stage_check_whole(path) : 0;
+    if (rc) {
+        free(t);
+        free(file);
+        return rc;
     }
     t->path = file;
     t->unk_id = -1;
@@ -362,7 +375,7 @@ int st_tokenizer_load(const char *path, st_tokenizer **out)
         return ST_EXIT_USAGE;
     }
     st_tok_loader L = {t, file, NULL};
-    int rc = load_json(&L, root);
+    rc = load_json(&L, root);
     json_decref(root);
     free(L.added_ids);
     if (!rc && !(t->md = pcre2_match_data_create(4, NULL)))
