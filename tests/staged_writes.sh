@@ -270,7 +270,8 @@ check "the directory holds the export's files and README.md alone" \
 # be neither linked aside nor replaced.  Either way: exit 1, one error line
 # naming the permission, the directory unchanged.
 chmod 711 "$TMP"   # nobody may pass through to the checkpoint and the copies
-mkdir "$TMP/bin" && cp "$SHARDTRAIN" "$TMP/bin/shardtrain" && chmod 755 "$TMP/bin"
+chmod -R a+rX "$TMP/ck" "$TMP/before"   # and read them, whatever the umask
+mkdir "$TMP/bin" && cp "$SHARDTRAIN" "$TMP/bin/shardtrain" && chmod 755 "$TMP/bin" "$TMP/bin/shardtrain"
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$TMP/bin/shardtrain" "$@"; }
 # denied DESCRIPTION MODE PATTERN: the export of step 4 by nobody into a
 # copy of $TMP/before with mode MODE.
