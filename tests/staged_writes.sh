@@ -52,6 +52,17 @@ stuck_line() {
     fi
 }
 
+# exit1_one_line NAME ERR STATUS PATTERN: one check that a command exited
+# (STATUS) 1 with exactly one error line in ERR, matching PATTERN.
+exit1_one_line() {
+    if [ "$3" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$2")" -eq 1 ] &&
+        grep '^shardtrain: error:' "$2" | grep -q -- "$4"; then
+        ok "$1"
+    else
+        not_ok "$1 (exit $3)"; diag "$(cut -c1-300 "$2")"
+    fi
+}
+
 # failed_export NAME PATTERN [VAR=VALUE]: export step 4 into $OUT (with the
 # environment assignment, if any) must exit 1 with exactly one error line
 # matching PATTERN.
@@ -60,13 +71,7 @@ failed_export() {
     shift 2
     env "$@" timeout -k 10 60 "$SHARDTRAIN" export "$TMP/ck/step_00000004" "$OUT" \
         >/dev/null 2>"$TMP/fail.err"
-    _st=$?
-    if [ "$_st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/fail.err")" -eq 1 ] &&
-        grep '^shardtrain: error:' "$TMP/fail.err" | grep -q -- "$_pat"; then
-        ok "$_name"
-    else
-        not_ok "$_name (exit $_st)"; diag "$(cut -c1-300 "$TMP/fail.err")"
-    fi
+    exit1_one_line "$_name" "$TMP/fail.err" $? "$_pat"
 }
 
 # A full disk at each file's move into place: those before it in name
@@ -279,13 +284,7 @@ denied() {
     _p=$TMP/perm$2
     cp -a "$TMP/before" "$_p" && chmod "$2" "$_p"
     as_nobody export "$TMP/ck/step_00000004" "$_p" >/dev/null 2>"$TMP/perm.err"
-    _st=$?
-    if [ "$_st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/perm.err")" -eq 1 ] &&
-        grep '^shardtrain: error:' "$TMP/perm.err" | grep -q -- "$3"; then
-        ok "$1: exit 1, one error line"
-    else
-        not_ok "$1: exit 1, one error line (exit $_st)"; diag "$(cut -c1-300 "$TMP/perm.err")"
-    fi
+    exit1_one_line "$1: exit 1, one error line" "$TMP/perm.err" $? "$3"
     if diff -r "$TMP/before" "$_p" >"$TMP/diff.out" 2>&1; then
         ok "$1: the directory is as it was, with no stage left"
     else

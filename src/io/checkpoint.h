@@ -104,9 +104,10 @@ int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
  * step directories, each skipped one a warning), loading nothing: each
  * manifest is checked against the model m and train.steps, and every
  * block of the shards that a resume would read is verified (a corrupt one
- * is skipped as the resume skips it).  For `shardtrain check --inputs`.  Returns 0 with dir (n bytes) and *step set, or dir ""
- * and *step -1 for a fresh start; or prints one error line and returns
- * ST_EXIT_USAGE where st_ckpt_resume would refuse. */
+ * is skipped as the resume skips it).  For `shardtrain check --inputs`.
+ * Returns 0 with dir (n bytes) and *step set, or dir "" and *step -1 for a
+ * fresh start; or prints one error line and returns ST_EXIT_USAGE where
+ * st_ckpt_resume would refuse (ST_EXIT_FAILURE: out of memory). */
 int st_ckpt_resume_plan(const st_config *cfg, const st_model *m, char *dir, size_t n,
                         int64_t *step);
 
