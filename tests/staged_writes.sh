@@ -181,6 +181,53 @@ check "an export killed while undoing its failed write (exit $st) leaves config.
 recovering_export "the next export finishes the undoing first (one warning line), then fails at config.json (exit 1, one error line)" \
     "$K: a shardtrain was killed while undoing a failed write here; the undoing is now finished (1 old file put back, 0 new removed)"
 same_as "... leaving the directory as it was before the killed export" "$TMP/k_before"
+
+# A roll-back that cannot be recorded is not begun: moving model.safetensors
+# fails (ENOSPC) and so does rewriting the journal to "back".  The journal
+# still says forward, which is what K then holds: two files new,
+# model.safetensors old.  Readers refuse K, and the next export finishes
+# the write forward.
+rm -rf "$K"
+cp -a "$TMP/k_before" "$K"
+SHARDTRAIN_TEST_STAGE_FULL_AT=model.safetensors:no-back timeout -k 10 60 "$SHARDTRAIN" \
+    export "$TMP/ck/step_00000004" "$K" >/dev/null 2>"$TMP/noback.err"
+st=$?
+exit1_one_line "an export whose undoing cannot be recorded fails (exit $st) with one error line saying what K holds" \
+    "$TMP/noback.err" "$st" \
+    "nor record the undoing (No space left on device), so $K is left with 2 of its 3 files new, which readers refuse"
+bad=""
+for f in config.json generation_config.json; do cmp -s "$K/$f" "$TMP/ref4/$f" || bad="$bad $f"; done
+cmp -s "$K/model.safetensors" "$TMP/k_before/model.safetensors" || bad="$bad model.safetensors"
+check "... and puts nothing back: two files new, model.safetensors old${bad:+ (not so:$bad)}, the journal saying forward" \
+    sh -c "[ -z '$bad' ] && grep -qx forward '$K/.shardtrain-stage/.commit' &&
+        test -f '$K/.shardtrain-stage/model.safetensors'"
+refused "... and a model.init of K is refused (exit 2, one line)" "$K: holds files half moved in" \
+    "$SHARDTRAIN" train -s model.init="$K" -s log.dir="$TMP/kinit" "$TMP/base.ini"
+recovering_export "the next export finishes it forward first (one warning line), then fails at config.json (exit 1, one error line)" \
+    "$K: a shardtrain was killed while moving its files in here; its write is now finished (1 of its 3 files moved in now)"
+same_as "... leaving the whole of the export of step 4" "$TMP/ref4"
+
+# Killed just after its last rename: every file is new, but the stage and
+# its journal are left.  Readers take K as whole; the next export clears
+# the journal, saying so.
+rm -rf "$K"
+cp -a "$TMP/k_before" "$K"
+killed_export model.safetensors:kill-after
+bad=""
+for f in $files; do cmp -s "$K/$f" "$TMP/ref4/$f" || bad="$bad $f"; done
+check "an export killed just after its last rename (exit $st) leaves every file new${bad:+ (not so:$bad)}, and its journal" \
+    sh -c "[ $st -eq 137 ] && [ -z '$bad' ] && grep -qx forward '$K/.shardtrain-stage/.commit'"
+ranks 1 300 "$SHARDTRAIN" train -s model.init="$K" -s checkpoint.every=0 \
+    -s checkpoint.dir="$TMP/kafter_ck" -s log.dir="$TMP/kafter" "$TMP/base.ini" \
+    >/dev/null 2>"$TMP/kafter.err"
+st=$?
+check "... and a model.init of K is taken as whole (exit $st, no error line)" \
+    sh -c "[ $st -eq 0 ] && ! grep -q '^shardtrain: error:' '$TMP/kafter.err'"
+recovering_export "the next export clears the journal first (one warning line), then fails at config.json (exit 1, one error line)" \
+    "$K: a shardtrain was killed just after moving its files in here; its record of them is now cleared (all 3 had moved in)"
+same_as "... leaving the whole of the export of step 4" "$TMP/ref4"
+rm -rf "$K"
+cp -a "$TMP/k_before" "$K"
 # A journal that is not one (cut short, edited): nothing is guessed, the
 # export refuses and keeps the stage for the user to look at.
 mkdir "$K/.shardtrain-stage"
@@ -390,4 +437,17 @@ check "the rerun (exit $st) finishes the killed write first, with one warning li
 ranks 1 60 "$SHARDTRAIN" export "$TMP/fin" "$TMP/fin_export" >/dev/null 2>"$TMP/fin_export.err"
 st=$?
 check "its final weights then export (exit $st)" \
+    sh -c "[ $st -eq 0 ] && cmp -s '$TMP/fin/final/model.safetensors' '$TMP/fin_export/model.safetensors'"
+
+# A run killed just after its last rename into final/: the journal is
+# left, every file moved in, and an export takes the final weights.
+rm -rf "$TMP/fin_export"
+fin fafter model.safetensors:kill-after
+st=$?
+check "a run killed just after moving its final weights in (exit $st) leaves the journal, nothing staged" \
+    sh -c "[ $st -eq 137 ] && test -s '$TMP/fin/final/.shardtrain-stage/.commit' &&
+        test ! -e '$TMP/fin/final/.shardtrain-stage/model.safetensors'"
+ranks 1 60 "$SHARDTRAIN" export "$TMP/fin" "$TMP/fin_export" >/dev/null 2>"$TMP/fin_export.err"
+st=$?
+check "... and its final weights export all the same (exit $st)" \
     sh -c "[ $st -eq 0 ] && cmp -s '$TMP/fin/final/model.safetensors' '$TMP/fin_export/model.safetensors'"

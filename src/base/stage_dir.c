@@ -15,7 +15,9 @@
  * moved in: all were whole, or there would be no journal) or back (every
  * old copy in .old renamed back, every new file that had none removed),
  * instead of clearing the stage; and readers of a model directory refuse
- * one whose journal is there (st_stage_check_whole). */
+ * one whose journal is there (st_stage_check_whole), unless every file it
+ * names has moved in.  A roll-back whose "back" cannot be written is not
+ * begun: the journal's forward stays the truth. */
 #include "base/stage_dir.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -301,7 +303,10 @@ static int move_in(st_stage *s, const char *old, staged_files *f, int i)
         errno = ENOSPC;
         return -1;
     }
-    return rename(from, to);
+    if (rename(from, to) != 0)
+        return -1;
+    st_fault_stage_kill_after(name ? name + 1 : f->rel[i]);
+    return 0;
 }
 
 /* Fills f->flags from out as it is now, before any rename. */
@@ -451,6 +456,9 @@ static int finish_interrupted(st_stage *s)
         st_warn("%s: a shardtrain was killed while undoing a failed write here; the "
                 "undoing is now finished (%d old file%s put back, %d new removed)",
                 s->out, done, done == 1 ? "" : "s", removed);
+    else if (!done)
+        st_warn("%s: a shardtrain was killed just after moving its files in here; its "
+                "record of them is now cleared (all %d had moved in)", s->out, f.n);
     else
         st_warn("%s: a shardtrain was killed while moving its files in here; its write "
                 "is now finished (%d of its %d files moved in now)", s->out, done, f.n);
@@ -460,10 +468,21 @@ static int finish_interrupted(st_stage *s)
 
 int st_stage_check_whole(const char *dir)
 {
-    char journal[8600];
+    char journal[8600], staged[8600];
     struct stat sb;
     snprintf(journal, sizeof journal, "%s/%s/%s", dir, ST_STAGE_NAME, JOURNAL_NAME);
     if (lstat(journal, &sb) != 0)
+        return 0;
+    /* A forward journal none of whose files is still staged is the record
+     * of a write killed after its last rename: every file is new. */
+    staged_files f = {0};
+    int back = 1, moved = read_journal(journal, &f, &back) == 1 && !back;
+    for (int i = 0; i < f.n && moved; i++) {
+        snprintf(staged, sizeof staged, "%s/%s/%s", dir, ST_STAGE_NAME, f.rel[i]);
+        moved = lstat(staged, &sb) != 0 && errno == ENOENT;
+    }
+    staged_free(&f);
+    if (moved)
         return 0;
     st_error(dir, "holds files half moved in by a shardtrain that was killed while "
              "writing them (%s names them); hint: run the export or training that "
@@ -504,11 +523,25 @@ int st_stage_commit(st_stage *s)
         if (move_in(s, old, &f, i) == 0)
             continue;
         const int e = errno;
-        /* Best effort: should this fail, a roll-back killed part-way would
-         * be finished forward, with the files it put back staying old. */
-        write_journal(s, &f, "back");
-        const int stuck = roll_back(s, old, &f, i);
         join(to, sizeof to, s->out, f.rel[i]);
+        /* A roll-back that could not be recorded is not begun: killed
+         * part-way, it would be finished forward with the files it had put
+         * back staying old.  The journal still says forward, which is the
+         * truth, so readers refuse out and the next write finishes it. */
+        if (st_fault_stage_no_back() ? (errno = ENOSPC, 1) : write_journal(s, &f, "back") != 0) {
+            char keep[8600];
+            kept_path(keep, sizeof keep, old, i);
+            if (f.kept[i] == KEPT_MOVED)
+                rename(keep, to);   /* its name is not left empty meanwhile */
+            st_error(to, "cannot move the new file into place: %s; hint: nor record the "
+                     "undoing (%s), so %s is left with %d of its %d files new, which "
+                     "readers refuse; free some space and write again: that finishes "
+                     "this write first", strerror(e), strerror(errno), s->out, i, f.n);
+            keep_stage = 1;
+            rc = ST_EXIT_FAILURE;
+            break;
+        }
+        const int stuck = roll_back(s, old, &f, i);
         /* The old copies left are the user's: out of the stage, which the
          * next run would clear, into a directory of their own (or, if even
          * that fails, the stage is kept). */

@@ -63,8 +63,10 @@ int st_stage_finish(st_stage *s, int rc);
 
 /* Whether dir is whole: 0, or (it holds the journal of a write killed
  * while moving its files in, which the next st_stage_begin there
- * finishes) one error line and ST_EXIT_USAGE.  For readers of a model
- * directory, which would otherwise read old files beside new ones. */
+ * finishes) one error line and ST_EXIT_USAGE.  A journal whose files
+ * have all moved in (a write killed after its last rename) is whole.  For
+ * readers of a model directory, which would otherwise read old files
+ * beside new ones. */
 int st_stage_check_whole(const char *dir);
 
 /* rm -rf path: 0 (also when nothing is there), or -1 with errno. */

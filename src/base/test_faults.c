@@ -66,7 +66,8 @@ int st_fault_checkpoint_full(int64_t step, const char *where)
     return strcmp(point, where) == 0;
 }
 
-/* SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-back]: the mode
+/* SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-after|:kill-back|
+ * :no-back]: the mode
  * after NAME ("" when none), or NULL when the variable does not name NAME
  * (with name NULL: whatever NAME it names). */
 static const char *stage_fault_mode(const char *name)
@@ -84,7 +85,14 @@ static const char *stage_fault_mode(const char *name)
 int st_fault_stage_full(const char *name)
 {
     const char *m = stage_fault_mode(name);
-    return m && (!*m || !strcmp(m, "stuck") || !strcmp(m, "kill-back"));
+    return m && (!*m || !strcmp(m, "stuck") || !strcmp(m, "kill-back") ||
+                 !strcmp(m, "no-back"));
+}
+
+int st_fault_stage_no_back(void)
+{
+    const char *m = stage_fault_mode(NULL);
+    return m && !strcmp(m, "no-back");
 }
 
 int st_fault_stage_stuck(void)
@@ -97,6 +105,13 @@ void st_fault_stage_kill_before(const char *name)
 {
     const char *m = stage_fault_mode(name);
     if (m && !strcmp(m, "kill"))
+        raise(SIGKILL);
+}
+
+void st_fault_stage_kill_after(const char *name)
+{
+    const char *m = stage_fault_mode(name);
+    if (m && !strcmp(m, "kill-after"))
         raise(SIGKILL);
 }
 

@@ -21,7 +21,8 @@
  *       removed, and that the previous checkpoint and `latest` are
  *       untouched (with :rename, also a directory of the same step that
  *       a repeated run was replacing).
- *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-back]
+ *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-after|
+ *                                      :kill-back|:no-back]
  *       (tests/staged_writes.sh)  Moving the staged file NAME
  *       (config.json) into the directory an export writes, or into
  *       checkpoint.dir/final, gets ENOSPC, after the files before it in
@@ -35,7 +36,13 @@
  *       replaced file has been put back: the directory is left half
  *       written, to show that readers refuse it and that the next write
  *       into it first finishes (:kill) or undoes (:kill-back) the
- *       interrupted one.
+ *       interrupted one.  With :kill-after, the process is killed just
+ *       after moving NAME (the last file: every file moved in, the stage
+ *       and its journal left), to show that readers take the directory
+ *       as whole.  With :no-back, recording the roll-back after the
+ *       ENOSPC fails too, to show that nothing is then put back: the
+ *       directory is left half written, refused by readers, and finished
+ *       forward by the next write.
  *   SHARDTRAIN_TEST_LOG_FULL_AT=N          (tests/summary.sh)
  *       Rank 0's metrics.jsonl record of step N (and of every later step)
  *       fails as on a full disk: half the record is written, then ENOSPC,
@@ -91,9 +98,15 @@ int st_fault_checkpoint_full(int64_t step, const char *where);
 int st_fault_stage_full(const char *name);
 /* Whether putting a replaced file back is to fail as well. */
 int st_fault_stage_stuck(void);
+/* Whether recording the roll-back of a failed move is to fail as well
+ * (:no-back). */
+int st_fault_stage_no_back(void);
 /* Kills this process when the move of the staged file `name` is to be
  * interrupted (:kill). */
 void st_fault_stage_kill_before(const char *name);
+/* Kills this process just after the staged file `name` has moved into
+ * place (:kill-after). */
+void st_fault_stage_kill_after(const char *name);
 /* Kills this process when a roll-back of the staged files is to be
  * interrupted (:kill-back), called once a file has been put back. */
 void st_fault_stage_kill_in_rollback(void);
