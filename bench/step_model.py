@@ -73,7 +73,7 @@ MODELS = [("gpt2-124m", 64, 1024), ("llama-1b", 8, 2048)]
 # Walked on several ranks too (bench/step_walk.sh: MODEL.rN.stepsK.rec,
 # rank 0's record): model, micro-batch per rank, seq, ranks.
 MULTI = [("gpt2-124m", 64, 1024, 8, None), ("gpt2-124m", 64, 1024, 16, 8),
-         ("llama-1b", 8, 2048, 8, None)]
+         ("llama-1b", 8, 2048, 8, None), ("llama-1b", 8, 2048, 16, 8)]
 
 
 def records(d, walk):

@@ -13,10 +13,10 @@
 # Self-checks: one launch more in the record is told apart, a launch on a
 # one-element path is reported, and an operation without a cost formula
 # stops the generator.  gpt2-124m is also walked on 8 ranks (full_shard)
-# and on 16 (hybrid_shard, two nodes of 8), and llama-1b on 8, for the
-# two-stream replay of their collectives (see below).  About 8 minutes on
-# two busy cores, most of it the host's set-up of llama-1b's 1.2 billion
-# parameters.
+# and on 16 (hybrid_shard, two nodes of 8), and llama-1b the same two
+# ways, for the two-stream replay of their collectives (see below).  About
+# 10 minutes on two busy cores, most of it the host's set-up of llama-1b's
+# 1.2 billion parameters.
 # Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
 require command -v g++
@@ -84,7 +84,7 @@ done
 # checks that replay on records worked by hand, its link figures against
 # src/plan/projection.c, and the walked steps against the bounds any
 # schedule of them meets and the collectives their units make.
-for w in gpt2-124m.r8 gpt2-124m.r16h8 llama-1b.r8; do
+for w in gpt2-124m.r8 gpt2-124m.r16h8 llama-1b.r8 llama-1b.r16h8; do
     check "$w: rank 0's record has collectives, event records and waits" \
         sh -c "grep -q '^nccl${tab}all_gather' '$W/$w.steps2.rec' &&
                grep -q '^nccl${tab}reduce_scatter' '$W/$w.steps2.rec' &&

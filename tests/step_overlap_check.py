@@ -199,7 +199,8 @@ if len(sys.argv) > 2:
     for walk, label, params, units in (
             ("gpt2-124m.r8", "gpt2-124m on 8 ranks", 124_439_808, 14),
             ("gpt2-124m.r16h8", "gpt2-124m hybrid_shard 2x8", 124_439_808, 14),
-            ("llama-1b.r8", "llama-1b on 8 ranks", 1_235_814_400, 18)):
+            ("llama-1b.r8", "llama-1b on 8 ranks", 1_235_814_400, 18),
+            ("llama-1b.r16h8", "llama-1b hybrid_shard 2x8", 1_235_814_400, 18)):
         r = so.step(sm.records(sys.argv[2], walk), make_price)
         check(f"walked {label}: the step lies between its compute alone and "
               "compute plus every collective in series",
@@ -237,8 +238,8 @@ if len(sys.argv) > 2:
             # each unit's fp32 gradient shard (1/8 of it) is all-reduced
             # with the other node's rank
             check(f"walked {label}: each unit's gradient shard is all-reduced across "
-                  "nodes once (14 fp32 all-reduces carrying 1/8 of 4 bytes a parameter)",
-                  n_ar == 14 and math.isclose(ar_bytes * 8, reduced, rel_tol=1e-9),
+                  f"nodes once ({units} fp32 all-reduces carrying 1/8 of 4 bytes a parameter)",
+                  n_ar == units and math.isclose(ar_bytes * 8, reduced, rel_tol=1e-9),
                   f"{n_ar} all-reduces of {ar_bytes} bytes")
             # the engine waits for a unit's all-reduce one reduction later,
             # so it runs behind the backward: the compute stream's waits for
