@@ -183,6 +183,39 @@ check("host replay: 3 launch-gap memsets and the loss copy wait 5 + 3 x 3 us for
       n_ops == 4 and math.isclose(idle, 14e-6, rel_tol=1e-9) and sm.HOST_ENQUEUE_S == 5e-6,
       f"idle {idle}, {n_ops} operations")
 
+# bench/host_time.py on a record and clock worked by hand: 6 steps of
+# 1 ms, each the mark, a launch 10 us later and the batch's copy at
+# 400 us; step 4 also reads the loss back at 20 us.  Steps 2 to 5 are
+# timed (step 1 is the set-up's, and no mark ends step 6); the median
+# step is step 2, whose largest gap is the 600 us before the next mark;
+# the read of step 4 is followed by 380 us until the batch's copy.
+import host_time as ht  # noqa: E402
+
+toy_rec, toy_clk = [], []
+for s in range(6):
+    t0 = s * 1_000_000
+    ops = [(ht.MARK + "\t1,1,1", 0), ("launch\tk\t1,1,1", 10_000)]
+    if s == 3:
+        ops.append(("memcpy\td2h\t80", 20_000))
+    ops.append(("memcpy\th2d\t100", 400_000))
+    for line, dt in ops:
+        toy_rec.append(line)
+        toy_clk.append(t0 + dt)
+ops, secs, gaps, reads = ht.analyse(toy_rec, toy_clk)
+check("host_time: 4 steps timed of 1 ms, the median's largest gap 600 us before the mark, "
+      "380 us after step 4's loss read",
+      ops == [3, 3, 4, 3] and all(math.isclose(x, 1e-3) for x in secs) and
+      math.isclose(gaps[0][0], 600e-6) and gaps[0][1].startswith(ht.MARK) and
+      math.isclose(gaps[1][0], 390e-6) and len(reads) == 1 and reads[0][0] == 4 and
+      math.isclose(reads[0][1], 380e-6),
+      f"ops {ops} secs {secs} gaps {gaps[:2]} reads {reads}")
+try:
+    ht.analyse(toy_rec[:8], toy_clk[:8])
+    refused = False
+except SystemExit:
+    refused = True
+check("host_time: a record of fewer than 4 steps is refused", refused)
+
 if len(sys.argv) > 2:
 
     def make_price():

@@ -24,7 +24,12 @@
  * checked (pointer arguments, gemm_check.h's rules) but not executed, no
  * device page is ever touched, and a copy to the host writes zeros, so a
  * full-size training step (gigabytes of activations) can be walked on the
- * CPU in seconds for its launch list.  Its numbers are meaningless. */
+ * CPU in seconds for its launch list.  Its numbers are meaningless.
+ * ST_EMU_CLOCK=FILE (with ST_EMU_RECORD) writes, for each record line, the
+ * host's CLOCK_MONOTONIC time in nanoseconds when the operation was
+ * enqueued, one per line, so that bench/host_time.py can say how long the
+ * host takes between operations; both files are then buffered rather
+ * than flushed at each line, so the timing leaves out the flushing. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdarg.h>
@@ -33,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 struct emu_block { char *p; size_t n; };
@@ -89,7 +95,7 @@ static void arena_protect(int prot)
         die("mprotect of the device arena failed");
 }
 
-static FILE *rec_file;
+static FILE *rec_file, *clock_file;
 static int rec_state = -1; /* -1 not read yet, 0 off, 1 recording, 2 recording only */
 
 static void rec_init(void)
@@ -109,6 +115,13 @@ static void rec_init(void)
             die("ST_EMU_RECORD_ONLY=1 needs ST_EMU_RECORD=FILE");
         rec_state = 2;
     }
+    const char *c = getenv("ST_EMU_CLOCK");
+    if (c && *c) {
+        if (!rec_file)
+            die("ST_EMU_CLOCK=FILE needs ST_EMU_RECORD=FILE");
+        if (!(clock_file = fopen(c, "a")))
+            die("cannot open ST_EMU_CLOCK's file");
+    }
 }
 
 int emu_recording(void)
@@ -124,17 +137,24 @@ int emu_rec_only(void)
 }
 
 /* One line of the record; flushed at once, so a run that dies later (the
- * emulation aborts on a bad call) still leaves what came before it. */
+ * emulation aborts on a bad call) still leaves what came before it
+ * (unless the clock is kept, which is for whole runs). */
 void emu_rec(const char *fmt, ...)
 {
     if (!emu_recording())
         return;
+    if (clock_file) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        fprintf(clock_file, "%lld\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    }
     va_list ap;
     va_start(ap, fmt);
     vfprintf(rec_file, fmt, ap);
     va_end(ap);
     fputc('\n', rec_file);
-    fflush(rec_file);
+    if (!clock_file)
+        fflush(rec_file);
 }
 
 void emu_dev_open(void)
