@@ -82,6 +82,58 @@ check "... and finds the output directories there and writable" \
     sh -c "grep -qx '; log.dir: $TMP/run/logs, writable' '$TMP/res.out' &&
         grep -qx '; checkpoint.dir: $TMP/run/ckpt, writable' '$TMP/res.out'"
 
+# The room the run needs in checkpoint.dir.  References: the shard file of
+# the checkpoint the 4-step run wrote (one rank: one file, no padding),
+# and its final weights' file less its safetensors header (8 bytes of
+# length, then the header).  The fresh run (4 steps, a checkpoint every
+# 2) saves twice and keeps both, then writes the final weights; the
+# resumed one (to step 6) saves once beside the 2 kept.
+shard=$(stat -c %s "$TMP/run/ckpt/step_00000004/shard_00000-of-00001.bin")
+fin=$(python3 -c '
+import sys
+f = open(sys.argv[1], "rb")
+n = int.from_bytes(f.read(8), "little")
+f.seek(0, 2)
+print(f.tell() - 8 - n)' "$TMP/run/ckpt/final/model.safetensors")
+space() { sed -n "s/^; checkpoint space: $2\$/\1/p" "$1"; }
+got=$(space "$TMP/good.out" '.* a checkpoint (\([0-9]*\) bytes), .*')
+gotf=$(space "$TMP/good.out" '.* the final weights (\([0-9]*\) bytes)')
+check "a checkpoint takes what the run's shard file holds ($shard bytes; check said $got), the final weights their tensors ($fin; check said $gotf)" \
+    sh -c "[ -n '$shard' ] && [ '$got' = '$shard' ] && [ -n '$fin' ] && [ '$gotf' = '$fin' ]"
+check "the fresh run: 2 saves, up to 2 checkpoints and the final weights more ($((2 * shard + fin)) bytes)" \
+    sh -c "grep -qx '; checkpoint space: 2 save(s) planned, 0 checkpoint(s) there, checkpoint.keep = 3' '$TMP/good.out' &&
+        [ '$(space "$TMP/good.out" 'up to .* more (\([0-9]*\) bytes), .*')' = $((2 * shard + fin)) ]"
+check "the resumed run: 1 save beside 2 kept, up to 1 checkpoint and the final weights more ($((shard + fin)) bytes)" \
+    sh -c "grep -qx '; checkpoint space: 1 save(s) planned, 2 checkpoint(s) there, checkpoint.keep = 3' '$TMP/res.out' &&
+        [ '$(space "$TMP/res.out" 'up to .* more (\([0-9]*\) bytes), .*')' = $((shard + fin)) ]"
+# checkpoint.keep = 1: the second save is written beside the first, which
+# is then removed, so the most at once is 2 checkpoints, and 1 and the
+# final weights at the end.
+st check --inputs -s checkpoint.keep=1 -s checkpoint.dir="$TMP/k1" >"$TMP/k1.out" 2>/dev/null
+check "checkpoint.keep = 1: up to 2 checkpoints more at once ($((2 * shard)) bytes, against $((shard + fin)) at the end)" \
+    [ "$(space "$TMP/k1.out" 'up to .* more (\([0-9]*\) bytes), .*')" = $((2 * shard > shard + fin ? 2 * shard : shard + fin)) ]
+st check --inputs >"$TMP/free.out" 2>/dev/null
+avail=$(df -B1 --output=avail "$TMP" | tail -n 1 | tr -d ' ')
+said=$(space "$TMP/free.out" '.* free (\([0-9]*\) bytes)')
+check "the free space it reports is df's for the file system (df $avail, check $said, within 1% or 64 MiB)" \
+    python3 -c "import sys; a, b = int(sys.argv[1]), int(sys.argv[2]); sys.exit(abs(a - b) > max(a / 100, 64 << 20))" \
+    "${avail:-0}" "${said:-x}"
+# A file system one byte short of a fresh run's room: one warning line,
+# exit 0, the configuration printed all the same; exactly enough: no
+# warning.
+need=$((2 * shard + fin))
+SHARDTRAIN_TEST_FREE_BYTES=$((need - 1)) st check --inputs -s checkpoint.dir="$TMP/fresh" \
+    >"$TMP/short.out" 2>"$TMP/short.err"
+c=$?
+check "one byte short of the room: exit $c, one warning line naming checkpoint.dir, the configuration printed" \
+    sh -c "[ $c -eq 0 ] && [ \$(grep -c '^shardtrain: warning:' '$TMP/short.err') -eq 1 ] &&
+        [ \$(grep -c . '$TMP/short.err') -eq 1 ] &&
+        grep -q '^shardtrain: warning: checkpoint.dir = $TMP/fresh: .* free on its file system, and the run needs up to .* more (2 checkpoint save(s) of .* with checkpoint.keep = 3, and the final weights); hint: ' '$TMP/short.err' &&
+        grep -q '^\[train\]' '$TMP/short.out'"
+SHARDTRAIN_TEST_FREE_BYTES=$need st check --inputs -s checkpoint.dir="$TMP/fresh" \
+    >/dev/null 2>"$TMP/enough.err"
+check "exactly the room: no warning" sh -c "[ $? -eq 0 ] && [ ! -s '$TMP/enough.err' ]"
+
 # A corrupt block in the newest checkpoint (a byte of its shard's first
 # block flipped): with auto, check --inputs falls back past it with the
 # warning train gives and names the checkpoint train then resumes from.

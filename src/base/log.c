@@ -179,6 +179,15 @@ void st_warn(const char *fmt, ...)
     va_end(ap);
 }
 
+void st_format_bytes(char *buf, size_t n, double bytes)
+{
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    if (bytes >= gib)
+        snprintf(buf, n, "%.2f GiB", bytes / gib);
+    else
+        snprintf(buf, n, "%.1f MiB", bytes / (1024.0 * 1024.0));
+}
+
 void st_info(const char *fmt, ...)
 {
     if (log_rank != 0)

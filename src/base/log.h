@@ -60,6 +60,9 @@ void st_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * text cut with "...".  Returns buf. */
 const char *st_printable(const char *s, char *buf, size_t n);
 
+/* A size for people: "1.47 GiB", or "12.3 MiB" below one GiB. */
+void st_format_bytes(char *buf, size_t n, double bytes);
+
 /* Informational line on stdout, rank 0 only. */
 void st_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print an error and exit with status.  For programs' main functions (the

@@ -205,3 +205,12 @@ void st_fault_pause(const char *point)
     for (time_t end = time(NULL) + 60; time(NULL) < end;)
         sleep(1);
 }
+
+int st_fault_free_bytes(uint64_t *bytes)
+{
+    const char *s = getenv("SHARDTRAIN_TEST_FREE_BYTES");
+    if (!s || !*s)
+        return 0;
+    *bytes = strtoull(s, NULL, 10);
+    return 1;
+}

@@ -48,6 +48,10 @@
  *       fails as on a full disk: half the record is written, then ENOSPC,
  *       to show that the file is cut back to its last whole record, the
  *       failure is one error line, and the run ends with exit status 1.
+ *   SHARDTRAIN_TEST_FREE_BYTES=N          (tests/check_inputs.sh)
+ *       `check --inputs` takes checkpoint.dir's file system to have N
+ *       bytes free, to show the warning when a run's checkpoints and
+ *       final weights would not fit.
  *   SHARDTRAIN_TEST_KERNELS=cpu|cpu-bf16params   (tests/kernels.sh)
  *       Which CPU kernels backend runs; cpu-bf16params takes gathered
  *       parameters as bf16 words, as a GPU backend with bf16 kernels does.
@@ -131,5 +135,9 @@ void st_fault_pause(const char *point);
 
 /* Whether model.init loading reports the bytes it read. */
 int st_fault_debug_io(void);
+
+/* The free bytes SHARDTRAIN_TEST_FREE_BYTES gives (into *bytes: 1), or 0
+ * when it is unset. */
+int st_fault_free_bytes(uint64_t *bytes);
 
 #endif

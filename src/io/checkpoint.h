@@ -99,6 +99,10 @@ int st_ckpt_resolve(const char *path, char *out, size_t n, char *err, size_t err
 int st_ckpt_resume(st_fsdp *f, const st_config *cfg, const st_runtime *rt,
                    int64_t *start_step);
 
+/* The steps of dir's step directories (step_NNNNNNNN), newest first, in
+ * *out (malloc'd; NULL when none): how many. */
+size_t st_ckpt_list_steps(const char *dir, long long **out);
+
 /* Which checkpoint st_ckpt_resume would load, found the same way
  * (checkpoint.resume: never, a path, or auto with its fall-back to older
  * step directories, each skipped one a warning), loading nothing: each

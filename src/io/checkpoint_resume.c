@@ -130,8 +130,7 @@ static int cmp_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Step directories of dir, newest first. */
-static size_t list_steps(const char *dir, long long **out)
+size_t st_ckpt_list_steps(const char *dir, long long **out)
 {
     DIR *d = opendir(dir);
     size_t n = 0, cap = 0;
@@ -185,7 +184,7 @@ static int resume_walk(const st_config *cfg, int speak, resume_try try, void *ct
         return rc;
     }
     long long *steps;
-    size_t ns = list_steps(cfg->checkpoint.dir, &steps);
+    size_t ns = st_ckpt_list_steps(cfg->checkpoint.dir, &steps);
     int rc = st_ckpt_resolve(cfg->checkpoint.dir, dir, n, err, sizeof err);
     int tried = 0;
     if (!rc) {

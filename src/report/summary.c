@@ -188,14 +188,6 @@ static void format_duration(char *buf, size_t n, double s)
         snprintf(buf, n, "%.1fs", s);
 }
 
-static void format_bytes(char *buf, size_t n, double b)
-{
-    if (b >= 1024.0 * 1024.0 * 1024.0)
-        snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
-    else
-        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024.0));
-}
-
 void st_summary_print(const st_run_summary *s, const char *status, int exit_status)
 {
     char wall[32], ck[32], ev[32], rs[32];
@@ -226,7 +218,7 @@ void st_summary_print(const st_run_summary *s, const char *status, int exit_stat
     const int n = s->rank_peaks ? s->world : 1;
     for (int r = 0; r < n && len < (int)sizeof line - 40; r++) {
         char b[32];
-        format_bytes(b, sizeof b, (double)(s->rank_peaks ? s->rank_peaks[r] : s->rank0_peak));
+        st_format_bytes(b, sizeof b, (double)(s->rank_peaks ? s->rank_peaks[r] : s->rank0_peak));
         len += snprintf(line + len, sizeof line - (size_t)len, "%s %s", r ? "," : "", b);
     }
     if (!s->rank_peaks && s->world > 1)

@@ -1,9 +1,13 @@
 /* Train's start-up checks (see preflight.h).  Each opens what train would
  * open, the way train opens it (the same functions, so the same error
  * lines), and closes it again: nothing is allocated beyond headers and
- * nothing is written. */
+ * nothing is written.  Beyond train's own checks, check --inputs weighs
+ * the room the run's checkpoints and final weights need against the free
+ * space of checkpoint.dir's file system: a warning, since space comes and
+ * goes and a full disk at a save loses nothing (the save fails whole). */
 #include "train/preflight.h"
 #include "base/log.h"
+#include "base/test_faults.h"
 #include "config/origin.h"
 #include "io/checkpoint.h"
 #include "io/data.h"
@@ -12,8 +16,10 @@
 #include "model/model.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* data.tokenizer must load and fit the model's vocabulary, so the final
@@ -89,12 +95,12 @@ int st_preflight_output_dir_error(const st_config *cfg, const char *section, con
  * without making anything: 0, or the errno it would meet (ENOTDIR where
  * dir or a directory on its path is a file; EACCES where the nearest
  * existing one is not writable).  Another user's quota or a full disk are
- * not foreseen. */
-static int would_be_writable(const char *dir, int *exists)
+ * not foreseen.  p (4096 bytes) is left naming the nearest existing
+ * directory. */
+static int would_be_writable(const char *dir, int *exists, char *p)
 {
-    char p[4096];
     struct stat sb;
-    snprintf(p, sizeof p, "%s", dir);
+    snprintf(p, 4096, "%s", dir);
     *exists = 0;
     for (int first = 1;; first = 0) {
         if (stat(p, &sb) == 0) {
@@ -112,7 +118,7 @@ static int would_be_writable(const char *dir, int *exists)
             slash = strrchr(p, '/');
         }
         if (!slash)
-            snprintf(p, sizeof p, ".");
+            snprintf(p, 4096, ".");
         else if (slash == p)
             p[1] = '\0';
         else
@@ -120,13 +126,18 @@ static int would_be_writable(const char *dir, int *exists)
     }
 }
 
+/* checkpoint.dir's nearest existing directory (check_output_dirs), where
+ * its free space is asked. */
+static char ckpt_existing[4096];
+
 static int check_output_dirs(const st_config *cfg, FILE *out)
 {
     const struct { const char *sec, *key, *dir; } d[2] = {
         {"log", "dir", cfg->log.dir}, {"checkpoint", "dir", cfg->checkpoint.dir}};
     for (int i = 0; i < 2; i++) {
         int exists;
-        int err = would_be_writable(d[i].dir, &exists);
+        char found[4096];
+        int err = would_be_writable(d[i].dir, &exists, i ? ckpt_existing : found);
         if (err)
             return st_preflight_output_dir_error(cfg, d[i].sec, d[i].key, d[i].dir, err);
         fprintf(out, "; %s.%s: %s, %s\n", d[i].sec, d[i].key, d[i].dir,
@@ -148,12 +159,14 @@ int st_preflight_final_dir(const st_config *cfg)
     return 0;
 }
 
-/* The checkpoint train would resume from (io/checkpoint.h's plan). */
-static int check_resume(const st_config *cfg, const st_model *m, FILE *out)
+/* The checkpoint train would resume from (io/checkpoint.h's plan), its
+ * step in *step (-1: a fresh start). */
+static int check_resume(const st_config *cfg, const st_model *m, FILE *out, int64_t *step_out)
 {
     char dir[8192];
     int64_t step;
     int rc = st_ckpt_resume_plan(cfg, m, dir, sizeof dir, &step);
+    *step_out = step;
     if (!rc && step >= 0)
         fprintf(out, "; resume: from %s at step %lld\n", dir, (long long)step);
     else if (!rc)
@@ -161,6 +174,71 @@ static int check_resume(const st_config *cfg, const st_model *m, FILE *out)
                 strcmp(cfg->checkpoint.resume, "never") ? "no checkpoint saved yet"
                                                          : "never");
     return rc;
+}
+
+/* The bytes the run adds to checkpoint.dir at its fullest, walking its
+ * saves: each checkpoint is written beside the ones kept (E there now),
+ * then the oldest beyond checkpoint.keep are removed, and at the end the
+ * final weights are written (staged beside the old ones).  *saves gets
+ * the number of saves planned (train/boundary.c: every checkpoint.every
+ * steps and at the last; with every = 0, one, as a preemption signal
+ * would make). */
+static double room_needed(const st_config *cfg, int64_t start, int64_t kept, double ckpt,
+                          double final, int64_t *saves)
+{
+    const int64_t every = cfg->checkpoint.every, end = cfg->train.steps;
+    *saves = every > 0 ? end / every - start / every + (end % every != 0 && end > start) : 1;
+    int64_t n = kept, most = kept;
+    for (int64_t k = 0; k < *saves && k <= cfg->checkpoint.keep + 1; k++) {
+        most = n + 1 > most ? n + 1 : most;   /* written beside the kept */
+        n = n + 1 < cfg->checkpoint.keep ? n + 1 : cfg->checkpoint.keep;
+    }
+    const double during = (double)(most - kept) * ckpt, at_end = (double)(n - kept) * ckpt + final;
+    return during > at_end ? during : at_end;
+}
+
+/* What one checkpoint and the final weights take (io/checkpoint.h: the
+ * fp32 master, first and second moment of every trained element, the
+ * vocabulary tail included; the final weights are the whole model in
+ * fp32), against the free space of checkpoint.dir's file system. */
+static void check_room(const st_config *cfg, const st_model *m, int64_t resume_step, FILE *out)
+{
+    double ckpt = 0;
+    for (int u = 0; u < m->n_units; u++)
+        ckpt += 12.0 * (double)st_model_train_padded(m, u, 1);
+    const double final = 4.0 * (double)m->n_params;
+    long long *steps;
+    const size_t kept = st_ckpt_list_steps(cfg->checkpoint.dir, &steps);
+    free(steps);
+    int64_t saves;
+    const double need = room_needed(cfg, resume_step > 0 ? resume_step : 0, (int64_t)kept, ckpt,
+                                    final, &saves);
+    uint64_t free_bytes;
+    struct statvfs vf;
+    if (!st_fault_free_bytes(&free_bytes)) {
+        if (statvfs(ckpt_existing, &vf) != 0)
+            return;   /* nothing to weigh against: said nowhere, as before */
+        free_bytes = (uint64_t)vf.f_bavail * vf.f_frsize;
+    }
+    char c[32], fw[32], nd[32], fr[32];
+    st_format_bytes(c, sizeof c, ckpt);
+    st_format_bytes(fw, sizeof fw, final);
+    st_format_bytes(nd, sizeof nd, need);
+    st_format_bytes(fr, sizeof fr, (double)free_bytes);
+    /* Three lines: an INI line holds 199 bytes. */
+    fprintf(out, "; checkpoint space: %s a checkpoint (%.0f bytes), %s the final weights "
+            "(%.0f bytes)\n", c, ckpt, fw, final);
+    fprintf(out, "; checkpoint space: %lld save(s) planned, %zu checkpoint(s) there, "
+            "checkpoint.keep = %lld\n", (long long)saves, kept,
+            (long long)cfg->checkpoint.keep);
+    fprintf(out, "; checkpoint space: up to %s more (%.0f bytes), %s free (%llu bytes)\n", nd,
+            need, fr, (unsigned long long)free_bytes);
+    if ((double)free_bytes < need)
+        st_warn("checkpoint.dir = %s: %s free on its file system, and the run needs up to %s "
+                "more (%lld checkpoint save(s) of %s with checkpoint.keep = %lld, and the final "
+                "weights); hint: free some space, lower checkpoint.keep, or point "
+                "checkpoint.dir at a larger file system", cfg->checkpoint.dir, fr, nd,
+                (long long)saves, c, (long long)cfg->checkpoint.keep);
 }
 
 int st_preflight_inputs(const st_config *cfg, FILE *out)
@@ -186,8 +264,11 @@ int st_preflight_inputs(const st_config *cfg, FILE *out)
             fprintf(out, "; model.init: %s matches the configured shape, %lld parameters\n",
                     cfg->model.init, (long long)m.n_params);
     }
+    int64_t resume_step = -1;
     rc = rc ? rc : check_output_dirs(cfg, out);
-    rc = rc ? rc : check_resume(cfg, &m, out);
+    rc = rc ? rc : check_resume(cfg, &m, out, &resume_step);
+    if (!rc)
+        check_room(cfg, &m, resume_step, out);
     if (built)
         st_model_free(&m);
     return rc;
