@@ -5,7 +5,7 @@
 # gives for the same configuration (train is the reference), print no
 # configuration, and write nothing; for good inputs, its comment lines must
 # say what train then finds (the tokens prepare wrote, the checkpoint
-# train resumes from).
+# train resumes from, the bytes its checkpoints and final weights take).
 . "$top_srcdir/tests/lib.sh"
 export OMP_NUM_THREADS=1
 
