@@ -16,13 +16,8 @@
 set -eu
 emu=$1 st=$2 out=$3 top=${4:-.}
 mkdir -p "$out"
-text=
-for f in "$top/../shared/data/tinyshakespeare.txt" "$top/etc/data/tinyshakespeare.txt"; do
-    [ -f "$f" ] && { text=$f; break; }
-done
-[ -n "$text" ] || { echo "host_time.sh: no tinyshakespeare.txt" >&2; exit 1; }
-[ -s "$out/data/sh_train_000000.bin" ] ||
-    "$st" prepare "$text" "$out/data/sh" >/dev/null 2>"$out/prepare.err"
+. "$top/bench/walk_data.sh"
+walk_data host_time.sh
 echo "Host time per step under the emulation (measured, $(date -u +%Y-%m-%d)," \
     "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores," \
     "commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)):"

@@ -24,14 +24,8 @@
 set -eu
 emu=$1 st=$2 out=$3 top=${4:-.}
 mkdir -p "$out"
-text=
-for f in "$top/../shared/data/tinyshakespeare.txt" "$top/etc/data/tinyshakespeare.txt"; do
-    [ -f "$f" ] && { text=$f; break; }
-done
-[ -n "$text" ] || { echo "step_walk.sh: no tinyshakespeare.txt" >&2; exit 1; }
-# Byte-level tokens: below every vocabulary; the values never matter here.
-[ -s "$out/data/sh_train_000000.bin" ] ||
-    "$st" prepare "$text" "$out/data/sh" >/dev/null 2>"$out/prepare.err"
+. "$top/bench/walk_data.sh"
+walk_data step_walk.sh
 walk() { # MODEL MICRO_BATCH [RANKS [SHARD_SIZE]]: the walk's name is MODEL,
     # MODEL.rRANKS (full_shard), or MODEL.rRANKShSHARD_SIZE (hybrid_shard)
     ranks=${3:-1} shard=${4:-} name=$1 backend=mpi strategy=full_shard
