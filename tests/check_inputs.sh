@@ -89,12 +89,19 @@ check "... and finds the output directories there and writable" \
 # 2) saves twice and keeps both, then writes the final weights; the
 # resumed one (to step 6) saves once beside the 2 kept.
 shard=$(stat -c %s "$TMP/run/ckpt/step_00000004/shard_00000-of-00001.bin")
-fin=$(python3 -c '
+# tensor_bytes FILE...: the bytes of the safetensors files' tensors
+tensor_bytes() {
+    python3 -c '
 import sys
-f = open(sys.argv[1], "rb")
-n = int.from_bytes(f.read(8), "little")
-f.seek(0, 2)
-print(f.tell() - 8 - n)' "$TMP/run/ckpt/final/model.safetensors")
+t = 0
+for p in sys.argv[1:]:
+    f = open(p, "rb")
+    n = int.from_bytes(f.read(8), "little")
+    f.seek(0, 2)
+    t += f.tell() - 8 - n
+print(t)' "$@"
+}
+fin=$(tensor_bytes "$TMP/run/ckpt/final/model.safetensors")
 space() { sed -n "s/^; checkpoint space: $2\$/\1/p" "$1"; }
 got=$(space "$TMP/good.out" '.* a checkpoint (\([0-9]*\) bytes), .*')
 gotf=$(space "$TMP/good.out" '.* the final weights (\([0-9]*\) bytes)')
@@ -106,6 +113,18 @@ check "the fresh run: 2 saves, up to 2 checkpoints and the final weights more ($
 check "the resumed run: 1 save beside 2 kept, up to 1 checkpoint and the final weights more ($((shard + fin)) bytes)" \
     sh -c "grep -qx '; checkpoint space: 1 save(s) planned, 2 checkpoint(s) there, checkpoint.keep = 3' '$TMP/res.out' &&
         [ '$(space "$TMP/res.out" 'up to .* more (\([0-9]*\) bytes), .*')' = $((shard + fin)) ]"
+# With LoRA a checkpoint holds the adapters' state alone, and the final
+# weights are the merged model and the adapters: a 2-step LoRA run, which
+# saves once, against what check --inputs said before it.
+st check --inputs -s lora.rank=4 -s train.steps=2 -s checkpoint.dir="$TMP/lora" >"$TMP/lora.out" 2>&1
+ranks 1 120 "$SHARDTRAIN" train -s lora.rank=4 -s train.steps=2 -s checkpoint.dir="$TMP/lora" \
+    -s log.dir="$TMP/lora_logs" "$TMP/base.ini" >"$TMP/lora_t.out" 2>&1
+lshard=$(stat -c %s "$TMP/lora/step_00000002/shard_00000-of-00001.bin" 2>/dev/null)
+lfin=$(tensor_bytes "$TMP/lora/final/model.safetensors" "$TMP/lora/final/adapter/adapter_model.safetensors" 2>/dev/null)
+check "LoRA: a checkpoint takes the run's shard file ($lshard bytes, a fraction of $shard), the final weights the merged model and adapters ($lfin)" \
+    sh -c "[ -n '$lshard' ] && [ '$lshard' -lt '$shard' ] && [ -n '$lfin' ] && [ '$lfin' -gt '$fin' ] &&
+        [ '$(space "$TMP/lora.out" '.* a checkpoint (\([0-9]*\) bytes), .*')' = '$lshard' ] &&
+        [ '$(space "$TMP/lora.out" '.* the final weights (\([0-9]*\) bytes)')' = '$lfin' ]"
 # checkpoint.keep = 1: the second save is written beside the first, which
 # is then removed, so the most at once is 2 checkpoints, and 1 and the
 # final weights at the end.

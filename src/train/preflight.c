@@ -126,11 +126,9 @@ static int would_be_writable(const char *dir, int *exists, char *p)
     }
 }
 
-/* checkpoint.dir's nearest existing directory (check_output_dirs), where
- * its free space is asked. */
-static char ckpt_existing[4096];
-
-static int check_output_dirs(const st_config *cfg, FILE *out)
+/* ckpt_existing (4096 bytes) gets checkpoint.dir's nearest existing
+ * directory, where its free space is asked. */
+static int check_output_dirs(const st_config *cfg, FILE *out, char *ckpt_existing)
 {
     const struct { const char *sec, *key, *dir; } d[2] = {
         {"log", "dir", cfg->log.dir}, {"checkpoint", "dir", cfg->checkpoint.dir}};
@@ -200,13 +198,18 @@ static double room_needed(const st_config *cfg, int64_t start, int64_t kept, dou
 /* What one checkpoint and the final weights take (io/checkpoint.h: the
  * fp32 master, first and second moment of every trained element, the
  * vocabulary tail included; the final weights are the whole model in
- * fp32), against the free space of checkpoint.dir's file system. */
-static void check_room(const st_config *cfg, const st_model *m, int64_t resume_step, FILE *out)
+ * fp32, and with LoRA its adapters too), against the free space of
+ * checkpoint.dir's file system (whose nearest existing directory is
+ * existing). */
+static void check_room(const st_config *cfg, const st_model *m, int64_t resume_step,
+                       const char *existing, FILE *out)
 {
-    double ckpt = 0;
-    for (int u = 0; u < m->n_units; u++)
+    double ckpt = 0, adapters = 0;
+    for (int u = 0; u < m->n_units; u++) {
         ckpt += 12.0 * (double)st_model_train_padded(m, u, 1);
-    const double final = 4.0 * (double)m->n_params;
+        adapters += m->lora.rank ? 4.0 * (double)st_model_train_numel(m, u) : 0;
+    }
+    const double final = 4.0 * (double)m->n_params + adapters;
     long long *steps;
     const size_t kept = st_ckpt_list_steps(cfg->checkpoint.dir, &steps);
     free(steps);
@@ -216,7 +219,7 @@ static void check_room(const st_config *cfg, const st_model *m, int64_t resume_s
     uint64_t free_bytes;
     struct statvfs vf;
     if (!st_fault_free_bytes(&free_bytes)) {
-        if (statvfs(ckpt_existing, &vf) != 0)
+        if (statvfs(existing, &vf) != 0)
             return;   /* nothing to weigh against: said nowhere, as before */
         free_bytes = (uint64_t)vf.f_bavail * vf.f_frsize;
     }
@@ -265,10 +268,11 @@ int st_preflight_inputs(const st_config *cfg, FILE *out)
                     cfg->model.init, (long long)m.n_params);
     }
     int64_t resume_step = -1;
-    rc = rc ? rc : check_output_dirs(cfg, out);
+    char ckpt_existing[4096];
+    rc = rc ? rc : check_output_dirs(cfg, out, ckpt_existing);
     rc = rc ? rc : check_resume(cfg, &m, out, &resume_step);
     if (!rc)
-        check_room(cfg, &m, resume_step, out);
+        check_room(cfg, &m, resume_step, ckpt_existing, out);
     if (built)
         st_model_free(&m);
     return rc;
