@@ -152,6 +152,15 @@ check "one byte short of the room: exit $c, one warning line naming checkpoint.d
 SHARDTRAIN_TEST_FREE_BYTES=$need st check --inputs -s checkpoint.dir="$TMP/fresh" \
     >/dev/null 2>"$TMP/enough.err"
 check "exactly the room: no warning" sh -c "[ $? -eq 0 ] && [ ! -s '$TMP/enough.err' ]"
+# train weighs the same room at start (rank 0): the same warning line as
+# check's, and the run goes on.
+SHARDTRAIN_TEST_FREE_BYTES=$((need - 1)) ranks 1 120 "$SHARDTRAIN" train -s log.dir="$TMP/fresh_logs" \
+    -s checkpoint.dir="$TMP/fresh" "$TMP/base.ini" >/dev/null 2>"$TMP/short_t.err"
+c=$?
+grep '^shardtrain: warning:' "$TMP/short_t.err" >"$TMP/short_t.w"
+check "train one byte short of the room: check's warning line at start, and the run completes (exit $c)" \
+    sh -c "[ $c -eq 0 ] && cmp -s '$TMP/short.err' '$TMP/short_t.w' &&
+        test -f '$TMP/fresh/final/model.safetensors'"
 
 # A corrupt block in the newest checkpoint (a byte of its shard's first
 # block flipped): with auto, check --inputs falls back past it with the

@@ -126,16 +126,14 @@ static int would_be_writable(const char *dir, int *exists, char *p)
     }
 }
 
-/* ckpt_existing (4096 bytes) gets checkpoint.dir's nearest existing
- * directory, where its free space is asked. */
-static int check_output_dirs(const st_config *cfg, FILE *out, char *ckpt_existing)
+static int check_output_dirs(const st_config *cfg, FILE *out)
 {
     const struct { const char *sec, *key, *dir; } d[2] = {
         {"log", "dir", cfg->log.dir}, {"checkpoint", "dir", cfg->checkpoint.dir}};
     for (int i = 0; i < 2; i++) {
         int exists;
         char found[4096];
-        int err = would_be_writable(d[i].dir, &exists, i ? ckpt_existing : found);
+        int err = would_be_writable(d[i].dir, &exists, found);
         if (err)
             return st_preflight_output_dir_error(cfg, d[i].sec, d[i].key, d[i].dir, err);
         fprintf(out, "; %s.%s: %s, %s\n", d[i].sec, d[i].key, d[i].dir,
@@ -199,11 +197,13 @@ static double room_needed(const st_config *cfg, int64_t start, int64_t kept, dou
  * fp32 master, first and second moment of every trained element, the
  * vocabulary tail included; the final weights are the whole model in
  * fp32, and with LoRA its adapters too), against the free space of
- * checkpoint.dir's file system (whose nearest existing directory is
- * existing). */
-static void check_room(const st_config *cfg, const st_model *m, int64_t resume_step,
-                       const char *existing, FILE *out)
+ * checkpoint.dir's file system, asked at its nearest existing directory. */
+void st_preflight_room(const st_config *cfg, const st_model *m, int64_t resume_step, FILE *out)
 {
+    char existing[4096];
+    int exists;
+    if (would_be_writable(cfg->checkpoint.dir, &exists, existing) != 0)
+        return;   /* its error is check_output_dirs's */
     double ckpt = 0, adapters = 0;
     for (int u = 0; u < m->n_units; u++) {
         ckpt += 12.0 * (double)st_model_train_padded(m, u, 1);
@@ -229,13 +229,15 @@ static void check_room(const st_config *cfg, const st_model *m, int64_t resume_s
     st_format_bytes(nd, sizeof nd, need);
     st_format_bytes(fr, sizeof fr, (double)free_bytes);
     /* Three lines: an INI line holds 199 bytes. */
-    fprintf(out, "; checkpoint space: %s a checkpoint (%.0f bytes), %s the final weights "
-            "(%.0f bytes)\n", c, ckpt, fw, final);
-    fprintf(out, "; checkpoint space: %lld save(s) planned, %zu checkpoint(s) there, "
-            "checkpoint.keep = %lld\n", (long long)saves, kept,
-            (long long)cfg->checkpoint.keep);
-    fprintf(out, "; checkpoint space: up to %s more (%.0f bytes), %s free (%llu bytes)\n", nd,
-            need, fr, (unsigned long long)free_bytes);
+    if (out) {
+        fprintf(out, "; checkpoint space: %s a checkpoint (%.0f bytes), %s the final weights "
+                "(%.0f bytes)\n", c, ckpt, fw, final);
+        fprintf(out, "; checkpoint space: %lld save(s) planned, %zu checkpoint(s) there, "
+                "checkpoint.keep = %lld\n", (long long)saves, kept,
+                (long long)cfg->checkpoint.keep);
+        fprintf(out, "; checkpoint space: up to %s more (%.0f bytes), %s free (%llu bytes)\n", nd,
+                need, fr, (unsigned long long)free_bytes);
+    }
     if ((double)free_bytes < need)
         st_warn("checkpoint.dir = %s: %s free on its file system, and the run needs up to %s "
                 "more (%lld checkpoint save(s) of %s with checkpoint.keep = %lld, and the final "
@@ -268,11 +270,10 @@ int st_preflight_inputs(const st_config *cfg, FILE *out)
                     cfg->model.init, (long long)m.n_params);
     }
     int64_t resume_step = -1;
-    char ckpt_existing[4096];
-    rc = rc ? rc : check_output_dirs(cfg, out, ckpt_existing);
+    rc = rc ? rc : check_output_dirs(cfg, out);
     rc = rc ? rc : check_resume(cfg, &m, out, &resume_step);
     if (!rc)
-        check_room(cfg, &m, resume_step, ckpt_existing, out);
+        st_preflight_room(cfg, &m, resume_step, out);
     if (built)
         st_model_free(&m);
     return rc;

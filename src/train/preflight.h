@@ -5,9 +5,11 @@
 #ifndef ST_PREFLIGHT_H
 #define ST_PREFLIGHT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "config/config.h"
+#include "model/model.h"
 
 /* The rules train applies to the configuration alone, after loading it:
  * with world > 0 ranks, global_batch a multiple of micro_batch x world;
@@ -26,6 +28,14 @@ int st_preflight_config(const st_config *cfg, int world);
  * lines ("; ..."), so that `check` output stays INI.  Returns 0, or prints
  * one error line and returns an exit status. */
 int st_preflight_inputs(const st_config *cfg, FILE *out);
+
+/* The room the run needs in checkpoint.dir at its fullest (its saves
+ * from step resume_step on, -1 or 0 for a fresh start, and the final
+ * weights) against the free space of its file system: one warning line
+ * when short (exit statuses are not changed: space comes and goes, and a
+ * save that meets a full disk fails whole), and with out the figures as
+ * INI comments.  For check --inputs, and for train at start on rank 0. */
+void st_preflight_room(const st_config *cfg, const st_model *m, int64_t resume_step, FILE *out);
 
 /* checkpoint.dir/final, where the final weights go, is not a file (found
  * at start, not after the training).  Returns 0, or prints one error line
