@@ -228,6 +228,25 @@ recovering_export "the next export clears the journal first (one warning line), 
 same_as "... leaving the whole of the export of step 4" "$TMP/ref4"
 rm -rf "$K"
 cp -a "$TMP/k_before" "$K"
+# Killed once its roll-back is over: every file old again, the "back"
+# journal left.  Readers take K as whole; the next export clears the
+# journal (nothing left to put back).
+rm -rf "$K"
+cp -a "$TMP/k_before" "$K"
+killed_export model.safetensors:kill-back-done
+bad=""
+for f in $files; do cmp -s "$K/$f" "$TMP/k_before/$f" || bad="$bad $f"; done
+check "an export killed once its roll-back is over (exit $st) leaves every file old${bad:+ (not so:$bad)}, and its journal saying back" \
+    sh -c "[ $st -eq 137 ] && [ -z '$bad' ] && grep -qx back '$K/.shardtrain-stage/.commit'"
+ranks 1 300 "$SHARDTRAIN" train -s model.init="$K" -s checkpoint.every=0 \
+    -s checkpoint.dir="$TMP/kback_ck" -s log.dir="$TMP/kback" "$TMP/base.ini" \
+    >/dev/null 2>"$TMP/kback.err"
+st=$?
+check "... and a model.init of K is taken as whole (exit $st, no error line)" \
+    sh -c "[ $st -eq 0 ] && ! grep -q '^shardtrain: error:' '$TMP/kback.err'"
+recovering_export "the next export clears the journal first (one warning line), then fails at config.json (exit 1, one error line)" \
+    "$K: a shardtrain was killed while undoing a failed write here; the undoing is now finished (0 old files put back, 0 new removed)"
+same_as "... leaving the directory as it was before the killed export" "$TMP/k_before"
 # A journal that is not one (cut short, edited): nothing is guessed, the
 # export refuses and keeps the stage for the user to look at.
 mkdir "$K/.shardtrain-stage"

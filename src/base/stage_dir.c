@@ -15,8 +15,8 @@
  * moved in: all were whole, or there would be no journal) or back (every
  * old copy in .old renamed back, every new file that had none removed),
  * instead of clearing the stage; and readers of a model directory refuse
- * one whose journal is there (st_stage_check_whole), unless every file it
- * names has moved in.  A roll-back whose "back" cannot be written is not
+ * one whose journal is there (st_stage_check_whole), unless the write it
+ * records is over (every file moved in, or every one put back).  A roll-back whose "back" cannot be written is not
  * begun: the journal's forward stays the truth. */
 #include "base/stage_dir.h"
 #include "base/files.h"
@@ -473,16 +473,30 @@ int st_stage_check_whole(const char *dir)
     snprintf(journal, sizeof journal, "%s/%s/%s", dir, ST_STAGE_NAME, JOURNAL_NAME);
     if (lstat(journal, &sb) != 0)
         return 0;
-    /* A forward journal none of whose files is still staged is the record
-     * of a write killed after its last rename: every file is new. */
+    /* The journal of a write that is over, left by a kill before the stage
+     * was removed, is no reason to refuse: forward with none of its files
+     * still staged (every file new), or back with every kept old copy
+     * renamed back, or still the file in place, and every new file that
+     * had no old one gone (every file old). */
     staged_files f = {0};
-    int back = 1, moved = read_journal(journal, &f, &back) == 1 && !back;
-    for (int i = 0; i < f.n && moved; i++) {
-        snprintf(staged, sizeof staged, "%s/%s/%s", dir, ST_STAGE_NAME, f.rel[i]);
-        moved = lstat(staged, &sb) != 0 && errno == ENOENT;
+    int back = 0, over = read_journal(journal, &f, &back) == 1;
+    for (int i = 0; i < f.n && over; i++) {
+        struct stat now;
+        if (!back) {
+            snprintf(staged, sizeof staged, "%s/%s/%s", dir, ST_STAGE_NAME, f.rel[i]);
+            over = lstat(staged, &sb) != 0 && errno == ENOENT;
+            continue;
+        }
+        snprintf(staged, sizeof staged, "%s/%s/.old/%d", dir, ST_STAGE_NAME, i);
+        char to[8600];
+        join(to, sizeof to, dir, f.rel[i]);
+        if (lstat(staged, &sb) == 0)
+            over = lstat(to, &now) == 0 && now.st_ino == sb.st_ino && now.st_dev == sb.st_dev;
+        else if (!(f.flags[i] & HAD_OLD))
+            over = lstat(to, &now) != 0 && errno == ENOENT;
     }
     staged_free(&f);
-    if (moved)
+    if (over)
         return 0;
     st_error(dir, "holds files half moved in by a shardtrain that was killed while "
              "writing them (%s names them); hint: run the export or training that "
@@ -542,6 +556,7 @@ int st_stage_commit(st_stage *s)
             break;
         }
         const int stuck = roll_back(s, old, &f, i);
+        st_fault_stage_kill_after_rollback();
         /* The old copies left are the user's: out of the stage, which the
          * next run would clear, into a directory of their own (or, if even
          * that fails, the stage is kept). */

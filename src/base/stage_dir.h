@@ -63,8 +63,9 @@ int st_stage_finish(st_stage *s, int rc);
 
 /* Whether dir is whole: 0, or (it holds the journal of a write killed
  * while moving its files in, which the next st_stage_begin there
- * finishes) one error line and ST_EXIT_USAGE.  A journal whose files
- * have all moved in (a write killed after its last rename) is whole.  For
+ * finishes) one error line and ST_EXIT_USAGE.  A journal whose write is
+ * over (a process killed after its last rename, or after its roll-back)
+ * is whole.  For
  * readers of a model directory, which would otherwise read old files
  * beside new ones. */
 int st_stage_check_whole(const char *dir);

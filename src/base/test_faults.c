@@ -67,7 +67,7 @@ int st_fault_checkpoint_full(int64_t step, const char *where)
 }
 
 /* SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-after|:kill-back|
- * :no-back]: the mode
+ * :kill-back-done|:no-back]: the mode
  * after NAME ("" when none), or NULL when the variable does not name NAME
  * (with name NULL: whatever NAME it names). */
 static const char *stage_fault_mode(const char *name)
@@ -86,7 +86,7 @@ int st_fault_stage_full(const char *name)
 {
     const char *m = stage_fault_mode(name);
     return m && (!*m || !strcmp(m, "stuck") || !strcmp(m, "kill-back") ||
-                 !strcmp(m, "no-back"));
+                 !strcmp(m, "kill-back-done") || !strcmp(m, "no-back"));
 }
 
 int st_fault_stage_no_back(void)
@@ -119,6 +119,13 @@ void st_fault_stage_kill_in_rollback(void)
 {
     const char *m = stage_fault_mode(NULL);
     if (m && !strcmp(m, "kill-back"))
+        raise(SIGKILL);
+}
+
+void st_fault_stage_kill_after_rollback(void)
+{
+    const char *m = stage_fault_mode(NULL);
+    if (m && !strcmp(m, "kill-back-done"))
         raise(SIGKILL);
 }
 

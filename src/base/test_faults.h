@@ -22,7 +22,7 @@
  *       untouched (with :rename, also a directory of the same step that
  *       a repeated run was replacing).
  *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-after|
- *                                      :kill-back|:no-back]
+ *                                      :kill-back|:kill-back-done|:no-back]
  *       (tests/staged_writes.sh)  Moving the staged file NAME
  *       (config.json) into the directory an export writes, or into
  *       checkpoint.dir/final, gets ENOSPC, after the files before it in
@@ -39,7 +39,9 @@
  *       interrupted one.  With :kill-after, the process is killed just
  *       after moving NAME (the last file: every file moved in, the stage
  *       and its journal left), to show that readers take the directory
- *       as whole.  With :no-back, recording the roll-back after the
+ *       as whole; with :kill-back-done, once the roll-back after the
+ *       ENOSPC is over (every old file back, the journal left), the same.
+ *       With :no-back, recording the roll-back after the
  *       ENOSPC fails too, to show that nothing is then put back: the
  *       directory is left half written, refused by readers, and finished
  *       forward by the next write.
@@ -114,6 +116,9 @@ void st_fault_stage_kill_after(const char *name);
 /* Kills this process when a roll-back of the staged files is to be
  * interrupted (:kill-back), called once a file has been put back. */
 void st_fault_stage_kill_in_rollback(void);
+/* Kills this process once a roll-back is over, before the stage and its
+ * journal are removed (:kill-back-done). */
+void st_fault_stage_kill_after_rollback(void);
 /* Whether the metrics record of `step` is to fail as on a full disk. */
 int st_fault_log_full(int64_t step);
 
