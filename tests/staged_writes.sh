@@ -207,6 +207,16 @@ recovering_export "the next export finishes it forward first (one warning line),
     "$K: a shardtrain was killed while moving its files in here; its write is now finished (1 of its 3 files moved in now)"
 same_as "... leaving the whole of the export of step 4" "$TMP/ref4"
 
+# taken_whole NAME: one check that a run with model.init K trains (exit 0,
+# no error line), its files under $TMP/NAME*.
+taken_whole() {
+    ranks 1 300 "$SHARDTRAIN" train -s model.init="$K" -s checkpoint.every=0 \
+        -s checkpoint.dir="$TMP/$1_ck" -s log.dir="$TMP/$1" "$TMP/base.ini" \
+        >/dev/null 2>"$TMP/$1.err"
+    _st=$?
+    check "... and a model.init of K is taken as whole (exit $_st, no error line)" \
+        sh -c "[ $_st -eq 0 ] && ! grep -q '^shardtrain: error:' '$TMP/$1.err'"
+}
 # Killed just after its last rename: every file is new, but the stage and
 # its journal are left.  Readers take K as whole; the next export clears
 # the journal, saying so.
@@ -217,17 +227,10 @@ bad=""
 for f in $files; do cmp -s "$K/$f" "$TMP/ref4/$f" || bad="$bad $f"; done
 check "an export killed just after its last rename (exit $st) leaves every file new${bad:+ (not so:$bad)}, and its journal" \
     sh -c "[ $st -eq 137 ] && [ -z '$bad' ] && grep -qx forward '$K/.shardtrain-stage/.commit'"
-ranks 1 300 "$SHARDTRAIN" train -s model.init="$K" -s checkpoint.every=0 \
-    -s checkpoint.dir="$TMP/kafter_ck" -s log.dir="$TMP/kafter" "$TMP/base.ini" \
-    >/dev/null 2>"$TMP/kafter.err"
-st=$?
-check "... and a model.init of K is taken as whole (exit $st, no error line)" \
-    sh -c "[ $st -eq 0 ] && ! grep -q '^shardtrain: error:' '$TMP/kafter.err'"
+taken_whole kafter
 recovering_export "the next export clears the journal first (one warning line), then fails at config.json (exit 1, one error line)" \
     "$K: a shardtrain was killed just after moving its files in here; its record of them is now cleared (all 3 had moved in)"
 same_as "... leaving the whole of the export of step 4" "$TMP/ref4"
-rm -rf "$K"
-cp -a "$TMP/k_before" "$K"
 # Killed once its roll-back is over: every file old again, the "back"
 # journal left.  Readers take K as whole; the next export clears the
 # journal (nothing left to put back).
@@ -238,12 +241,7 @@ bad=""
 for f in $files; do cmp -s "$K/$f" "$TMP/k_before/$f" || bad="$bad $f"; done
 check "an export killed once its roll-back is over (exit $st) leaves every file old${bad:+ (not so:$bad)}, and its journal saying back" \
     sh -c "[ $st -eq 137 ] && [ -z '$bad' ] && grep -qx back '$K/.shardtrain-stage/.commit'"
-ranks 1 300 "$SHARDTRAIN" train -s model.init="$K" -s checkpoint.every=0 \
-    -s checkpoint.dir="$TMP/kback_ck" -s log.dir="$TMP/kback" "$TMP/base.ini" \
-    >/dev/null 2>"$TMP/kback.err"
-st=$?
-check "... and a model.init of K is taken as whole (exit $st, no error line)" \
-    sh -c "[ $st -eq 0 ] && ! grep -q '^shardtrain: error:' '$TMP/kback.err'"
+taken_whole kback
 recovering_export "the next export clears the journal first (one warning line), then fails at config.json (exit 1, one error line)" \
     "$K: a shardtrain was killed while undoing a failed write here; the undoing is now finished (0 old files put back, 0 new removed)"
 same_as "... leaving the directory as it was before the killed export" "$TMP/k_before"

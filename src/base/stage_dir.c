@@ -16,8 +16,9 @@
  * old copy in .old renamed back, every new file that had none removed),
  * instead of clearing the stage; and readers of a model directory refuse
  * one whose journal is there (st_stage_check_whole), unless the write it
- * records is over (every file moved in, or every one put back).  A roll-back whose "back" cannot be written is not
- * begun: the journal's forward stays the truth. */
+ * records is over (every file moved in, or every one put back).  A
+ * roll-back whose "back" cannot be written is not begun: the journal's
+ * forward stays the truth. */
 #include "base/stage_dir.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -199,6 +200,13 @@ static void kept_path(char *buf, size_t n, const char *old, int i)
     char idx[16];
     snprintf(idx, sizeof idx, "%d", i);
     join(buf, n, old, idx);
+}
+
+/* Whether path is the file sb describes (a kept hard link to it). */
+static int is_file(const char *path, const struct stat *sb)
+{
+    struct stat now;
+    return lstat(path, &now) == 0 && now.st_ino == sb->st_ino && now.st_dev == sb->st_dev;
 }
 
 /* rename(2) of an old file back into place, or (from NULL) unlink(2) of
@@ -428,9 +436,7 @@ static int finish_interrupted(st_stage *s)
         } else if (back && lstat(keep, &sb) == 0) {
             /* A kept link to the file still in place (its replacement
              * never moved in) needs nothing. */
-            struct stat now;
-            const int same = lstat(to, &now) == 0 && now.st_ino == sb.st_ino &&
-                             now.st_dev == sb.st_dev;
+            const int same = is_file(to, &sb);
             rc = !same && rename(keep, to) != 0;
             done += !rc && !same;
         } else if (back && !staged && !(f.flags[i] & HAD_OLD)) {
@@ -468,9 +474,10 @@ static int finish_interrupted(st_stage *s)
 
 int st_stage_check_whole(const char *dir)
 {
-    char journal[8600], staged[8600];
+    char journal[8600], staged[8600], old[8400], to[8600];
     struct stat sb;
     snprintf(journal, sizeof journal, "%s/%s/%s", dir, ST_STAGE_NAME, JOURNAL_NAME);
+    snprintf(old, sizeof old, "%s/%s/.old", dir, ST_STAGE_NAME);
     if (lstat(journal, &sb) != 0)
         return 0;
     /* The journal of a write that is over, left by a kill before the stage
@@ -481,19 +488,17 @@ int st_stage_check_whole(const char *dir)
     staged_files f = {0};
     int back = 0, over = read_journal(journal, &f, &back) == 1;
     for (int i = 0; i < f.n && over; i++) {
-        struct stat now;
+        join(to, sizeof to, dir, f.rel[i]);
         if (!back) {
             snprintf(staged, sizeof staged, "%s/%s/%s", dir, ST_STAGE_NAME, f.rel[i]);
             over = lstat(staged, &sb) != 0 && errno == ENOENT;
             continue;
         }
-        snprintf(staged, sizeof staged, "%s/%s/.old/%d", dir, ST_STAGE_NAME, i);
-        char to[8600];
-        join(to, sizeof to, dir, f.rel[i]);
+        kept_path(staged, sizeof staged, old, i);
         if (lstat(staged, &sb) == 0)
-            over = lstat(to, &now) == 0 && now.st_ino == sb.st_ino && now.st_dev == sb.st_dev;
+            over = is_file(to, &sb);
         else if (!(f.flags[i] & HAD_OLD))
-            over = lstat(to, &now) != 0 && errno == ENOENT;
+            over = lstat(to, &sb) != 0 && errno == ENOENT;
     }
     staged_free(&f);
     if (over)

@@ -65,9 +65,8 @@ int st_stage_finish(st_stage *s, int rc);
  * while moving its files in, which the next st_stage_begin there
  * finishes) one error line and ST_EXIT_USAGE.  A journal whose write is
  * over (a process killed after its last rename, or after its roll-back)
- * is whole.  For
- * readers of a model directory, which would otherwise read old files
- * beside new ones. */
+ * is whole.  For readers of a model directory, which would otherwise read
+ * old files beside new ones. */
 int st_stage_check_whole(const char *dir);
 
 /* rm -rf path: 0 (also when nothing is there), or -1 with errno. */

@@ -166,10 +166,10 @@ static int train_setup(train_run *r)
         return rc;
     if ((rc = st_ckpt_resume(&r->fsdp, cfg, r->rt, &r->start)))
         return rc;
-    if (r->rank == 0)
+    if (r->rank == 0) {
         st_preflight_room(cfg, &r->model, r->start, NULL);   /* a warning at most */
-    if (r->rank == 0)
         rc = st_runlog_open(&r->log, cfg, r->dp, r->start, r->t_begin);
+    }
     if ((rc = st_runtime_agree(rc)))
         return rc;
     /* After the checks, so that bad input stays a single error line. */
