@@ -83,29 +83,51 @@ for f in $files; do
     same_dir "after the failure at $f the directory is as it was, with no stage left"
 done
 
-# Putting the replaced files back fails as well (:stuck): the error line
-# names where the old copies of the files it could not put back are kept
-# (config.json and generation_config.json, replaced before
-# model.safetensors failed), and they are the old files.
-SHARDTRAIN_TEST_STAGE_FULL_AT=model.safetensors:stuck timeout -k 10 60 "$SHARDTRAIN" export \
-    "$TMP/ck/step_00000004" "$OUT" >/dev/null 2>"$TMP/stuck.err"
-st=$?
-kept=$(sed -n 's/.*could not be put back; the old copies are in \([^ ]*\) (config.json as 0, generation_config.json as 1)$/\1/p' "$TMP/stuck.err")
-stuck_line "put-back failing too: exit 1, one error line naming where the old copies are" \
-    "$TMP/stuck.err" "$st"
-case $kept in
-    "$OUT"/.shardtrain-old-*) in_out=1 ;;
-    *) in_out=0 ;;
-esac
-check "the old copies are kept outside the stage, in $OUT, and are the old files" \
-    sh -c "[ $in_out -eq 1 ] && cmp -s '$kept/0' '$TMP/before/config.json' &&
-        cmp -s '$kept/1' '$TMP/before/generation_config.json'"
-check "... and the next export does not remove them" sh -c "
-    '$SHARDTRAIN' export '$TMP/ck/step_00000002' '$OUT' >/dev/null 2>&1 && test -f '$kept/1'"
-rm -rf "$OUT"/.shardtrain-old-*
-check "the export after it put the step-2 export back in place" \
-    sh -c "for f in $files README.md; do cmp -s '$OUT/'\$f '$TMP/before/'\$f || exit 1; done"
-
+# Putting the replaced files back fails as well (:stuck): config.json and
+# generation_config.json, replaced before model.safetensors failed, stay
+# new.  The error line names them and where their old copies are kept: the
+# stage's .old, kept with the journal saying back, so that readers refuse
+# $OUT and the next export puts the old copies back first.  A kill once
+# such a roll-back is over (:stuck-kill) must leave the same.
+for mode in stuck stuck-kill; do
+    SHARDTRAIN_TEST_STAGE_FULL_AT=model.safetensors:$mode timeout -k 10 60 "$SHARDTRAIN" \
+        export "$TMP/ck/step_00000004" "$OUT" >/dev/null 2>"$TMP/stuck.err"
+    st=$?
+    if [ $mode = stuck ]; then
+        kept=$(sed -n 's/.*; hint: 2 replaced files could not be put back (the old copies are in \([^ ]*\): config.json as 0, generation_config.json as 1); readers refuse .* until the next write into it, which first finishes putting it back$/\1/p' "$TMP/stuck.err")
+        stuck_line "put-back failing too: exit 1, one error line naming the files and where their old copies are" \
+            "$TMP/stuck.err" "$st"
+    else
+        kept=$OUT/.shardtrain-stage/.old
+        check "killed once a put-back that failed is over: exit 137 (got $st)" test "$st" -eq 137
+    fi
+    bad=""
+    for f in config.json generation_config.json; do cmp -s "$OUT/$f" "$TMP/ref4/$f" || bad="$bad $f"; done
+    cmp -s "$OUT/model.safetensors" "$TMP/before/model.safetensors" || bad="$bad model.safetensors"
+    check "... two files left new, model.safetensors old${bad:+ (not so:$bad)}; the old copies kept in the stage, the journal saying back" \
+        sh -c "[ -z '$bad' ] && [ '$kept' = '$OUT/.shardtrain-stage/.old' ] &&
+            cmp -s '$kept/0' '$TMP/before/config.json' &&
+            cmp -s '$kept/1' '$TMP/before/generation_config.json' &&
+            grep -qx back '$OUT/.shardtrain-stage/.commit'"
+    refused "... and a model.init of it is refused (exit 2, one line)" \
+        "$OUT: holds files half put back by a shardtrain that was killed, or could not put them back, after a failed write" \
+        "$SHARDTRAIN" train -s model.init="$OUT" -s log.dir="$TMP/stuckinit" "$TMP/base.ini"
+    # The next export puts the old copies back, then fails at its own first
+    # move, which it undoes: the directory is then as before the stuck one.
+    SHARDTRAIN_TEST_STAGE_FULL_AT=config.json timeout -k 10 60 "$SHARDTRAIN" export \
+        "$TMP/ck/step_00000004" "$OUT" >/dev/null 2>"$TMP/stuck2.err"
+    st=$?
+    if [ "$st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/stuck2.err")" -eq 1 ] &&
+        grep '^shardtrain: warning:' "$TMP/stuck2.err" | grep -q -- \
+            "$OUT: a shardtrain left a failed write here half undone (it was killed, or could not put a file back); the undoing is now finished (2 old files put back, 0 new removed)"
+    then
+        ok "... the next export puts the 2 old files back first (one warning line)"
+    else
+        not_ok "... the next export puts the 2 old files back first (one warning line) (exit $st)"
+        diag "$(cut -c1-300 "$TMP/stuck2.err")"
+    fi
+    same_dir "... leaving the directory as it was before the ($mode) export"
+done
 # ---- a write killed between its renames ------------------------------------
 # K is an earlier export whose config.json and generation_config.json differ
 # from step 4's (a user's edit), so that old and new can be told apart in
@@ -179,7 +201,7 @@ for f in generation_config.json model.safetensors; do cmp -s "$K/$f" "$TMP/k_bef
 check "an export killed while undoing its failed write (exit $st) leaves config.json new, the others old${bad:+ (not so:$bad)}" \
     sh -c "[ $st -eq 137 ] && [ -z '$bad' ] && grep -qx back '$K/.shardtrain-stage/.commit'"
 recovering_export "the next export finishes the undoing first (one warning line), then fails at config.json (exit 1, one error line)" \
-    "$K: a shardtrain was killed while undoing a failed write here; the undoing is now finished (1 old file put back, 0 new removed)"
+    "$K: a shardtrain left a failed write here half undone (it was killed, or could not put a file back); the undoing is now finished (1 old file put back, 0 new removed)"
 same_as "... leaving the directory as it was before the killed export" "$TMP/k_before"
 
 # A roll-back that cannot be recorded is not begun: moving model.safetensors
@@ -243,7 +265,7 @@ check "an export killed once its roll-back is over (exit $st) leaves every file 
     sh -c "[ $st -eq 137 ] && [ -z '$bad' ] && grep -qx back '$K/.shardtrain-stage/.commit'"
 taken_whole kback
 recovering_export "the next export clears the journal first (one warning line), then fails at config.json (exit 1, one error line)" \
-    "$K: a shardtrain was killed while undoing a failed write here; the undoing is now finished (0 old files put back, 0 new removed)"
+    "$K: a shardtrain left a failed write here half undone (it was killed, or could not put a file back); the undoing is now finished (0 old files put back, 0 new removed)"
 same_as "... leaving the directory as it was before the killed export" "$TMP/k_before"
 # A journal that is not one (cut short, edited): nothing is guessed, the
 # export refuses and keeps the stage for the user to look at.
@@ -408,16 +430,23 @@ failed_rerun "a LoRA rerun failing at model.safetensors, the last file it moves"
     "final/model.safetensors: cannot move the new file into place: No space left" \
     lora1 model.safetensors -s lora.rank=4
 # The same with putting back failing too (:stuck): the replaced files'
-# old copies are kept and named, the new adapter files left and named.
+# old copies are kept and named, the new adapter files left and named; the
+# next run writing final/ puts it back first, then writes its own.
 fin lora_stuck model.safetensors:stuck -s lora.rank=4
 st=$?
-kept=$(sed -n 's/.*; hint: 2 replaced files could not be put back; the old copies are in \([^ ]*\) (config.json as 2, generation_config.json as 3); 2 new files could not be removed (adapter\/adapter_config.json, adapter\/adapter_model.safetensors)$/\1/p' "$TMP/lora_stuck.err")
+kept=$(sed -n 's/.*; hint: 2 replaced files could not be put back (the old copies are in \([^ ]*\): config.json as 2, generation_config.json as 3); 2 new files could not be removed (adapter\/adapter_config.json, adapter\/adapter_model.safetensors); readers refuse .*$/\1/p' "$TMP/lora_stuck.err")
 stuck_line "a LoRA rerun with put-back failing: exit 1, one error line naming the old copies and the new files left" \
     "$TMP/lora_stuck.err" "$st"
 check "... the old copies are the earlier run's files, the new adapter files are where it says" \
-    sh -c "cmp -s '$kept/2' '$TMP/fin_before/config.json' &&
+    sh -c "[ '$kept' = '$TMP/fin/final/.shardtrain-stage/.old' ] &&
+        cmp -s '$kept/2' '$TMP/fin_before/config.json' &&
         cmp -s '$kept/3' '$TMP/fin_before/generation_config.json' &&
         test -s '$TMP/fin/final/adapter/adapter_model.safetensors'"
+failed_rerun "the next rerun, failing at config.json, first puts the stuck one back" \
+    "final/config.json: cannot move the new file into place" \
+    stuck_next config.json -s train.seed=6
+check "... saying so in one warning line (2 old files put back, 2 new removed)" \
+    grep -q "^shardtrain: warning: $TMP/fin/final: a shardtrain left a failed write here half undone (it was killed, or could not put a file back); the undoing is now finished (2 old files put back, 2 new removed)$" "$TMP/stuck_next.err"
 rm -rf "$TMP/fin/final"
 cp -a "$TMP/fin_before" "$TMP/fin/final"
 failed_rerun "a rerun with another seed failing at config.json" \

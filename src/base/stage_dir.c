@@ -18,7 +18,9 @@
  * one whose journal is there (st_stage_check_whole), unless the write it
  * records is over (every file moved in, or every one put back).  A
  * roll-back whose "back" cannot be written is not begun: the journal's
- * forward stays the truth. */
+ * forward stays the truth.  A roll-back that cannot put a file back keeps
+ * the stage, journal and old copies as a kill would leave them, for the
+ * next write to finish. */
 #include "base/stage_dir.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -459,9 +461,9 @@ static int finish_interrupted(st_stage *s)
                  "hint: the record of it is %s; check free space and permissions and "
                  "write again", back ? "undo" : "finish", strerror(errno), journal);
     else if (back)
-        st_warn("%s: a shardtrain was killed while undoing a failed write here; the "
-                "undoing is now finished (%d old file%s put back, %d new removed)",
-                s->out, done, done == 1 ? "" : "s", removed);
+        st_warn("%s: a shardtrain left a failed write here half undone (it was killed, or "
+                "could not put a file back); the undoing is now finished (%d old file%s put "
+                "back, %d new removed)", s->out, done, done == 1 ? "" : "s", removed);
     else if (!done)
         st_warn("%s: a shardtrain was killed just after moving its files in here; its "
                 "record of them is now cleared (all %d had moved in)", s->out, f.n);
@@ -503,10 +505,11 @@ int st_stage_check_whole(const char *dir)
     staged_free(&f);
     if (over)
         return 0;
-    st_error(dir, "holds files half moved in by a shardtrain that was killed while "
-             "writing them (%s names them); hint: run the export or training that "
-             "writes this directory again: it first finishes the interrupted write",
-             journal);
+    st_error(dir, "holds files half %s by a shardtrain that was %s (%s names them); hint: "
+             "run the export or training that writes this directory again: it first "
+             "finishes the interrupted write", back ? "put back" : "moved in",
+             back ? "killed, or could not put them back, after a failed write" :
+             "killed while writing them", journal);
     return ST_EXIT_USAGE;
 }
 
@@ -562,12 +565,19 @@ int st_stage_commit(st_stage *s)
         }
         const int stuck = roll_back(s, old, &f, i);
         st_fault_stage_kill_after_rollback();
-        /* The old copies left are the user's: out of the stage, which the
-         * next run would clear, into a directory of their own (or, if even
-         * that fails, the stage is kept). */
+        if (!stuck) {
+            st_error(to, "cannot move the new file into place: %s; hint: %s is as it was; "
+                     "check free space and permissions", strerror(e), s->out);
+            rc = ST_EXIT_FAILURE;
+            break;
+        }
+        /* What could not be put back stays as the journal records it: the
+         * stage with its "back" journal and the old copies in .old is kept,
+         * so readers refuse out and the next write into it puts the old
+         * copies back first, exactly as after a kill here. */
         int n_old = 0, n_new = 0;
-        char olds[2048] = "", news[2048] = "", kept[8400];
-        for (int j = 0, a = 0, b = 0; j <= i && stuck; j++) {
+        char olds[2048] = "", news[2048] = "", why[12800] = "";
+        for (int j = 0, a = 0, b = 0; j <= i; j++) {
             if (f.kept[j] == KEPT_STUCK && a < (int)sizeof olds) {
                 a += snprintf(olds + a, sizeof olds - (size_t)a, "%s%s as %d", a ? ", " : "",
                               f.rel[j], j);
@@ -578,25 +588,17 @@ int st_stage_commit(st_stage *s)
                 n_new++;
             }
         }
-        snprintf(kept, sizeof kept, "%s/.shardtrain-old-%ld", s->out, (long)getpid());
-        if (n_old && rename(old, kept) != 0) {
-            snprintf(kept, sizeof kept, "%s", old);
-            keep_stage = 1;
-        }
-        char why[12800] = "";
         if (n_old)
-            snprintf(why, sizeof why, "%d replaced file%s could not be put back; the old "
-                     "copies are in %s (%s)", n_old, n_old > 1 ? "s" : "", kept, olds);
+            snprintf(why, sizeof why, "%d replaced file%s could not be put back (the old "
+                     "copies are in %s: %s)", n_old, n_old > 1 ? "s" : "", old, olds);
         if (n_new)
             snprintf(why + strlen(why), sizeof why - strlen(why), "%s%d new file%s could "
                      "not be removed (%s)", n_old ? "; " : "", n_new, n_new > 1 ? "s" : "",
                      news);
-        if (stuck)
-            st_error(to, "cannot move the new file into place: %s; hint: %s", strerror(e),
-                     why);
-        else
-            st_error(to, "cannot move the new file into place: %s; hint: %s is as it was; "
-                     "check free space and permissions", strerror(e), s->out);
+        st_error(to, "cannot move the new file into place: %s; hint: %s; readers refuse %s "
+                 "until the next write into it, which first finishes putting it back",
+                 strerror(e), why, s->out);
+        keep_stage = 1;
         rc = ST_EXIT_FAILURE;
     }
     /* The renames into subdirectories are made durable there. */

@@ -46,9 +46,10 @@ int st_stage_begin(st_stage *s, const char *out);
  * removes those that are new.  Returns 0, or prints one error line and
  * returns an exit status: ST_EXIT_USAGE, refused; ST_EXIT_FAILURE, a
  * rename failed, out then as it was (or, where an old file could not be
- * put back or a new one removed, the error names them, and the old copies
- * are kept in out/.shardtrain-old-PID), or every file is in place but out
- * could not be fsynced. */
+ * put back or a new one removed, the error names them, and the stage is
+ * kept with its journal and the old copies: readers refuse out, and the
+ * next st_stage_begin there puts them back), or every file is in place
+ * but out could not be fsynced. */
 int st_stage_commit(st_stage *s);
 
 /* Removes the stage and everything in it (after a failed write); out is

@@ -66,8 +66,8 @@ int st_fault_checkpoint_full(int64_t step, const char *where)
     return strcmp(point, where) == 0;
 }
 
-/* SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-after|:kill-back|
- * :kill-back-done|:no-back]: the mode
+/* SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:stuck-kill|:kill|:kill-after|
+ * :kill-back|:kill-back-done|:no-back]: the mode
  * after NAME ("" when none), or NULL when the variable does not name NAME
  * (with name NULL: whatever NAME it names). */
 static const char *stage_fault_mode(const char *name)
@@ -85,7 +85,8 @@ static const char *stage_fault_mode(const char *name)
 int st_fault_stage_full(const char *name)
 {
     const char *m = stage_fault_mode(name);
-    return m && (!*m || !strcmp(m, "stuck") || !strcmp(m, "kill-back") ||
+    return m && (!*m || !strcmp(m, "stuck") || !strcmp(m, "stuck-kill") ||
+                 !strcmp(m, "kill-back") ||
                  !strcmp(m, "kill-back-done") || !strcmp(m, "no-back"));
 }
 
@@ -98,7 +99,7 @@ int st_fault_stage_no_back(void)
 int st_fault_stage_stuck(void)
 {
     const char *m = stage_fault_mode(NULL);
-    return m && !strcmp(m, "stuck");
+    return m && (!strcmp(m, "stuck") || !strcmp(m, "stuck-kill"));
 }
 
 void st_fault_stage_kill_before(const char *name)
@@ -125,7 +126,7 @@ void st_fault_stage_kill_in_rollback(void)
 void st_fault_stage_kill_after_rollback(void)
 {
     const char *m = stage_fault_mode(NULL);
-    if (m && !strcmp(m, "kill-back-done"))
+    if (m && (!strcmp(m, "kill-back-done") || !strcmp(m, "stuck-kill")))
         raise(SIGKILL);
 }
 

@@ -21,7 +21,7 @@
  *       removed, and that the previous checkpoint and `latest` are
  *       untouched (with :rename, also a directory of the same step that
  *       a repeated run was replacing).
- *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:kill|:kill-after|
+ *   SHARDTRAIN_TEST_STAGE_FULL_AT=NAME[:stuck|:stuck-kill|:kill|:kill-after|
  *                                      :kill-back|:kill-back-done|:no-back]
  *       (tests/staged_writes.sh)  Moving the staged file NAME
  *       (config.json) into the directory an export writes, or into
@@ -31,7 +31,10 @@
  *       directory as it was.  With :stuck, putting the replaced files back
  *       and removing the new ones fail too (EIO), to show that the old
  *       copies are kept, and the new files named, where the error line
- *       says.  With :kill, the process is killed (SIGKILL) just before
+ *       says, with the journal that makes readers refuse the directory and
+ *       the next write put them back; :stuck-kill is :stuck with the
+ *       process killed once the roll-back is over, which must leave the
+ *       same.  With :kill, the process is killed (SIGKILL) just before
  *       moving NAME, and with :kill-back, after the ENOSPC, once the first
  *       replaced file has been put back: the directory is left half
  *       written, to show that readers refuse it and that the next write
