@@ -19,7 +19,7 @@
 #include "config/config.h"
 #include "runtime/device.h"
 #include "comm/groups.h"
-#include "kernels/kernels.h"
+#include "kernels/kernels_select.h"
 #include "base/log.h"
 #include "runtime/runtime.h"
 

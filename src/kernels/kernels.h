@@ -2,7 +2,8 @@
  * and activations live, and what computes on them, behind one table of
  * operations (st_kernels_ops) that each receive the backend instance they
  * run on, as comm.h's receive their communicator.  The selector
- * (kernels.c) makes the instance; there is a backend per kind of memory:
+ * (kernels_select.h) makes the instance; there is a backend per kind of
+ * memory:
  *   cpu  - host memory; the model.h ops, cpu_ops.h's helpers and st_adamw
  *          (kernels_cpu.c), the numerical reference;
  *   cuda - device memory; cuda/model_cuda.h's units and cuda/ops.h
@@ -45,7 +46,6 @@
 
 #include "base/alloc.h"
 #include "base/dtype.h"
-#include "config/config.h"
 #include "kernels/lora_args.h"
 #include "kernels/step_gate.h"
 #include "model/model.h"
@@ -186,19 +186,5 @@ struct st_kernels {
     void *stream;
     void *impl;              /* backend state */
 };
-
-/* The backend for this rank (kernels.c): cuda when st_device_bind gave it
- * a GPU (device >= 0, from train.device = cuda, or auto with a GPU
- * visible), after the cuda backend's own check of the model; else cpu.
- * SHARDTRAIN_TEST_KERNELS=cpu-bf16params, a testing aid (shardtrain(1),
- * ENVIRONMENT; read through base/test_faults.h), swaps in a CPU backend that takes bf16 parameters, to
- * exercise the engine's params_bf16 path without a GPU; any other value is
- * an error.  Returns an exit status; *out is set on success. */
-int st_kernels_for_device(const st_config *cfg, int device, st_kernels **out);
-/* A backend for buffers only (no model check, no test hook), fp32: cuda on
- * the bound device when on_device, else cpu.  Returns an exit status. */
-int st_kernels_for_memory(int on_device, st_kernels **out);
-/* Ends an instance of either function; NULL does nothing. */
-void st_kernels_close(st_kernels *k);
 
 #endif

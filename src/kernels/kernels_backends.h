@@ -1,6 +1,6 @@
-/* Constructors of the kernels backends.  Only the selector (kernels.c)
- * and tests that want one backend by name include this; the engine and
- * everything else use kernels.h. */
+/* Constructors of the kernels backends.  Only the selector
+ * (kernels_select.c) and tests that want one backend by name include
+ * this; the engine and everything else use kernels.h. */
 #ifndef ST_KERNELS_BACKENDS_H
 #define ST_KERNELS_BACKENDS_H
 

@@ -11,7 +11,7 @@
  * bit; tests/kernels.sh checks that, which is how the engine's
  * params_bf16 path is tested before a backend with native bf16 kernels
  * exists.  It is reachable only through SHARDTRAIN_TEST_KERNELS, which
- * the selector (kernels.c) reads through base/test_faults.h. */
+ * the selector (kernels_select.c) reads through base/test_faults.h. */
 #include "kernels/kernels_backends.h"
 #include "kernels/cpu_model.h"
 #include "kernels/cpu_ops.h"

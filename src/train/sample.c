@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "base/rng.h"
 #include "train/train.h"
+#include "kernels/kernels_select.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -10,6 +10,7 @@
  * asks train/boundary.c whether to checkpoint or stop), the final weights
  * and train_teardown.  The phases share one train_run. */
 #include "train/train.h"
+#include "kernels/kernels_select.h"
 #include "train/preflight.h"
 #include "base/alloc.h"
 #include "base/test_faults.h"

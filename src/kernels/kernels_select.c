@@ -1,10 +1,11 @@
-/* The kernels backend selector (see kernels.h): which backend a rank
+/* The kernels backend selector (see kernels_select.h): which backend a rank
  * computes on follows the device it was bound to, and a backend that
  * cannot run the configured model says so here, before any work.  The
  * backends themselves know nothing of each other or of this choice.  An
  * instance is the selector's to make and to end (st_kernels_close): the
  * cpu backends hand out one static instance, the cuda backend a new one
  * that owns its stream and device state. */
+#include "kernels/kernels_select.h"
 #include "kernels/kernels_backends.h"
 #include "base/test_faults.h"
 
