@@ -1,4 +1,4 @@
-/* libFuzzer target for the configuration reader (src/config/config.c with
+/* libFuzzer target for the configuration reader (src/config/config_load.c with
  * the schema, limits and origin files it needs, and base/log.c; nothing
  * stubbed).  An input is the INI file's bytes, optionally followed by a NUL
  * byte and `-s` overrides, one per line (at most 8), so the fuzzer reaches

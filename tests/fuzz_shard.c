@@ -1,4 +1,4 @@
-/* libFuzzer target for the token shard reader (src/io/data.c with
+/* libFuzzer target for the token shard reader (src/io/dataset.c with
  * base/files.c, base/rng.c and base/log.c; nothing stubbed).  An input is a
  * whole shard file: the 256-int32 header and the tokens.  st_dataset_open
  * must accept it or refuse it with one error line and ST_EXIT_USAGE; an

@@ -2,7 +2,9 @@
  * from the schema's defaults, the model preset, the config.json of a
  * Hugging Face directory named by model.init, the INI file and `-s
  * section.key=value` overrides.  The schema table in schema.c is the single
- * source of truth for the keys; this struct is its typed mirror. */
+ * source of truth for the keys; this struct is its typed mirror.  Its
+ * loading is config_load.c's (then resolve.c's), its checks limits.c's and
+ * where each value came from origin.c's. */
 #ifndef ST_CONFIG_H
 #define ST_CONFIG_H
 
@@ -124,7 +126,8 @@ typedef struct {
     int argno;               /* its position on the command line, for messages */
 } st_override;
 
-/* Read, expand ${VAR}, apply overrides, resolve the preset and validate.
+/* Read, expand ${VAR}, apply overrides, resolve the preset and validate
+ * (config_load.c).
  * On any error prints exactly one `shardtrain: error: FILE:LINE: ...; hint`
  * line and returns ST_EXIT_USAGE; 0 on success.  cfg is zeroed first and
  * must be released with st_config_free whatever the result. */
@@ -134,6 +137,8 @@ int st_config_load(st_config *cfg, const char *path,
 int st_config_defaults(st_config *cfg);
 void st_config_free(st_config *cfg);
 
+/* The name of an enum key's value (or a bool's "true"/"false"), from the
+ * schema (schema.c); "?" for a value or key it does not have. */
 const char *st_enum_name(const char *section, const char *key, int value);
 
 #ifdef __cplusplus

@@ -1,7 +1,7 @@
 /* Where each configuration value came from, told to people: errors about
  * a key point at the file line or command-line argument that set it, and
  * `shardtrain check` lists every value with its origin.  st_config_load
- * records the origins (config.c). */
+ * records the origins (config_load.c). */
 #ifndef ST_CONFIG_ORIGIN_H
 #define ST_CONFIG_ORIGIN_H
 

@@ -1,4 +1,4 @@
-/* What the configuration becomes once config.c has read the file and the
+/* What the configuration becomes once config_load.c has read the file and the
  * -s overrides and put the schema defaults under them, and whether it
  * holds together.  Resolving fills what nobody wrote: the model preset,
  * then model.init's config.json over it (hf_shape.c), then, for what is

@@ -1,6 +1,6 @@
-/* The second half of loading the configuration (resolve.c), after config.c
- * has read the file and the overrides and given every key left unset its
- * schema default. */
+/* The second half of loading the configuration (resolve.c), after
+ * config_load.c has read the file and the overrides and given every key
+ * left unset its schema default. */
 #ifndef ST_CONFIG_RESOLVE_H
 #define ST_CONFIG_RESOLVE_H
 

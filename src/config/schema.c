@@ -1,8 +1,8 @@
 /* The schema table and the model presets: the single source of truth for
- * every configuration key.  config.c parses and validates against it, the
- * CLI lists it, and st_schema_print_man() turns it into the key reference of
- * shardtrain.ini(5) at build time, so the documentation cannot drift from
- * what the parser accepts. */
+ * every configuration key.  config_load.c parses and validates against
+ * it, the CLI lists it, and st_schema_print_man() turns it into the key
+ * reference of shardtrain.ini(5) at build time, so the documentation
+ * cannot drift from what the parser accepts. */
 #include "config/schema.h"
 
 #include "config/config.h"
@@ -386,4 +386,20 @@ void st_schema_print_keys(FILE *out)
 {
     for (int i = 0; i < st_schema_n; i++)
         fprintf(out, "%s.%s\n", st_schema[i].section, st_schema[i].key);
+}
+
+const char *st_enum_name(const char *section, const char *key, int value)
+{
+    int idx = st_schema_index(section, key);
+    if (idx < 0)
+        return "?";
+    const st_key *k = &st_schema[idx];
+    if (k->type == ST_T_BOOL)
+        return value ? "true" : "false";
+    if (k->type != ST_T_ENUM || value < 0)
+        return "?";
+    for (int i = 0; k->values[i]; i++)
+        if (i == value)
+            return k->values[i];
+    return "?";
 }

@@ -1,5 +1,6 @@
 /* Token data: llm.c-format shard files, memory-mapped, and the
- * deterministic choice of training windows.
+ * deterministic choice of training windows (the reader: dataset.c; the
+ * loss masks: loss_mask.c; the writers: prepare.c, prepare_jsonl.c).
  *
  * File format (little-endian): a header of 256 int32; header[0] is the
  * magic, header[1] the version, header[2] the token count; then the tokens.

@@ -520,19 +520,3 @@ void st_config_free(st_config *cfg)
     cfg->hf_config = NULL;
     cfg->origin = NULL;
 }
-
-const char *st_enum_name(const char *section, const char *key, int value)
-{
-    int idx = st_schema_index(section, key);
-    if (idx < 0)
-        return "?";
-    const st_key *k = &st_schema[idx];
-    if (k->type == ST_T_BOOL)
-        return value ? "true" : "false";
-    if (k->type != ST_T_ENUM || value < 0)
-        return "?";
-    for (int i = 0; k->values[i]; i++)
-        if (i == value)
-            return k->values[i];
-    return "?";
-}
