@@ -8,7 +8,7 @@ PACKAGES="
   libopenmpi-dev openmpi-bin libpmix-dev
   libinih-dev libjansson-dev libxxhash-dev libpcre2-dev libopenblas-openmp-dev
   libprotobuf-c-dev protobuf-c-compiler
-  mandoc shellcheck
+  mandoc man-db shellcheck
   clang libclang-rt-14-dev
   slurm-wlm slurm-wlm-basic-plugins munge util-linux
   python3 python3-numpy python3-torch python3-xxhash python3-venv python3-crc32c

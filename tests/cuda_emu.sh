@@ -4,12 +4,13 @@
 # CPU backend by tests/gpu/test_cuda_model.cu: fp32 within 1e-4, bf16 within
 # 2e-2.  Before it, tests/gpu/test_cuda_reduce.cu checks the bias, norm and
 # embedding gradients' reductions against the CPU ops on shapes that break
-# their tiling, and their bits under reversed thread order.  This is the
+# their tiling, and tests/gpu/test_cuda_vec_paths.cu the elementwise
+# kernels' 16-byte paths, with their bits under reversed thread order.  This is the
 # only execution of the CUDA code a machine without a GPU can give; it
 # covers every kernel's indexing, strides, buffer layouts and chunking, but
 # not cuBLASLt (st_gemm stands in), memory ordering or speed.  Registered
 # in TESTS only where configure found the CUDA toolkit (its headers and
-# libcudart are needed); the TAP lines are the two programs', renumbered.
+# libcudart are needed); the TAP lines are the three programs', renumbered.
 set -u
 lib="$top_builddir/libshardtrain.a"
 if [ ! -f "$lib" ]; then
@@ -23,9 +24,10 @@ EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
 mk() { sed -n "s/^$1 = //p" "$top_builddir/Makefile"; }
 EMU_LIBS="$(mk BLAS_LIBS) $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PCRE2_LIBS)"
 export EMU_LIBS EMU_LINK_FLAGS
-# Two programs, one TAP stream: first the reductions of the parameter
-# gradients against the CPU ops, normal and reversed thread order
-# (run_reduce.sh, about a minute), then the model units (run_model.sh);
+# Three programs, one TAP stream: first the reductions of the parameter
+# gradients and the elementwise kernels' 16-byte paths against the CPU
+# ops, normal and reversed thread order (run_reduce.sh, about two
+# minutes), then the model units (run_model.sh);
 # their checks are renumbered in sequence and the plan comes last.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
