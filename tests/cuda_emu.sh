@@ -10,7 +10,7 @@
 # covers every kernel's indexing, strides, buffer layouts and chunking, but
 # not cuBLASLt (st_gemm stands in), memory ordering or speed.  Registered
 # in TESTS only where configure found the CUDA toolkit (its headers and
-# libcudart are needed); the TAP lines are the three programs', renumbered.
+# libcudart are needed); the TAP lines are the four programs', renumbered.
 set -u
 lib="$top_builddir/libshardtrain.a"
 if [ ! -f "$lib" ]; then
@@ -24,15 +24,19 @@ EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
 mk() { sed -n "s/^$1 = //p" "$top_builddir/Makefile"; }
 EMU_LIBS="$(mk BLAS_LIBS) $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PCRE2_LIBS)"
 export EMU_LIBS EMU_LINK_FLAGS
-# Three programs, one TAP stream: first the reductions of the parameter
+# Four programs, one TAP stream: first the reductions of the parameter
 # gradients and the elementwise kernels' 16-byte paths against the CPU
 # ops, normal and reversed thread order (run_reduce.sh, about two
-# minutes), then the model units (run_model.sh);
+# minutes), then every non-attention op and product of make check-gpu's
+# test_cuda_ops (run_ops.sh, about a minute), then the model units
+# (run_model.sh);
 # their checks are renumbered in sequence and the plan comes last.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rc=0
 sh "$top_srcdir/tests/gpu/emu/run_reduce.sh" "$top_srcdir" "$lib" > "$tmp/reduce.out" 2>&1 ||
+    rc=1
+sh "$top_srcdir/tests/gpu/emu/run_ops.sh" "$top_srcdir" "$lib" > "$tmp/ops.out" 2>&1 ||
     rc=1
 sh "$top_srcdir/tests/gpu/emu/run_model.sh" "$top_srcdir" "$lib" > "$tmp/model.out" 2>&1 ||
     rc=1
@@ -41,5 +45,5 @@ awk '/^1\.\./ { next }
      /^(not )?ok [0-9]+/ { n++; sub(/^ok [0-9]+/, "ok " n); sub(/^not ok [0-9]+/, "not ok " n) }
      { print }
      END { if (n == 0 && !bail) { n = 1; print "not ok 1 - no TAP output from the emulated programs" }
-           print "1.." n }' "$tmp/reduce.out" "$tmp/model.out"
+           print "1.." n }' "$tmp/reduce.out" "$tmp/ops.out" "$tmp/model.out"
 exit $rc
