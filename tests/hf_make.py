@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hugging Face-layout weight files for tests/hf_import.sh, written by hand
 (json + struct: Debian has no python3-safetensors), and the independent
-PyTorch reference loss (tests/torch_ref.py) on the same weights.
+PyTorch reference loss (tests/torch_models.py) on the same weights.
 
   hf_make.py make OUT CFG_JSON [--seed N]
       random weights for the model CFG_JSON describes, written as
@@ -25,7 +25,7 @@ PyTorch reference loss (tests/torch_ref.py) on the same weights.
   hf_make.py refloss OUT CFG_JSON VAL_BIN NSEQ ROUNDING
       mean cross-entropy of the weights rounded to ROUNDING (f32|f16|bf16)
       on eval windows 0..NSEQ-1 of VAL_BIN (shardtrain's val_loss windows),
-      computed in float64 by tests/torch_ref.py; printed with repr().
+      computed in float64 by tests/torch_models.py; printed with repr().
   hf_make.py refloss OUT CFG_JSON VAL_BIN NSEQ ROUNDING masked|unmasked
       the same on instruction data (VAL_BIN with its loss mask VAL.mask):
       sequence i is example i from its first token, padded with token 0
@@ -44,8 +44,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def param_shapes(cfg):
-    import torch_ref
-    return torch_ref.param_shapes(cfg)
+    import torch_models
+    return torch_models.param_shapes(cfg)
 
 
 def make_weights(cfg, seed):
@@ -231,20 +231,20 @@ def read_tokens(path):
 
 def refloss(out, cfg, val_bin, nseq, rounding):
     import torch
-    import torch_ref
+    import torch_models
     torch.set_default_dtype(torch.float64)
     w = dict(np.load(os.path.join(out, "weights.npz")))
     w = {n: rounded(a, rounding) for n, a in w.items()}
     tok = read_tokens(val_bin)
     T = cfg["seq_len"]
     wins = np.stack([tok[i * T:i * T + T + 1] for i in range(nseq)])
-    r = torch_ref.reference(cfg, w, wins[:, :-1], wins[:, 1:])
+    r = torch_models.reference(cfg, w, wins[:, :-1], wins[:, 1:])
     print(repr(float(r["loss"][0])))
 
 
 def refloss_examples(out, cfg, val_bin, nseq, rounding, masked):
     import torch
-    import torch_ref
+    import torch_models
     torch.set_default_dtype(torch.float64)
     w = dict(np.load(os.path.join(out, "weights.npz")))
     w = {n: rounded(a, rounding) for n, a in w.items()}
@@ -261,7 +261,7 @@ def refloss_examples(out, cfg, val_bin, nseq, rounding, masked):
         wins[i, :b - a] = tok[a:b]
         loss[i, :b - a] = (mask[a:b] & 1) != 0
     targets = np.where(loss[:, 1:], wins[:, 1:], -1) if masked else wins[:, 1:]
-    r = torch_ref.reference(cfg, w, wins[:, :-1], targets)
+    r = torch_models.reference(cfg, w, wins[:, :-1], targets)
     print(repr(float(r["loss"][0])))
 
 
