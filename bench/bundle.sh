@@ -135,11 +135,12 @@ install -m 755 "$orted" "$B/usr/bin/orted"
 ln -s mpirun "$B/usr/bin/mpiexec"
 # The GPU test programs, when built (make check builds them where configure
 # found CUDA): the GPU machine has no Open MPI to build them with, so
-# bench/gpu.sh runs these copies.
+# bench/gpu.sh runs these copies.  Every program of make check-gpu's list
+# (Makefile.am's GPU_TESTS: tests/gpu/test_* without a suffix).
 gpu_tests=
-for t in "$top"/tests/gpu/test_cuda_ops "$top"/tests/gpu/test_cuda_attention \
-         "$top"/tests/gpu/test_cuda_model; do
-    [ -x "$t" ] || continue
+for t in "$top"/tests/gpu/test_*; do
+    case ${t##*/} in *.*) continue ;; esac
+    if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
     install -m 755 "$t" "$B/usr/bin/"
     gpu_tests="$gpu_tests $t"
 done

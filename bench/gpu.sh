@@ -118,7 +118,12 @@ if [ -n "$BUNDLE" ]; then
     # shellcheck disable=SC2016 # expanded by the wrapper, not here
     printf '#!/bin/sh\nST_BUNDLE=%s; export ST_BUNDLE\n. "$ST_BUNDLE/env.sh"\nexec "$ST_BUNDLE/usr/bin/${0##*/}" "$@"\n' \
         "$BUNDLE" >"$WORK/bundled"
-    for p in shardtrain mpirun test_cuda_ops test_cuda_attention test_cuda_model; do
+    # The bundle's GPU test programs: every one bench/bundle.sh carried.
+    GPU_TEST_PROGRAMS=
+    for p in "$BUNDLE"/usr/bin/test_*; do
+        [ -f "$p" ] && GPU_TEST_PROGRAMS="$GPU_TEST_PROGRAMS ${p##*/}"
+    done
+    for p in shardtrain mpirun $GPU_TEST_PROGRAMS; do
         ln -sf bundled "$WORK/$p"
     done
     chmod +x "$WORK/bundled"
@@ -227,7 +232,7 @@ if [ "$BUILD_STATUS" = ok ]; then
         # names every program that failed and the first one's first error.
         CHECK_GPU_STATUS=ok
         n=0 bad='' why=''
-        for p in test_cuda_ops test_cuda_attention test_cuda_model; do
+        for p in $GPU_TEST_PROGRAMS; do
             [ -x "$BUNDLE/usr/bin/$p" ] || continue
             n=$((n + 1))
             timeout -k 10 "$t" "$WORK/$p" >"$WORK/$p.log" 2>&1 || {

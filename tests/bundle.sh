@@ -169,12 +169,23 @@ hidden 400 env PATH="$TMP/no-objdump:$PATH" GPU_BENCH_BUNDLE="$B" GPU_BENCH_DEVI
 check "gpu.sh knows the bundle's shardtrain has CUDA: $cuda, with objdump and without" \
     sh -c "grep -q 'CUDA toolkit found by configure: $cuda\$' '$TMP/gb/results.md' &&
         grep -q 'CUDA toolkit found by configure: $cuda\$' '$TMP/gb2/results.md'"
-# No GPU here: each of the bundle's GPU test programs fails, and the status
-# names them all (the test programs exist where configure found CUDA).
-n=$(ls "$B"/usr/bin/test_cuda_* 2>/dev/null | wc -l)
-if [ "$n" -gt 0 ]; then
+# The bundle carries every GPU test program the build made (make
+# check-gpu's, which exist where configure found CUDA).  No GPU here: each
+# fails, and the status names them all.
+built='' carried=''
+for t in "$top_srcdir"/tests/gpu/test_*; do
+    case ${t##*/} in *.*) continue ;; esac
+    [ -f "$t" ] && [ -x "$t" ] && built="${built:+$built, }${t##*/}"
+done
+for t in "$B"/usr/bin/test_*; do
+    [ -f "$t" ] && carried="${carried:+$carried, }${t##*/}"
+done
+n=$(printf '%s' "$built" | awk -F', ' '{ print NF }')
+if [ -n "$built" ]; then
+    check "the bundle carries all $n GPU test programs the build made ($carried)" \
+        test "$carried" = "$built"
     check "gpu.sh's check-gpu status names all $n GPU test programs that failed here" \
-        sh -c "grep '^check-gpu: failed: ' '$TMP/gb.log' | grep -q 'test_cuda_ops, test_cuda_attention, test_cuda_model: '"
+        sh -c "grep '^check-gpu: failed: ' '$TMP/gb.log' | grep -qF 'failed: $built: '"
 else
     check "gpu.sh's check-gpu status says the bundle has no GPU test programs" \
         grep -q '^check-gpu: failed: the bundle has no GPU test programs' "$TMP/gb.log"
