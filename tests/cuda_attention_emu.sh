@@ -13,8 +13,12 @@
 #     counts showing which kernels ran;
 #   - the quick cases (T <= 129) with each block's threads resumed last to
 #     first (ST_EMU_REVERSE=1) give the same bits: no kernel depends on
-#     thread order, so no race hides behind the emulation's scheduling.
-# Each program's TAP lines are repeated here.  About four minutes on two
+#     thread order, so no race hides behind the emulation's scheduling;
+#   - tests/gpu/test_cuda_attention, make check-gpu's attention program
+#     (tests/gpu/emu/run.sh): cuda/attention.h's entry points, fp32 and
+#     bf16, against the CPU backend, their refusals, and the backward's
+#     bits when run twice.
+# Each program's TAP lines are repeated here.  About eight minutes on two
 # cores.  Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
 require command -v g++
@@ -52,6 +56,7 @@ relay() {
 
 relay "$TMP/emu/test_tensor_core"
 relay nice -n 5 "$TMP/emu/test_attention_tc"
+relay sh "$top_srcdir/tests/gpu/emu/run.sh" "$top_srcdir" "$lib"
 
 ST_ATTN_TC_QUICK=1 "$TMP/emu/test_attention_tc" >"$TMP/fwd.out" 2>&1 &
 ST_ATTN_TC_QUICK=1 ST_EMU_REVERSE=1 "$TMP/emu/test_attention_tc" >"$TMP/rev.out" 2>&1

@@ -172,6 +172,17 @@ static inline std::vector<float> part(const std::vector<float> &v, size_t at, si
 }
 static inline bool vec_width_ok(bool bf, int64_t w) { return w % (bf ? 8 : 4) == 0; }
 
+/* Whether a CUDA device (or the emulation's) can be used; if not, the TAP
+ * "Bail out!" line, and the program exits 1 (a failure, not a skip). */
+static inline bool have_gpu(void)
+{
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0)
+        return true;
+    printf("Bail out! no usable CUDA GPU\n");
+    return false;
+}
+
 /* The digest line run_reduce.sh compares between the two thread orders. */
 static inline void print_digest(void)
 {

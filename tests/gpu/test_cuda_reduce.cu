@@ -410,11 +410,8 @@ static void test_xent(bool bf, int64_t N, int64_t V, int64_t ld, int skew, bool 
 
 int main(void)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("Bail out! no usable CUDA GPU\n");
+    if (!have_gpu())
         return 1;
-    }
     for (int bf = 0; bf < 2; bf++) {
         /* 200 rows: 4 chunks of 64 (last 8 rows); 300 columns: 3 fp32 tiles of
          * 128 (last 44), 2 bf16 tiles of 256, 300 % 8 != 0 (bf16 scalar). */

@@ -186,11 +186,8 @@ static void test_unpack_rows(int64_t rows, int64_t cols, int64_t lds, int64_t ld
 
 int main(void)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("Bail out! no usable CUDA GPU\n");
+    if (!have_gpu())
         return 1;
-    }
     for (int bf = 0; bf < 2; bf++) {
         /* Widths a multiple of 8 (vector in both types), of 4 but not 8
          * (vector in fp32 only), odd (scalar). */

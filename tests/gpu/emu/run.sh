@@ -1,24 +1,20 @@
 #!/bin/sh
-# Runs tests/gpu/test_cuda_attention.cu on the CPU through the host
-# emulation in shim.h (no GPU needed): the kernels of cuda/attention.cu
-# execute with one host fiber per CUDA thread (the bf16 cases through the
-# tensor-core kernels of cuda/attention_tc.cu).  Needs libshardtrain.a built
-# in the top directory (make libshardtrain.a), g++ with C++20 and the CUDA
-# headers.  Slow: about 15 minutes for the whole test on two cores.
-# Usage: tests/gpu/emu/run.sh [top_srcdir]   (default: the current directory)
+# Runs tests/gpu/test_cuda_attention.cu (the fused attention's forward and
+# backward against the CPU backend) on the CPU through the host emulation
+# in shim.h (no GPU needed): the kernels of cuda/attention.cu execute with
+# one host fiber per CUDA thread (the bf16 cases through the tensor-core
+# kernels of cuda/attention_tc.cu).  Prints the program's TAP output.
+# Needs libshardtrain.a built in the top directory, g++ with C++20 and the
+# CUDA headers.  About three and a half minutes on two cores
+# (tests/cuda_attention_emu.sh runs it).
+# Usage: tests/gpu/emu/run.sh [top_srcdir [libshardtrain.a]];
+# EMU_LIBS and EMU_LINK_FLAGS as in run_model.sh.
 set -eu
-# The CPU reference in libshardtrain.a multiplies matrices with OpenBLAS.
-EMU_LIBS=${EMU_LIBS-$(pkg-config --libs openblas)}
-top=${1:-.}
-cuda=${CUDA_PREFIX:-/usr/local/cuda}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-python3 "$top/tests/gpu/emu/transform.py" "$top/cuda/attention.cu" > "$tmp/attention_emu.cpp"
-python3 "$top/tests/gpu/emu/transform.py" "$top/cuda/attention_tc.cu" > "$tmp/attention_tc_emu.cpp"
-cp "$top/tests/gpu/test_cuda_attention.cu" "$tmp/test_emu.cpp"
-# shellcheck disable=SC2086 # EMU_LIBS: several words
-g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
-    -I"$top/cuda" -I"$top/src" -I"$top/tests" -fopenmp \
-    "$tmp/attention_emu.cpp" "$tmp/attention_tc_emu.cpp" "$tmp/test_emu.cpp" "$top/libshardtrain.a" \
-    -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm -o "$tmp/test_emu"
+. "${1:-.}/tests/gpu/emu/emu.sh"
+emu_setup "${1:-.}" "${2:-}"
+emu_flags=-fopenmp
+emu_kernels attention attention_tc
+emu_test test_cuda_attention
+# shellcheck disable=SC2086
+emu_link "$tmp/test_emu" $emu_objs "$tmp/test_cuda_attention.o"
 OMP_NUM_THREADS=1 "$tmp/test_emu"

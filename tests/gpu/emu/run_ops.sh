@@ -14,28 +14,13 @@
 # Usage: tests/gpu/emu/run_ops.sh [top_srcdir [libshardtrain.a]];
 # EMU_LIBS and EMU_LINK_FLAGS as in run_model.sh.
 set -eu
-EMU_LIBS=${EMU_LIBS-$(pkg-config --libs openblas)}
-top=${1:-.}
-lib=${2:-$top/libshardtrain.a}
-cuda=${CUDA_PREFIX:-/usr/local/cuda}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-objs=
-for f in elementwise embedding casts norms xent reduce; do
-    python3 "$top/tests/gpu/emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
-    nice -n 10 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
-        -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" \
-        -c "$tmp/${f}_emu.cpp" -o "$tmp/$f.o"
-    objs="$objs $tmp/$f.o"
-done
-nice -n 10 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
-    -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" \
-    -x c++ -c "$top/tests/gpu/test_cuda_ops.cu" -o "$tmp/test.o"
+. "${1:-.}/tests/gpu/emu/emu.sh"
+emu_setup "${1:-.}" "${2:-}"
+emu_kernels elementwise embedding casts norms xent reduce
+emu_test test_cuda_ops
 nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
     -c "$top/tests/gpu/emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
-nice -n 10 gcc -std=c11 -O2 -I"$top/src" -I"$top/tests/gpu" -c "$top/tests/gpu/cpu_ref.c" \
-    -o "$tmp/cpu_ref.o"
+emu_cpu_ref
 # shellcheck disable=SC2086
-g++ -fopenmp ${EMU_LINK_FLAGS:-} "$tmp/test.o" $objs "$tmp/gemm_host.o" "$tmp/cpu_ref.o" "$lib" \
-    -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm -o "$tmp/test_emu"
+emu_link "$tmp/test_emu" "$tmp/test_cuda_ops.o" $emu_objs "$tmp/gemm_host.o" "$tmp/cpu_ref.o"
 ST_EMU_GEMM_RULES=base OMP_NUM_THREADS=1 "$tmp/test_emu"

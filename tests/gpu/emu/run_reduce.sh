@@ -13,34 +13,17 @@
 # Usage: tests/gpu/emu/run_reduce.sh [top_srcdir [libshardtrain.a]];
 # EMU_LIBS and EMU_LINK_FLAGS as in run_model.sh.
 set -eu
-EMU_LIBS=${EMU_LIBS-$(pkg-config --libs openblas)}
-top=${1:-.}
-lib=${2:-$top/libshardtrain.a}
-cuda=${CUDA_PREFIX:-/usr/local/cuda}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-for f in elementwise embedding casts norms xent reduce; do
-    python3 "$top/tests/gpu/emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
-done
-kobjs=
-for f in elementwise embedding casts norms xent reduce; do
-    nice -n 10 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
-        -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" \
-        -c "$tmp/${f}_emu.cpp" -o "$tmp/$f.o"
-    kobjs="$kobjs $tmp/$f.o"
-done
-nice -n 10 gcc -std=c11 -O2 -I"$top/src" -I"$top/tests/gpu" -c "$top/tests/gpu/cpu_ref.c" \
-    -o "$tmp/cpu_ref.o"
+. "${1:-.}/tests/gpu/emu/emu.sh"
+emu_setup "${1:-.}" "${2:-}"
+emu_kernels elementwise embedding casts norms xent reduce
+emu_cpu_ref
 # Each program: its TAP lines (numbered on from the last program's), a line
 # if it died, and the digest line.
 rc=0 n=0
 for prog in test_cuda_reduce test_cuda_vec_paths; do
-    nice -n 10 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
-        -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" \
-        -x c++ -c "$top/tests/gpu/$prog.cu" -o "$tmp/$prog.o"
+    emu_test "$prog"
     # shellcheck disable=SC2086
-    g++ -fopenmp ${EMU_LINK_FLAGS:-} "$tmp/$prog.o" $kobjs "$tmp/cpu_ref.o" "$lib" \
-        -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm -o "$tmp/$prog"
+    emu_link "$tmp/$prog" "$tmp/$prog.o" $emu_objs "$tmp/cpu_ref.o"
     st=0
     OMP_NUM_THREADS=1 "$tmp/$prog" > "$tmp/fwd.out" 2>&1 || st=$?
     ST_EMU_REVERSE=1 OMP_NUM_THREADS=1 "$tmp/$prog" > "$tmp/rev.out" 2>&1 || rc=1
