@@ -5,12 +5,13 @@
 # 2e-2.  Before it, tests/gpu/test_cuda_reduce.cu checks the bias, norm and
 # embedding gradients' reductions against the CPU ops on shapes that break
 # their tiling, and tests/gpu/test_cuda_vec_paths.cu the elementwise
-# kernels' 16-byte paths, with their bits under reversed thread order.  This is the
-# only execution of the CUDA code a machine without a GPU can give; it
-# covers every kernel's indexing, strides, buffer layouts and chunking, but
-# not cuBLASLt (st_gemm stands in), memory ordering or speed.  Registered
+# kernels' 16-byte paths, with their bits under reversed thread order, and
+# test_cuda_ops.cu and test_cuda_gemm.cu every op and product of cuda/ops.h.
+# This is the only execution of the CUDA code a machine without a GPU can
+# give; it covers every kernel's indexing, strides, buffer layouts and
+# chunking, but not cuBLASLt (st_gemm stands in), memory ordering or speed.  Registered
 # in TESTS only where configure found the CUDA toolkit (its headers and
-# libcudart are needed); the TAP lines are the four programs', renumbered.
+# libcudart are needed); the TAP lines are the five programs', renumbered.
 set -u
 lib="$top_builddir/libshardtrain.a"
 if [ ! -f "$lib" ]; then
@@ -24,13 +25,13 @@ EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
 mk() { sed -n "s/^$1 = //p" "$top_builddir/Makefile"; }
 EMU_LIBS="$(mk BLAS_LIBS) $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PCRE2_LIBS)"
 export EMU_LIBS EMU_LINK_FLAGS
-# Four programs, one TAP stream: first the reductions of the parameter
+# Five programs, one TAP stream: first the reductions of the parameter
 # gradients and the elementwise kernels' 16-byte paths against the CPU
 # ops, normal and reversed thread order (run_reduce.sh, about two
 # minutes), then every non-attention op and product of make check-gpu's
-# test_cuda_ops (run_ops.sh, about a minute), then the model units
-# (run_model.sh);
-# their checks are renumbered in sequence and the plan comes last.
+# test_cuda_ops and test_cuda_gemm (run_ops.sh, about a minute), then the
+# model units (run_model.sh); their checks are renumbered in sequence and
+# the plan comes last.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rc=0

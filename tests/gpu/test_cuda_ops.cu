@@ -1,4 +1,6 @@
-/* GPU test of the CUDA backend's non-attention ops (cuda/ops.h): every op
+/* GPU test of the CUDA backend's non-attention ops (cuda/ops.h; the
+ * products are test_cuda_gemm.cu's, the attention test_cuda_attention.cu's,
+ * the shared helpers ops_check.h's): every op
  * runs on random inputs on the GPU and through its CPU reference from
  * libshardtrain.a (src/kernels/cpu_ops.c, the embedding of src/kernels/cpu_model.c, the AdamW
  * of src/kernels/cpu_adamw.c) on the same inputs, and one TAP line per op x storage
@@ -33,114 +35,13 @@
 
 #include <vector>
 
-#include "kernels/cpu_gemm.h"
 #include "kernels/cpu_ops.h"
 #include "model/model.h" /* C, with its own extern "C" guard */
 #include "cpu_ref.h"
 #include "ops.h"
 #include "tap.h"
 #include "gpu_check.h"
-
-static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
-static cudaStream_t g_stream;
-
-/* Workspace of the two-stage reductions (bias, norm and embedding
- * backward): one device block, grown on demand, freed at exit. */
-static void *g_ws;
-static size_t g_ws_bytes;
-static void *ws(size_t bytes)
-{
-    if (bytes > g_ws_bytes) {
-        CK(cudaDeviceSynchronize());
-        if (g_ws)
-            CK(cudaFree(g_ws));
-        CK(cudaMalloc(&g_ws, bytes));
-        g_ws_bytes = bytes;
-    }
-    return g_ws;
-}
-
-/* Launch, then wait, so a fault is reported at the op that caused it. */
-#define RUN(call)                                                                          \
-    do {                                                                                   \
-        CK(call);                                                                          \
-        CK(cudaStreamSynchronize(g_stream));                                               \
-    } while (0)
-
-/* xorshift64: reproducible inputs without depending on libc's rand. */
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float urand(void) /* uniform in [-1, 1) */
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return (float)((double)(g_rng >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0);
-}
-
-/* A host array of floats and its device twin stored as fp32 or bf16.  In
- * bf16 mode the host values are kept rounded to bf16, so the CPU reference
- * sees exactly the numbers the GPU reads. */
-struct Buf {
-    bool bf;
-    size_t n;
-    std::vector<float> h;
-    void *d = nullptr;
-    Buf(size_t n_, bool bf_) : bf(bf_), n(n_ ? n_ : 1), h(n, 0.0f)
-    {
-        CK(cudaMalloc(&d, bytes()));
-    }
-    ~Buf() { cudaFree(d); }
-    Buf(const Buf &) = delete;
-    Buf &operator=(const Buf &) = delete;
-    size_t bytes() const { return n * (bf ? 2 : 4); }
-    void round() { if (bf) st_round_bf16(h.data(), h.data(), (int64_t)n); }
-    /* Random values offset + scale * U[-1, 1), then uploaded. */
-    void fill(float scale, float offset = 0.0f)
-    {
-        for (auto &x : h)
-            x = offset + scale * urand();
-        round();
-        up();
-    }
-    void up()
-    {
-        if (bf) {
-            std::vector<uint16_t> w(n);
-            st_pack_bf16(w.data(), h.data(), (int64_t)n);
-            CK(cudaMemcpy(d, w.data(), bytes(), cudaMemcpyHostToDevice));
-        } else {
-            CK(cudaMemcpy(d, h.data(), bytes(), cudaMemcpyHostToDevice));
-        }
-    }
-    /* All-ones bytes are NaN in fp32 and in bf16. */
-    void poison() { CK(cudaMemset(d, 0xff, bytes())); }
-    std::vector<float> down() const
-    {
-        std::vector<float> out(n);
-        if (bf) {
-            std::vector<uint16_t> w(n);
-            CK(cudaMemcpy(w.data(), d, bytes(), cudaMemcpyDeviceToHost));
-            st_unpack_bf16(out.data(), w.data(), (int64_t)n);
-        } else {
-            CK(cudaMemcpy(out.data(), d, bytes(), cudaMemcpyDeviceToHost));
-        }
-        return out;
-    }
-    float *f() { return (float *)d; }
-    uint16_t *u() { return (uint16_t *)d; }
-};
-
-static double rel_err(const std::vector<float> &got, const std::vector<float> &ref)
-{
-    return rel_err(got.data(), ref.data(), ref.size());
-}
-
-static void report(const char *op, bool bf, const char *shape, double err)
-{
-    const double tol = bf ? kTolBf16 : kTolF32;
-    tap_ok(err <= tol, "%s %s %s: max rel err %.3g (tol %.0e)", op, bf ? "bf16" : "f32",
-           shape, err, tol);
-}
+#include "ops_check.h"
 
 /* ---- elementwise ------------------------------------------------------------ */
 
@@ -536,158 +437,10 @@ static void test_determinism(bool bf)
     cudaFree(dsum);
 }
 
-/* ---- matrix products ------------------------------------------------------------ */
-
-static void test_gemm(st_cuda_gemm_ctx *ctx, int abt, int ct, int ta, int tb, int64_t M,
-                      int64_t N, int64_t K, int64_t pad, float beta)
-{
-    const bool abf = abt == ST_CUDA_BF16, cbf = ct == ST_CUDA_BF16;
-    /* stored shapes (row-major): A is op(A)^T's shape when transposed */
-    const int64_t a_rows = ta ? K : M, a_cols = ta ? M : K;
-    const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
-    const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = N + pad;
-    char shape[128];
-    snprintf(shape, sizeof shape, "%s%s M=%lld N=%lld K=%lld lda=%lld ldb=%lld ldc=%lld beta=%g",
-             ta ? "T" : "N", tb ? "T" : "N", (long long)M, (long long)N, (long long)K,
-             (long long)lda, (long long)ldb, (long long)ldc, beta);
-    char what[64];
-    snprintf(what, sizeof what, "gemm a,b=%s c=%s", abf ? "bf16" : "f32", cbf ? "bf16" : "f32");
-    Buf A(a_rows * lda, abf), B(b_rows * ldb, abf), Cm(M * ldc, cbf);
-    A.fill(1.0f);
-    B.fill(1.0f);
-    Cm.fill(1.0f);
-    std::vector<float> ref = Cm.h;
-    st_gemm(ta, tb, M, N, K, A.h.data(), lda, B.h.data(), ldb, beta, ref.data(), ldc);
-    if (beta == 0.0f) /* beta 0 must not read C: give it NaNs */
-        Cm.poison();
-    RUN(st_cuda_gemm(ctx, abt, ct, ta, tb, M, N, K, A.d, lda, B.d, ldb, beta, Cm.d, ldc,
-                     g_stream));
-    /* compare the M x N region only (padding is poisoned when beta = 0) */
-    std::vector<float> got = Cm.down(), g2, r2;
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            g2.push_back(got[i * ldc + j]);
-            r2.push_back(ref[i * ldc + j]);
-        }
-    report(what, abf || cbf, shape, rel_err(g2, r2));
-}
-
-/* st_cuda_gemm_ex with a separate D and each epilogue, against the CPU
- * (st_gemm, st_gelu_*) computing cuda/ops.h's definitions on the same
- * inputs.  A call cuBLASLt refuses is a failed check, not a bail-out, so
- * the other epilogues still run. */
-static void test_gemm_ex(st_cuda_gemm_ctx *ctx, bool bf, int epi)
-{
-    static const char *names[] = {"NONE (separate D)", "BIAS", "GELU_AUX_BIAS", "DGELU",
-                                  "BGRADB"};
-    const int64_t M = 128, N = 96, K = 256, ld = N + 8;
-    const int ta = epi == ST_CUDA_EPI_BGRADB, tb = 1; /* BGRADB: dW = dy^T x */
-    const int64_t lda = (ta ? M : K) + 8, ldb = (tb ? K : N) + 8;
-    const int ty = bf ? ST_CUDA_BF16 : ST_CUDA_F32;
-    Buf A((ta ? K : M) * lda, bf), B((tb ? N : K) * ldb, bf), Cm(M * ld, bf), D(M * ld, bf),
-        bias(M, bf), aux(M * ld, bf);
-    A.fill(1.0f);
-    B.fill(1.0f);
-    Cm.fill(1.0f);
-    bias.fill(1.0f);
-    aux.fill(2.0f);
-    D.poison();
-    const float beta = epi == ST_CUDA_EPI_GELU_AUX_BIAS ? 0.0f : 1.0f;
-    std::vector<float> p = Cm.h, want_d, want_x;
-    st_gemm(ta, tb, M, N, K, A.h.data(), lda, B.h.data(), ldb, beta, p.data(), ld);
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            float v = p[i * ld + j], x;
-            if (epi == ST_CUDA_EPI_BIAS || epi == ST_CUDA_EPI_GELU_AUX_BIAS)
-                v += bias.h[j];
-            if (epi == ST_CUDA_EPI_GELU_AUX_BIAS) {
-                want_x.push_back(v);
-                x = v;
-                st_gelu_forward(&v, &x, 1);
-            } else if (epi == ST_CUDA_EPI_DGELU) {
-                x = v;
-                st_gelu_backward(&v, &aux.h[i * ld + j], &x, 1);
-            }
-            want_d.push_back(v);
-        }
-    if (epi == ST_CUDA_EPI_BGRADB)
-        for (int64_t i = 0; i < M; i++) {
-            float sum = 0.0f;
-            for (int64_t k = 0; k < K; k++)
-                sum += A.h[k * lda + i];
-            want_x.push_back(sum);
-        }
-    if (epi == ST_CUDA_EPI_GELU_AUX_BIAS)
-        aux.poison();
-    if (epi == ST_CUDA_EPI_BGRADB)
-        bias.poison();
-
-    st_cuda_gemm_desc d = {};
-    d.ab_type = d.c_type = d.d_type = d.bias_type = ty;
-    d.trans_a = ta;
-    d.trans_b = tb;
-    d.M = M;
-    d.N = N;
-    d.K = K;
-    d.A = A.d;
-    d.lda = lda;
-    d.B = B.d;
-    d.ldb = ldb;
-    d.beta = beta;
-    d.C = Cm.d;
-    d.ldc = ld;
-    d.D = D.d;
-    d.ldd = ld;
-    d.epilogue = epi;
-    if (epi == ST_CUDA_EPI_BIAS || epi == ST_CUDA_EPI_GELU_AUX_BIAS ||
-        epi == ST_CUDA_EPI_BGRADB) {
-        d.bias = bias.d;
-        d.bias_len = epi == ST_CUDA_EPI_BGRADB ? M : N;
-    }
-    if (epi == ST_CUDA_EPI_GELU_AUX_BIAS || epi == ST_CUDA_EPI_DGELU) {
-        d.aux = aux.d;
-        d.aux_ld = ld;
-    }
-    char what[64];
-    snprintf(what, sizeof what, "gemm_ex %s", names[epi]);
-    cudaError_t e = st_cuda_gemm_ex(ctx, &d, g_stream);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(g_stream);
-    if (e != cudaSuccess) {
-        tap_ok(0, "%s %s: refused (%s)", what, bf ? "bf16" : "f32", cudaGetErrorString(e));
-        return;
-    }
-    std::vector<float> got = D.down(), got_d, got_x;
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++)
-            got_d.push_back(got[i * ld + j]);
-    double err = rel_err(got_d, want_d);
-    if (epi == ST_CUDA_EPI_GELU_AUX_BIAS) {
-        const std::vector<float> a = aux.down();
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++)
-                got_x.push_back(a[i * ld + j]);
-    } else if (epi == ST_CUDA_EPI_BGRADB) {
-        got_x = bias.down();
-    }
-    if (!want_x.empty())
-        err = fmax(err, rel_err(got_x, want_x));
-    report(what, bf, "M=128 N=96 K=256 ld+8", err);
-}
-
 int main(void)
 {
-    int ndev = 0;
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || ndev < 1) {
-        printf("Bail out! no usable CUDA GPU (%s): test_cuda_ops needs one\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    if (!open_device("test_cuda_ops"))
         return 1;
-    }
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    tap_diag("device 0: %s, compute capability %d.%d", prop.name, prop.major, prop.minor);
-    CK(cudaStreamCreate(&g_stream));
 
     test_casts(1);
     test_casts(100003);
@@ -731,28 +484,6 @@ int main(void)
         test_determinism(bf);
     }
 
-    st_cuda_gemm_ctx *ctx;
-    CK(st_cuda_gemm_create(&ctx, 0));
-    static const int types[3][2] = {
-        {ST_CUDA_F32, ST_CUDA_F32}, {ST_CUDA_BF16, ST_CUDA_F32}, {ST_CUDA_BF16, ST_CUDA_BF16}};
-    static const int64_t shapes[][4] = {/* M, N, K, pad */
-                                        {1, 1, 1, 0},
-                                        {33, 65, 17, 3},
-                                        {128, 96, 256, 0},
-                                        {128, 96, 256, 64}};
-    for (const auto &ty : types)
-        for (int ta = 0; ta < 2; ta++)
-            for (int tb = 0; tb < 2; tb++)
-                for (const auto &sh : shapes)
-                    for (int beta = 0; beta < 2; beta++)
-                        test_gemm(ctx, ty[0], ty[1], ta, tb, sh[0], sh[1], sh[2], sh[3],
-                                  (float)beta);
-    for (int bf = 0; bf < 2; bf++)
-        for (int epi = ST_CUDA_EPI_NONE; epi <= ST_CUDA_EPI_BGRADB; epi++)
-            test_gemm_ex(ctx, bf, epi);
-    st_cuda_gemm_destroy(ctx);
-    if (g_ws)
-        CK(cudaFree(g_ws));
-    CK(cudaStreamDestroy(g_stream));
+    close_device();
     return tap_done();
 }
