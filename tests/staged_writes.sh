@@ -74,6 +74,23 @@ failed_export() {
     exit1_one_line "$_name" "$TMP/fail.err" $? "$_pat"
 }
 
+# recovering_export DESCRIPTION PATTERN [DIR]: an export of step 4 into DIR
+# (default $K) that fails at its first move (config.json) exits 1 with one
+# error line, after one warning line matching PATTERN from finishing the
+# interrupted write.
+recovering_export() {
+    SHARDTRAIN_TEST_STAGE_FULL_AT=config.json timeout -k 10 60 "$SHARDTRAIN" export \
+        "$TMP/ck/step_00000004" "${3:-$K}" >/dev/null 2>"$TMP/recover.err"
+    _st=$?
+    if [ "$_st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/recover.err")" -eq 1 ] &&
+        [ "$(grep -c '^shardtrain: warning:' "$TMP/recover.err")" -eq 1 ] &&
+        grep '^shardtrain: warning:' "$TMP/recover.err" | grep -q -- "$2"; then
+        ok "$1"
+    else
+        not_ok "$1 (exit $_st)"; diag "$(cut -c1-300 "$TMP/recover.err")"
+    fi
+}
+
 # A full disk at each file's move into place: those before it in name
 # order have replaced theirs by then and must be put back.
 for f in $files; do
@@ -114,18 +131,9 @@ for mode in stuck stuck-kill; do
         "$SHARDTRAIN" train -s model.init="$OUT" -s log.dir="$TMP/stuckinit" "$TMP/base.ini"
     # The next export puts the old copies back, then fails at its own first
     # move, which it undoes: the directory is then as before the stuck one.
-    SHARDTRAIN_TEST_STAGE_FULL_AT=config.json timeout -k 10 60 "$SHARDTRAIN" export \
-        "$TMP/ck/step_00000004" "$OUT" >/dev/null 2>"$TMP/stuck2.err"
-    st=$?
-    if [ "$st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/stuck2.err")" -eq 1 ] &&
-        grep '^shardtrain: warning:' "$TMP/stuck2.err" | grep -q -- \
-            "$OUT: a shardtrain left a failed write here half undone (it was killed, or could not put a file back); the undoing is now finished (2 old files put back, 0 new removed)"
-    then
-        ok "... the next export puts the 2 old files back first (one warning line)"
-    else
-        not_ok "... the next export puts the 2 old files back first (one warning line) (exit $st)"
-        diag "$(cut -c1-300 "$TMP/stuck2.err")"
-    fi
+    recovering_export "... the next export puts the 2 old files back first (one warning line), then fails at config.json (exit 1, one error line)" \
+        "$OUT: a shardtrain left a failed write here half undone (it was killed, or could not put a file back); the undoing is now finished (2 old files put back, 0 new removed)" \
+        "$OUT"
     same_dir "... leaving the directory as it was before the ($mode) export"
 done
 # ---- a write killed between its renames ------------------------------------
@@ -155,21 +163,6 @@ killed_export() {
     SHARDTRAIN_TEST_STAGE_FULL_AT=$1 timeout -k 10 60 "$SHARDTRAIN" export \
         "$TMP/ck/step_00000004" "$K" >/dev/null 2>"$TMP/killed.err"
     st=$?
-}
-# recovering_export DESCRIPTION PATTERN: an export into K that fails at its
-# first move (config.json) exits 1 with one error line, after one warning
-# line matching PATTERN from finishing the killed write.
-recovering_export() {
-    SHARDTRAIN_TEST_STAGE_FULL_AT=config.json timeout -k 10 60 "$SHARDTRAIN" export \
-        "$TMP/ck/step_00000004" "$K" >/dev/null 2>"$TMP/recover.err"
-    _st=$?
-    if [ "$_st" -eq 1 ] && [ "$(grep -c '^shardtrain: error:' "$TMP/recover.err")" -eq 1 ] &&
-        [ "$(grep -c '^shardtrain: warning:' "$TMP/recover.err")" -eq 1 ] &&
-        grep '^shardtrain: warning:' "$TMP/recover.err" | grep -q -- "$2"; then
-        ok "$1"
-    else
-        not_ok "$1 (exit $_st)"; diag "$(cut -c1-300 "$TMP/recover.err")"
-    fi
 }
 killed_export model.safetensors:kill
 bad=""

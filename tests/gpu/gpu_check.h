@@ -41,6 +41,11 @@ static inline float uniform_pm1(void)
             bail(#call, e_);                                                               \
     } while (0)
 
+/* The tolerances of rel_err for a result against its CPU op: fp32
+ * storage, and bf16 storage (the output's rounding, 2^-9 relative, plus
+ * fp32 noise); test_cuda_ops.cu says why. */
+static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
+
 static inline double rel_err(const float *got, const float *ref, size_t n)
 {
     double maxref = 0.0, maxdiff = 0.0;

@@ -24,7 +24,6 @@
 #include "gpu_check.h"
 #include "tap.h"
 
-static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
 static uint64_t g_digest = 0xcbf29ce484222325ull; /* FNV-1a over result bits */
 
 static inline void digest(const std::vector<float> &v)

@@ -48,7 +48,6 @@
 #include "gpu_alloc.h"
 #include "gpu_check.h"
 
-static const double kTolF32 = 1e-4, kTolBf16 = 2e-2;
 
 /* xorshift64: reproducible inputs without depending on libc's rand. */
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;

@@ -15,6 +15,8 @@
 #                       each added to $emu_objs
 # emu_test NAME         tests/gpu/NAME.cu compiled to $tmp/NAME.o
 # emu_cpu_ref           tests/gpu/cpu_ref.c compiled to $tmp/cpu_ref.o
+# emu_gemm_host         gemm_host.cpp (st_cuda_gemm on the CPU's st_gemm,
+#                       every call checked) compiled to $tmp/gemm_host.o
 # emu_link OUT OBJ...   OUT linked from the objects, $lib, libcudart,
 #                       EMU_LIBS and EMU_LINK_FLAGS (a sanitizer build's
 #                       runtimes, tests/cuda_emu.sh)
@@ -56,6 +58,11 @@ emu_test() {
 emu_cpu_ref() {
     nice -n 10 gcc -std=c11 -O2 -I"$top/src" -I"$top/tests/gpu" -c "$top/tests/gpu/cpu_ref.c" \
         -o "$tmp/cpu_ref.o"
+}
+
+emu_gemm_host() {
+    nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
+        -c "$top/tests/gpu/emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
 }
 
 emu_link() {

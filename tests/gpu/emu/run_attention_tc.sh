@@ -15,15 +15,13 @@ top=${2:-.}
 lib=${3:-$top/libshardtrain.a}
 cuda=${CUDA_PREFIX:-/usr/local/cuda}
 mkdir -p "$out"
-cxx() {
-    nice -n 10 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
-        -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" "$@"
-}
+# emu_cxx only: this script keeps its objects in OUTDIR, not emu_setup's tmp.
+. "$top/tests/gpu/emu/emu.sh"
 for f in cuda/attention cuda/attention_tc tests/gpu/test_tensor_core tests/gpu/test_attention_tc; do
     b=$(basename "$f")
     rm -f "$out/$b.o"
     python3 "$top/tests/gpu/emu/transform.py" "$top/$f.cu" > "$out/${b}_emu.cpp"
-    cxx -c "$out/${b}_emu.cpp" -o "$out/$b.o" &
+    emu_cxx -c "$out/${b}_emu.cpp" -o "$out/$b.o" &
 done
 wait
 for f in attention attention_tc test_tensor_core test_attention_tc; do

@@ -17,8 +17,7 @@ emu_setup "${1:-.}" "${2:-}"
 emu_flags=-fopenmp
 emu_kernels elementwise embedding casts norms xent attention attention_tc model_cuda model_block
 emu_test test_cuda_model
-nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
-    -c "$top/tests/gpu/emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
+emu_gemm_host
 # shellcheck disable=SC2086
 emu_link "$tmp/test_emu" $emu_objs "$tmp/test_cuda_model.o" "$tmp/gemm_host.o"
 OMP_NUM_THREADS=1 "$tmp/test_emu"

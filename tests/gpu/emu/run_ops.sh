@@ -19,8 +19,7 @@ set -eu
 . "${1:-.}/tests/gpu/emu/emu.sh"
 emu_setup "${1:-.}" "${2:-}"
 emu_kernels elementwise embedding casts norms xent reduce
-nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
-    -c "$top/tests/gpu/emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
+emu_gemm_host
 emu_cpu_ref
 rc=0
 for prog in test_cuda_ops test_cuda_gemm; do
