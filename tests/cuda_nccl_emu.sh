@@ -33,6 +33,11 @@
 #     step verdict, engine/step_verdict.c, decides and counts the update on
 #     the device); a step that logs waits once (its read of the steps'
 #     records): with log.every = 1 the 3-step run makes exactly one more;
+#   - every run goes through the emulation's stream race check
+#     (tests/gpu/emu/races.c: a device operation not ordered after a
+#     conflicting one on another stream aborts the run), and over nccl each
+#     rank's check saw the compute and communication streams depend on
+#     each other and found every such pair ordered;
 #   - a bf16 full_shard step on 4 ranks zeroes none of the buffers its
 #     gathers fill (kernels.h's alloc_raw, issue 13 item 3): the memsets
 #     that a 3-step run makes beyond a 2-step run include none of the size
@@ -254,6 +259,21 @@ diag "stream synchronisations per rank, 3 steps: $(tr '\n' ' ' <"$TMP/s3")2 step
 check "nccl: a step that logs waits once (bf16 full_shard 4, log.every 1)" \
     waits_per_step fsbf3 fsbf2 1
 diag "stream synchronisations per rank, 3 steps: $(tr '\n' ' ' <"$TMP/s3")2 steps: $(tr '\n' ' ' <"$TMP/s2")"
+
+# The race check's count at exit (races.c): OPERATIONS ACCESSES
+# ORDERED_ACROSS.  A race would have aborted the run (checked above that
+# each completed); here, that the check followed the run's operations and
+# met accesses on one stream that conflict with earlier ones on the other,
+# every one ordered by an event wait or a synchronisation.
+race_checked_across() { # TRACE
+    awk '$1 == "race_check" { n++; if ($2 > 0 && $3 >= $2 && $4 > 0) good = 1 }
+         END { exit !(n == 1 && good) }' "$1"
+}
+for r in hyb3 fsbf3 ddp3; do
+    check "$r: the race check followed every rank's device operations and found each cross-stream dependency ordered" \
+        all_traces "$r" race_checked_across
+done
+diag "race_check (operations, accesses, ordered across streams) of hyb3's ranks: $(for t in $(traces hyb3); do awk '$1 == "race_check" { printf "%s/%s/%s ", $2, $3, $4 }' "$t"; done)"
 
 # The buffers a collective fills whole are not zeroed first.  One step's
 # memsets are those of the 3-step bf16 run beyond the 2-step run's (all

@@ -14,7 +14,9 @@
  *
  * The block table (every live block) lets copies, memsets, frees and
  * kernel pointer arguments be checked against what a GPU could address;
- * searched from the newest block (most lookups are of recent ones).
+ * searched from the newest block (most lookups are of recent ones).  Each
+ * block also holds races.c's record of its accesses (emu_dev_race_slot),
+ * freed with the block.
  *
  * The launch record (bench/step_model.py reads it): ST_EMU_RECORD=FILE
  * appends one line per device operation of the run to FILE (a kernel
@@ -41,7 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
-struct emu_block { char *p; size_t n; };
+/* race: races.c's record of the block's accesses, freed with the block */
+struct emu_block { char *p; size_t n; void *race; };
 static struct emu_block *blocks;
 static size_t nblocks, capblocks;
 
@@ -52,6 +55,8 @@ void emu_dev_register(void *p, size_t n);
 size_t emu_dev_unregister(void *p);
 long emu_dev_find(const void *p, size_t n);
 int emu_dev_contains(const void *p);
+void **emu_dev_race_slot(const void *p, size_t *bytes);
+void emu_race_forget(void *state);
 int emu_rec_only(void);
 int emu_recording(void);
 void emu_rec(const char *fmt, ...);
@@ -212,7 +217,7 @@ void emu_dev_register(void *p, size_t n)
             abort();
         }
     }
-    blocks[nblocks++] = (struct emu_block){p, n};
+    blocks[nblocks++] = (struct emu_block){p, n, NULL};
 }
 
 /* The block's size, or 0 when p does not start a block. */
@@ -221,6 +226,7 @@ size_t emu_dev_unregister(void *p)
     for (size_t i = nblocks; i-- > 0;)
         if (blocks[i].p == (char *)p) {
             size_t n = blocks[i].n;
+            emu_race_forget(blocks[i].race);
             blocks[i] = blocks[--nblocks];
             return n;
         }
@@ -239,3 +245,14 @@ long emu_dev_find(const void *p, size_t n)
 }
 
 int emu_dev_contains(const void *p) { return emu_dev_find(p, 1) >= 0; }
+
+/* races.c's record for the block holding p (and the block's size), or NULL
+ * when p is in none. */
+void **emu_dev_race_slot(const void *p, size_t *bytes)
+{
+    long i = emu_dev_find(p, 1);
+    if (i < 0)
+        return NULL;
+    *bytes = blocks[i].n;
+    return &blocks[i].race;
+}

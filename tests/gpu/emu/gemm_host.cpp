@@ -39,6 +39,31 @@ extern "C" __attribute__((weak)) void emu_dev_close(void);
 extern "C" __attribute__((weak)) int emu_rec_only(void);
 extern "C" __attribute__((weak)) int emu_recording(void);
 extern "C" __attribute__((weak)) void emu_rec(const char *fmt, ...);
+/* races.c's check, when linked: the product is an operation on its stream
+ * that reads A, B, C (beta != 0) and the bias or aux its epilogue reads,
+ * and writes D and what its epilogue writes. */
+extern "C" __attribute__((weak)) void emu_race_op(uintptr_t s, const char *what);
+extern "C" __attribute__((weak)) void emu_race_access(const void *p, int write);
+static void race_operands(const st_cuda_gemm_desc *d, cudaStream_t s)
+{
+    if (!emu_race_op)
+        return;
+    emu_race_op((uintptr_t)s, "st_cuda_gemm");
+    auto touch = [](const void *p, int write) {
+        if (p)
+            emu_race_access(p, write);
+    };
+    if (d->K > 0) {
+        touch(d->A, 0);
+        touch(d->B, 0);
+    }
+    if (d->beta != 0.0f)
+        touch(d->C, 0);
+    const int ep = d->epilogue;
+    touch(d->bias, ep == ST_CUDA_EPI_BGRADB);
+    touch(d->aux, ep == ST_CUDA_EPI_GELU_AUX_BIAS);
+    touch(d->D, 1);
+}
 struct device_scope { /* the device arena is addressable inside one */
     device_scope() { if (emu_dev_open) emu_dev_open(); }
     ~device_scope() { if (emu_dev_close) emu_dev_close(); }
@@ -101,7 +126,7 @@ cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t)
 
 void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx) { free(ctx); }
 
-cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *, const st_cuda_gemm_desc *d, cudaStream_t)
+cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *, const st_cuda_gemm_desc *d, cudaStream_t stream)
 {
     /* ST_EMU_GEMM_RULES=base: the base rules only, as the real path checks
      * them, for a test whose own shapes are meant to leave the fast path
@@ -125,6 +150,7 @@ cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *, const st_cuda_gemm_desc *d, cuda
     device_operand(d->D, "D");
     device_operand(d->bias, "bias");
     device_operand(d->aux, "aux");
+    race_operands(d, stream);
     if (emu_recording && emu_recording())
         emu_rec("gemm\t%lld\t%lld\t%lld\t%d\t%d\t%d\t%d\t%d\t%d\t%g\t%d", (long long)d->M,
                 (long long)d->N, (long long)d->K, d->ab_type, d->c_type, d->d_type, d->trans_a,

@@ -139,7 +139,8 @@ static MPI_Op sum_of(ncclDataType_t t)
 }
 
 /* The checks every collective makes before it runs: a type this shim
- * knows, a live stream, device buffers of the right sizes.  Then the
+ * knows, a live stream, device buffers of the right sizes, and the race
+ * check's record of what it reads and writes.  Then the
  * trace line, and the launch record's (devmem.c)
  *   nccl OP STREAM COUNT ELEM RANKS LO HI
  * with NCCL's count (per rank for all_gather and reduce_scatter) and the
@@ -161,6 +162,13 @@ static int prologue(const char *call, const char *op, size_t count, ncclComm_t c
         emu_dev_range(send, send_n * elem_size(t), call, "send buffer");
     if (recv_n)
         emu_dev_range(recv, recv_n * elem_size(t), call, "receive buffer");
+    /* The race check (races.c): the collective is an operation on s that
+     * reads the send buffer and writes the receive buffer. */
+    emu_race_op((uintptr_t)s, call);
+    if (send_n)
+        emu_race_access(send, 0);
+    if (recv_n)
+        emu_race_access(recv, 1);
     emu_trace("nccl %s %d %d %zu %zu", op, c->index, (int)(uintptr_t)s, count, elem_size(t));
     int size = 0;
     MPI_Comm_size(c->comm, &size);

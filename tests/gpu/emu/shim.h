@@ -8,9 +8,12 @@
  * is a block barrier (waiting fibers yield until the last one arrives) and
  * a warp shuffle is a write to a per-warp slot between two warp barriers (valid because every shuffle in the kernels is reached by all 32
  * lanes of a warp).  The runtime API calls the tests and cuda/model_cuda.cu
- * make are mapped onto host memory, in order (streams are ignored).  This
- * checks tiling, masking and indexing; it says nothing about the real
- * hardware's memory model, occupancy or speed. */
+ * make are mapped onto host memory, in order; every launch and runtime
+ * call also tells races.c (where linked: the emulated shardtrain, the race
+ * tests) its stream and the device blocks it reads and writes, so an
+ * ordering a GPU would need and the code lacks aborts.  This checks
+ * tiling, masking, indexing and cross-stream ordering; it says nothing
+ * about the real hardware's memory model, occupancy or speed. */
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
@@ -113,6 +116,52 @@ struct emu_dev_scope {  // the device arena is addressable inside one
 extern "C" __attribute__((weak)) void emu_dev_register(void *p, size_t n);
 extern "C" __attribute__((weak)) size_t emu_dev_unregister(void *p);
 extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
+// The race check of the emulated shardtrain (races.c, linked beside
+// devmem.c; null here otherwise): every device operation is enqueued on
+// its stream and says which device blocks it reads and writes.
+extern "C" __attribute__((weak)) void emu_race_op(uintptr_t s, const char *what);
+extern "C" __attribute__((weak)) void emu_race_access(const void *p, int write);
+extern "C" __attribute__((weak)) void emu_race_sync_stream(uintptr_t s);
+extern "C" __attribute__((weak)) void emu_race_sync_device(void);
+inline void emu_race_begin(cudaStream_t s, const char *what) {
+  if (emu_race_op) emu_race_op((uintptr_t)s, what);
+}
+inline void emu_race_touch(const void *p, bool write) {
+  if (emu_race_access && p) emu_race_access(p, write);
+}
+// A copy's device sides (by its kind; by address for cudaMemcpyDefault).
+inline bool emu_is_device(const void *p, cudaMemcpyKind k, bool dst) {
+  if (k == cudaMemcpyDefault) return emu_dev_contains && emu_dev_contains(p);
+  return dst ? (k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice)
+             : (k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice);
+}
+inline void emu_race_copy(cudaStream_t st, const char *what, void *d, const void *s, cudaMemcpyKind k) {
+  emu_race_begin(st, what);
+  if (emu_is_device(s, k, false)) emu_race_touch(s, false);
+  if (emu_is_device(d, k, true)) emu_race_touch(d, true);
+}
+// A kernel's parameters, as the race check reads them: 'r' for a pointer
+// to const (read), 'w' for any other pointer (written), '-' otherwise;
+// null when the launch deduces its template arguments (&NAME is then no
+// one function), and the arguments' own types decide.
+template <class T> constexpr char emu_param_kind() {
+  if constexpr (!std::is_pointer_v<T>) return '-';
+  else return std::is_const_v<std::remove_pointer_t<T>> ? 'r' : 'w';
+}
+template <class R, class... P> inline const char *emu_param_kinds_of(R (*)(P...)) {
+  static const char k[] = {emu_param_kind<P>()..., 0};
+  return k;
+}
+template <auto F> inline const char *emu_param_kinds() {
+  if constexpr (requires { emu_param_kinds_of(F); }) return emu_param_kinds_of(F);
+  else return nullptr;
+}
+template <class T> inline void emu_race_arg(const char *params, int i, const T &a) {
+  if constexpr (std::is_pointer_v<T>) {
+    const bool write = params ? params[i] == 'w' : !std::is_const_v<std::remove_pointer_t<T>>;
+    emu_race_touch((const void *)a, write);
+  }
+}
 template <class T> inline void emu_check_arg(const char *kernel, int i, const T &a) {
   if constexpr (std::is_pointer_v<T>) {
     if (a && emu_dev_contains && !emu_dev_contains((const void *)a)) {
@@ -189,11 +238,15 @@ template <auto F> inline const char *emu_instance() {
 // The record names a launch "NAME = <ARGS>" (NAME as the launch wrote it,
 // ARGS as emu_instance gives them), or NAME alone for no template.
 template <class... A> inline int emu_check_args(const char *kernel, const char *instance,
+                                                const char *params, cudaStream_t stream,
                                                 const A &...a) {
   emu_cur_kernel = kernel;
   emu_count_launch(kernel);
   int i = 0;
   (emu_check_arg(kernel, i++, a), ...);
+  emu_race_begin(stream, kernel);
+  i = 0;
+  (emu_race_arg(params, i++, a), ...);
   if (emu_rec_on()) {
     emu_rec_kernel = kernel;
     if (*instance) emu_rec_kernel += std::string(" = ") + instance;
@@ -462,21 +515,31 @@ template <class T> cudaError_t emu_cudaMalloc(T **p, size_t n) {
 }
 inline cudaError_t emu_cudaFree(void *p) {
   if (!emu_dev_unregister) { free(p); return cudaSuccess; }
+  if (emu_race_sync_device) emu_race_sync_device();  // cudaFree waits for the device
   if (p && !emu_dev_unregister(p)) {
     fprintf(stderr, "cuda emulation: cudaFree(%p): not a device block\n", p);
     abort();
   }
   return cudaSuccess;  // the arena's blocks are never reused
 }
-inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) { if (emu_skip_copy(d, n, k)) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
-inline cudaError_t emu_cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t emu_cudaMemset(void *p, int v, size_t n) { emu_race_begin(nullptr, "cudaMemset"); emu_race_touch(p, true); if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) {
+  emu_race_copy(nullptr, "cudaMemcpy", d, s, k);  // on the legacy stream, and the host waits
+  if (emu_race_sync_stream) emu_race_sync_stream(0);
+  if (emu_skip_copy(d, n, k)) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaDeviceSynchronize() { if (emu_race_sync_device) emu_race_sync_device(); return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 inline cudaError_t emu_cudaGetDeviceProperties(cudaDeviceProp *p, int) { memset(p, 0, sizeof *p); strcpy(p->name, "host emulation"); return cudaSuccess; }
 inline cudaError_t emu_cudaGetLastError() { const cudaError_t e = emu_launch_error; emu_launch_error = cudaSuccess; return e; }
-inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t) { if (emu_skip_copy(d, n, k)) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
-inline cudaError_t emu_cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, cudaMemcpyKind k, cudaStream_t) {
+inline cudaError_t emu_cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st) {
+  emu_race_copy(st, "cudaMemcpyAsync", d, s, k);
+  if (emu_skip_copy(d, n, k)) return cudaSuccess; emu_dev_scope o; memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st) {
+  emu_race_begin(st, "cudaMemsetAsync");
+  emu_race_touch(p, true);
+  if (emu_rec_on()) emu_rec("memset\t%zu", n); if (emu_skip()) return cudaSuccess; emu_dev_scope o; memset(p, v, n); return cudaSuccess; }
+inline cudaError_t emu_cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, size_t spitch, size_t width, size_t height, cudaMemcpyKind k, cudaStream_t st) {
+  emu_race_copy(st, "cudaMemcpy2DAsync", d, s, k);
   if (width > dpitch || width > spitch) return cudaErrorInvalidPitchValue;
   if (emu_rec_on()) emu_rec("memcpy2d\t%s\t%zu", emu_kind(k), width * height);
   if (emu_skip()) return cudaSuccess;
@@ -484,7 +547,9 @@ inline cudaError_t emu_cudaMemcpy2DAsync(void *d, size_t dpitch, const void *s, 
   for (size_t r = 0; r < height; r++) memcpy((char *)d + r * dpitch, (const char *)s + r * spitch, width);
   return cudaSuccess;
 }
-inline cudaError_t emu_cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t height, cudaStream_t) {
+inline cudaError_t emu_cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t height, cudaStream_t st) {
+  emu_race_begin(st, "cudaMemset2DAsync");
+  emu_race_touch(p, true);
   if (width > pitch) return cudaErrorInvalidPitchValue;
   if (emu_rec_on()) emu_rec("memset2d\t%zu", width * height);
   if (emu_skip()) return cudaSuccess;
@@ -494,7 +559,7 @@ inline cudaError_t emu_cudaMemset2DAsync(void *p, size_t pitch, int v, size_t wi
 }
 inline cudaError_t emu_cudaStreamCreate(cudaStream_t *s) { *s = nullptr; return cudaSuccess; }
 inline cudaError_t emu_cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
-inline cudaError_t emu_cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t emu_cudaStreamSynchronize(cudaStream_t s) { if (emu_race_sync_stream) emu_race_sync_stream((uintptr_t)s); return cudaSuccess; }
 #define cudaMalloc emu_cudaMalloc
 #define cudaFree emu_cudaFree
 #define cudaMemset emu_cudaMemset

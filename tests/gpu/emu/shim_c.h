@@ -3,7 +3,8 @@
  * shardtrain of build_shardtrain.sh: force-included (cc -include) ahead of
  * the file, it includes the real runtime headers (types, enums) and then
  * maps every runtime call those files make onto host memory, in order
- * (streams are ignored: the host runs each call to completion).  Only
+ * (the host runs each call to completion; races.c checks that streams
+ * and events would order the same calls on a GPU).  Only
  * cudaGetErrorString stays the real libcudart's, which needs no device;
  * build_shardtrain.sh checks that the binary imports no other cuda*
  * symbol, so a call this header does not map is a link-time failure there.
@@ -29,7 +30,9 @@
  * Streams, events and synchronisation are modelled by streams.c: distinct
  * handles checked on every use, stream priorities within an H100's range,
  * and a trace of every synchronisation (ST_EMU_TRACE, streams.c says what
- * it holds).  The NCCL calls of comm_nccl.c go to nccl_mpi.c, an NCCL made
+ * it holds); and by races.c, which every device operation and ordering
+ * call here also goes to: an access from one stream that nothing orders
+ * after a conflicting access from another aborts, as a race on a GPU.  The NCCL calls of comm_nccl.c go to nccl_mpi.c, an NCCL made
  * of blocking MPI collectives, so the emulated binary runs
  * parallel.backend = nccl too. */
 #ifndef ST_EMU_SHIM_C_H
@@ -64,6 +67,16 @@ void emu_stream_gone(uintptr_t s);
 int emu_event_new(void);
 int emu_event_known(uintptr_t e);
 void emu_event_gone(uintptr_t e);
+
+/* The race check (races.c): each device operation enqueued on its stream
+ * with the blocks it reads and writes, and every ordering call. */
+void emu_race_stream_new(uintptr_t s, int blocking);
+void emu_race_op(uintptr_t s, const char *what);
+void emu_race_access(const void *p, int write);
+void emu_race_record(uintptr_t e, uintptr_t s);
+void emu_race_wait(uintptr_t s, uintptr_t e);
+void emu_race_sync_stream(uintptr_t s);
+void emu_race_sync_device(void);
 
 static inline void emu_die(const char *call, const char *what)
 {
@@ -165,6 +178,7 @@ static inline cudaError_t emu_c_cudaStreamCreateWithPriority(cudaStream_t *s, un
     if (priority < EMU_PRIORITY_GREATEST)
         priority = EMU_PRIORITY_GREATEST;
     *s = (cudaStream_t)(uintptr_t)emu_stream_new(priority);
+    emu_race_stream_new((uintptr_t)*s, !(f & cudaStreamNonBlocking));
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaStreamCreateWithFlags(cudaStream_t *s, unsigned f)
@@ -182,11 +196,13 @@ static inline cudaError_t emu_c_cudaStreamSynchronize(cudaStream_t s)
 {
     emu_stream_check(s, "cudaStreamSynchronize");
     emu_trace("sync_stream %d", (int)(uintptr_t)s);
+    emu_race_sync_stream((uintptr_t)s);
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaDeviceSynchronize(void)
 {
     emu_trace("sync_device");
+    emu_race_sync_device();
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaEventCreateWithFlags(cudaEvent_t *e, unsigned f)
@@ -207,6 +223,7 @@ static inline cudaError_t emu_c_cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     emu_stream_check(s, "cudaEventRecord");
     emu_trace("record %d %d", (int)(uintptr_t)e, (int)(uintptr_t)s);
     emu_rec("record\t%d\t%d", (int)(uintptr_t)e, (int)(uintptr_t)s);
+    emu_race_record((uintptr_t)e, (uintptr_t)s);
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned f)
@@ -216,6 +233,7 @@ static inline cudaError_t emu_c_cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t 
     emu_event_check(e, "cudaStreamWaitEvent");
     emu_trace("wait %d %d", (int)(uintptr_t)s, (int)(uintptr_t)e);
     emu_rec("wait\t%d\t%d", (int)(uintptr_t)s, (int)(uintptr_t)e);
+    emu_race_wait((uintptr_t)s, (uintptr_t)e);
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int dev)
@@ -238,26 +256,39 @@ static inline cudaError_t emu_c_cudaMalloc(void **p, size_t n)
 }
 static inline cudaError_t emu_c_cudaMallocAsync(void **p, size_t n, cudaStream_t s)
 {
-    (void)s;
+    emu_stream_check(s, "cudaMallocAsync");
     *p = emu_dev_alloc(n, "cudaMallocAsync");
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*p)
+        return cudaErrorMemoryAllocation;
+    /* The block is the stream's: another stream may use it once ordered
+     * after this point, as after a write. */
+    emu_race_op((uintptr_t)s, "cudaMallocAsync");
+    emu_race_access(*p, 1);
+    return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaFree(void *p)
 {
-    if (p)
+    if (p) {
+        emu_race_sync_device(); /* cudaFree waits for the whole device */
         emu_dev_free(p, "cudaFree");
+    }
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaFreeAsync(void *p, cudaStream_t s)
 {
-    (void)s;
+    emu_stream_check(s, "cudaFreeAsync");
+    /* Every use of the block must be ordered before the free. */
+    emu_race_op((uintptr_t)s, "cudaFreeAsync");
+    emu_race_access(p, 1);
     emu_dev_free(p, "cudaFreeAsync");
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
-    (void)s;
+    emu_stream_check(s, "cudaMemsetAsync");
     emu_dev_range(p, n, "cudaMemsetAsync", "destination");
+    emu_race_op((uintptr_t)s, "cudaMemsetAsync");
+    emu_race_access(p, 1);
     emu_rec("memset\t%zu", n);
     emu_trace("memset %zu", n);
     if (emu_rec_only())
@@ -288,6 +319,14 @@ static inline void emu_c_copy(void *d, const void *s, size_t n, enum cudaMemcpyK
     default:
         emu_die(call, "host-to-host copy");
     }
+    /* The race check: the device side(s), read at the source and written
+     * at the destination (the caller enqueued the operation). */
+    if (k == cudaMemcpyDeviceToHost || k == cudaMemcpyDeviceToDevice
+        || (k == cudaMemcpyDefault && emu_find(s, 1) >= 0))
+        emu_race_access(s, 0);
+    if (k == cudaMemcpyHostToDevice || k == cudaMemcpyDeviceToDevice
+        || (k == cudaMemcpyDefault && emu_find(d, 1) >= 0))
+        emu_race_access(d, 1);
     static const char *const kind[] = {"h2h", "h2d", "d2h", "d2d", "default"};
     emu_rec("memcpy\t%s\t%zu", kind[k], n);
     if (emu_rec_only()) {
@@ -303,13 +342,17 @@ static inline cudaError_t emu_c_cudaMemcpyAsync(void *d, const void *s, size_t n
                                                enum cudaMemcpyKind k, cudaStream_t st)
 {
     emu_stream_check(st, "cudaMemcpyAsync");
+    emu_race_op((uintptr_t)st, "cudaMemcpyAsync");
     emu_c_copy(d, s, n, k, "cudaMemcpyAsync");
     return cudaSuccess;
 }
 static inline cudaError_t emu_c_cudaMemcpy(void *d, const void *s, size_t n,
                                           enum cudaMemcpyKind k)
 {
+    /* On the legacy stream, and the host waits for it. */
+    emu_race_op(0, "cudaMemcpy");
     emu_c_copy(d, s, n, k, "cudaMemcpy");
+    emu_race_sync_stream(0);
     return cudaSuccess;
 }
 #define cudaGetDeviceCount emu_c_cudaGetDeviceCount

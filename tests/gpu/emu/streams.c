@@ -3,7 +3,8 @@
  *
  * The emulation runs every call to completion in issue order, so streams
  * and events change nothing it computes; what it models exactly is what
- * the code asks of them, so tests can check it without a GPU:
+ * the code asks of them, so tests can check it without a GPU (and
+ * races.c, whether they order every device operation as a GPU needs):
  *   - stream priorities: cudaDeviceGetStreamPriorityRange reports an H100's
  *     range (least 0, greatest -5), and cudaStreamCreateWithPriority clamps
  *     a request into it, as the runtime does; cudaStreamCreateWithFlags
@@ -24,6 +25,7 @@
  *   nccl OP C S COUNT ELEM       (OP: all_gather, reduce_scatter, all_reduce;
  *                                 ELEM: bytes per element)
  *   memset BYTES                 (shim_c.h: cudaMemsetAsync)
+ *   race_check OPS ACCESSES ACROSS  (races.c, at exit: what it checked)
  * One file per process, so ranks of one run never interleave lines. */
 #define _GNU_SOURCE
 #include <stdarg.h>

@@ -1,13 +1,17 @@
 """Rewrite each CUDA launch `kernel<...><<<grid, block[, smem, stream]>>>(args)`
-of a .cu file into `(emu_check_args("kernel", emu_instance<&kernel<...>>(), args),
+of a .cu file into `(emu_check_args("kernel", emu_instance<&kernel<...>>(),
+emu_param_kinds<&kernel<...>>(), (cudaStream_t)(stream), args),
 emu_launch(dim3(grid), dim3(block), [=]() { kernel<...>(args); }, smem,
 emu_kernel_key<&kernel<...>>()))`
 so g++ can compile it against shim.h (the host emulation of the CUDA
 features the kernels use).  The kernel expression is the identifier (with
 optional template arguments) right before `<<<`, which may sit on the
-previous line; grid, block and the dynamic shared-memory size are the first three
-top-level fields of the launch configuration (the stream is dropped: the
-emulation runs everything in order on the host).  emu_check_args checks
+previous line; grid, block, the dynamic shared-memory size and the stream
+are the four top-level fields of the launch configuration (0 for those
+left out).  The emulation still runs everything in order on the host; the
+stream is for the race check (races.c, where linked), which
+emu_param_kinds tells which pointer parameters the kernel reads (to const)
+and writes.  emu_check_args checks
 that every pointer argument is device memory, where a block table is
 linked (the emulated shardtrain); emu_instance gives the template
 arguments the launch instantiates (their values, as `<float, true>`), which
@@ -149,9 +153,11 @@ while True:
     args = s[a + 1:p]
     out.append(s[i:m.start()])
     smem = cfg[2] if len(cfg) > 2 else '0'
-    out.append('(emu_check_args("%s", emu_instance<&%s>()%s), '
+    stream = cfg[3] if len(cfg) > 3 else '0'
+    out.append('(emu_check_args("%s", emu_instance<&%s>(), emu_param_kinds<&%s>(), '
+               '(cudaStream_t)(%s)%s), '
                'emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s, emu_kernel_key<&%s>()%s))'
-               % (name.replace('"', "'"), name, (', ' + args) if args.strip() else '',
+               % (name.replace('"', "'"), name, name, stream, (', ' + args) if args.strip() else '',
                   cfg[0], cfg[1], name, args, smem, name,
                   ', true' if re.match(r'\w+', name).group(0) in bounded else ''))
     i = p + 1
