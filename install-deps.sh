@@ -4,7 +4,7 @@
 # or with sudo available.  Debian 12 (bookworm).
 set -eu
 PACKAGES="
-  build-essential autoconf automake libtool pkg-config
+  build-essential autoconf automake libtool pkg-config git
   libopenmpi-dev openmpi-bin libpmix-dev
   libinih-dev libjansson-dev libxxhash-dev libpcre2-dev libopenblas-openmp-dev
   libprotobuf-c-dev protobuf-c-compiler

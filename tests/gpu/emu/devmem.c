@@ -43,6 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "races.h"
+
 /* race: races.c's record of the block's accesses, freed with the block */
 struct emu_block { char *p; size_t n; void *race; };
 static struct emu_block *blocks;
@@ -56,7 +58,6 @@ size_t emu_dev_unregister(void *p);
 long emu_dev_find(const void *p, size_t n);
 int emu_dev_contains(const void *p);
 void **emu_dev_race_slot(const void *p, size_t *bytes);
-void emu_race_forget(void *state);
 int emu_rec_only(void);
 int emu_recording(void);
 void emu_rec(const char *fmt, ...);

@@ -52,18 +52,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "races.h"
+
+/* devmem.c's table: the record slot of the block holding p, and its size. */
 void **emu_dev_race_slot(const void *p, size_t *bytes);
-
+/* streams.c's trace. */
 void emu_trace(const char *fmt, ...);
-
-void emu_race_stream_new(uintptr_t s, int blocking);
-void emu_race_op(uintptr_t s, const char *what);
-void emu_race_access(const void *p, int write);
-void emu_race_record(uintptr_t e, uintptr_t s);
-void emu_race_wait(uintptr_t s, uintptr_t e);
-void emu_race_sync_stream(uintptr_t s);
-void emu_race_sync_device(void);
-void emu_race_forget(void *state);
 
 typedef struct {
     uint64_t *c; /* c[i]: how many of stream i's operations are ordered before */

@@ -70,13 +70,7 @@ void emu_event_gone(uintptr_t e);
 
 /* The race check (races.c): each device operation enqueued on its stream
  * with the blocks it reads and writes, and every ordering call. */
-void emu_race_stream_new(uintptr_t s, int blocking);
-void emu_race_op(uintptr_t s, const char *what);
-void emu_race_access(const void *p, int write);
-void emu_race_record(uintptr_t e, uintptr_t s);
-void emu_race_wait(uintptr_t s, uintptr_t e);
-void emu_race_sync_stream(uintptr_t s);
-void emu_race_sync_device(void);
+#include "races.h"
 
 static inline void emu_die(const char *call, const char *what)
 {
