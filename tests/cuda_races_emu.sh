@@ -11,6 +11,11 @@
 #     operand or BGRADB bias.  Each ordering CUDA promises must pass: one
 #     stream, an event, cudaStreamSynchronize, cudaDeviceSynchronize,
 #     cudaFree, the legacy stream with blocking streams, concurrent reads;
+#     and ST_EMU_REVERSE=1 (threads and blocks run last to first) must
+#     change the result of a kernel whose blocks read each other's output
+#     in one launch, and of one whose threads share memory without a
+#     barrier, but not of a race-free one (the reversed runs of
+#     cuda_emu.sh, cuda_attention_emu.sh and cuda_train_emu.sh rely on it);
 #   - on the engine itself: an emulated shardtrain built from a copy of
 #     src/comm/comm_nccl.c without the compute stream's wait for a
 #     collective (nccl_wait), and another without the communication

@@ -10,7 +10,10 @@
 //   race_check --list     one line per case: NAME EXPECT WHAT, where EXPECT
 //                         is ok (exit 0) or race (abort, with a race line
 //                         on stderr that holds each word of WHAT, the
-//                         operations named, '|' for a space)
+//                         operations named, '|' for a space), or same or
+//                         differs: the result printed with ST_EMU_REVERSE=1
+//                         (shim.h: threads and blocks run last to first)
+//                         against the one printed without
 //   race_check NAME       runs that case
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +31,20 @@ __global__ void sum_kernel(float *out, const float *p, int n) {
     for (int i = 0; i < n; i++) s += p[i];
     *out = s;
   }
+}
+
+// Two kernels whose result depends on the order the emulation runs them
+// in (each a race on a GPU, with no stream involved): block b reads what
+// block b - 1 wrote in the same launch, and thread t reads the shared
+// slot thread t + 1 writes with no __syncthreads between.
+__global__ void chain_blocks_kernel(float *p) {
+  if (threadIdx.x == 0) p[blockIdx.x] = blockIdx.x ? p[blockIdx.x - 1] + 1.0f : 1.0f;
+}
+__global__ void neighbour_shared_kernel(float *out) {
+  __shared__ float s[33];
+  s[threadIdx.x] = (float)threadIdx.x;
+  if (threadIdx.x == 0) s[32] = 0.0f;
+  out[threadIdx.x] = s[threadIdx.x + 1];
 }
 
 namespace {
@@ -62,6 +79,16 @@ void gemm(const float *A, float *D, float *bias, uintptr_t s) {
     fprintf(stderr, "race_check: st_cuda_gemm_ex refused the product\n");
     exit(2);
   }
+}
+
+// The buffer's first n floats on stdout, for the order cases.
+void print(const float *p, int n) {
+  float h[kN];
+  rh_sync_device();
+  rh_to_host(h, p, sizeof h);
+  printf("result:");
+  for (int i = 0; i < n; i++) printf(" %g", h[i]);
+  printf("\n");
 }
 
 struct race_case {
@@ -123,6 +150,19 @@ const race_case cases[] = {
      [] { sum(out1, out2, s1); gemm(buf, dmat, out2, s2); }},
     {"gemm_ordered", "ok", "",
      [] { fill(buf, s1); rh_record(e, s1); rh_wait(s2, e); gemm(buf, dmat, nullptr, s2); }},
+    // Order cases: run as is and with ST_EMU_REVERSE=1 (threads and blocks
+    // resumed last to first), the printed result must be the same, or must
+    // differ where the kernel races.
+    {"order_independent", "same", "", [] { fill(buf, s1); sum(out1, buf, s1); print(out1, 1); }},
+    {"order_blocks_read_each_other", "differs", "", [] {
+       rh_memset_async(buf, kN * sizeof(float), s1);
+       chain_blocks_kernel<<<4, 32, 0, st(s1)>>>(buf);
+       print(buf, 4);
+     }},
+    {"order_threads_share_without_barrier", "differs", "", [] {
+       neighbour_shared_kernel<<<1, 32, 0, st(s1)>>>(buf);
+       print(buf, 32);
+     }},
 };
 }  // namespace
 

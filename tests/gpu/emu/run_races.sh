@@ -3,7 +3,9 @@
 # (races.c) and runs every case it lists, as TAP: a case expected to race
 # must abort with a "cuda emulation: race:" line naming both operations
 # (each word race_check lists, '|' standing for a space), and a case
-# expected to pass must run to its end with no race line.  Needs
+# expected to pass must run to its end with no race line.  An order case
+# runs twice, the second time with ST_EMU_REVERSE=1, and its printed
+# result must be the same both times, or differ where its kernel races.  Needs
 # libshardtrain.a (make builds it), g++ with C++20 and the CUDA headers.
 # Usage: tests/gpu/emu/run_races.sh [top_srcdir [libshardtrain.a]]
 set -eu
@@ -30,7 +32,20 @@ while read -r name expect what; do
     "$tmp/race_check" "$name" > "$tmp/out" 2> "$tmp/err" || rc=$?
     line=$(grep '^cuda emulation: race: ' "$tmp/err" || true)
     why=
-    if [ "$expect" = ok ]; then
+    if [ "$expect" = same ] || [ "$expect" = differs ]; then
+        rc2=0
+        ST_EMU_REVERSE=1 "$tmp/race_check" "$name" > "$tmp/out2" 2> "$tmp/err2" || rc2=$?
+        [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ] || why="exit status $rc, reversed $rc2"
+        r1=$(grep '^result:' "$tmp/out" || true)
+        r2=$(grep '^result:' "$tmp/out2" || true)
+        [ -n "$r1" ] && [ -n "$r2" ] || why="${why:-no result printed}"
+        if [ "$expect" = same ]; then
+            [ "$r1" = "$r2" ] || why="${why:-reversed order changed the result: $r1 / $r2}"
+        else
+            [ "$r1" != "$r2" ] || why="${why:-reversed order gave the same result: $r1}"
+        fi
+        line="in order $r1; reversed $r2"
+    elif [ "$expect" = ok ]; then
         [ "$rc" -eq 0 ] || why="exit status $rc"
         [ -z "$line" ] || why="a race was reported: $line"
         grep -q "ran to the end" "$tmp/out" || why="${why:-it did not run to its end}"

@@ -381,10 +381,12 @@ inline void emu_fiber_main() {
   emu_done[emu_cur] = 1;
   emu_ndone++;
 }  // returns to emu_sched_ctx through uc_link
-// ST_EMU_REVERSE=1 resumes the fibers from the last thread down: a kernel
-// free of races (and without atomics) gives bit-identical results in both
-// orders, so comparing them finds a missing __syncthreads or a read of
-// another lane's shared memory without a barrier.
+// ST_EMU_REVERSE=1 resumes the fibers from the last thread down, and runs
+// the grid's blocks from the last down: a kernel free of races (and
+// without atomics) gives bit-identical results in both orders, so
+// comparing them finds a missing __syncthreads, a read of another lane's
+// shared memory without a barrier, or a block that reads what another
+// block of the same launch writes (blocks run in any order on a GPU).
 inline bool emu_reverse() {
   static const bool r = [] { const char *e = getenv("ST_EMU_REVERSE"); return e && *e == '1'; }();
   return r;
@@ -463,7 +465,11 @@ template <class F> void emu_launch(dim3 grid, dim3 block, F f, size_t dynamic_sm
   }
   ucontext_t tmpl;
   getcontext(&tmpl);
-  for (unsigned z = 0; z < grid.z; z++) for (unsigned y = 0; y < grid.y; y++) for (unsigned x = 0; x < grid.x; x++) {
+  const unsigned long long nblocks = (unsigned long long)grid.x * grid.y * grid.z;
+  for (unsigned long long i = 0; i < nblocks; i++) {
+    const unsigned long long b = emu_reverse() ? nblocks - 1 - i : i;
+    const unsigned x = (unsigned)(b % grid.x), y = (unsigned)(b / grid.x % grid.y),
+                   z = (unsigned)(b / ((unsigned long long)grid.x * grid.y));
     emu_blockIdx = {x, y, z};
     emu_block_bar = {0, threads, 0};
     emu_cp_reset(threads);
