@@ -43,9 +43,14 @@
  * reported too (shardtrain gives each buffer its own block).
  *
  * Not modelled: host memory (a host read of a buffer an asynchronous copy
- * is still filling), pointers inside structs passed by value (none of
- * cuda/'s kernels takes one), and the ranks' ordering across processes
- * (each rank's device is checked alone; NCCL's is MPI's here). */
+ * is still filling).  That race needs pinned host memory, and shardtrain
+ * has none: no cudaMallocHost, cudaHostAlloc or cudaHostRegister (shim_c.h
+ * maps none of them, so build_shardtrain.sh's nm check would fail a
+ * binary that called one), and CUDA copies to pageable memory before
+ * cudaMemcpyAsync returns, from it into staging before it returns.  Also
+ * not modelled: pointers inside structs passed by value (none of cuda/'s
+ * kernels takes one), and the ranks' ordering across processes (each
+ * rank's device is checked alone; NCCL's is MPI's here). */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
