@@ -8,7 +8,8 @@
 #     should cover; a synchronisation of the wrong stream; a synchronous
 #     copy on the legacy stream after work on a non-blocking one; a
 #     cudaMallocAsync block used on another stream; a cuBLASLt product's
-#     operand or BGRADB bias.  Each ordering CUDA promises must pass: one
+#     operand, BGRADB bias or shared workspace (two streams, one context).
+#     Each ordering CUDA promises must pass: one
 #     stream, an event, cudaStreamSynchronize, cudaDeviceSynchronize,
 #     cudaFree, the legacy stream with blocking streams, concurrent reads;
 #     and ST_EMU_REVERSE=1 (threads and blocks run last to first) must

@@ -34,6 +34,9 @@
 extern "C" __attribute__((weak)) int emu_dev_contains(const void *p);
 extern "C" __attribute__((weak)) void emu_dev_open(void);
 extern "C" __attribute__((weak)) void emu_dev_close(void);
+extern "C" __attribute__((weak)) void *emu_dev_alloc_raw(size_t n);
+extern "C" __attribute__((weak)) size_t emu_dev_unregister(void *p);
+extern "C" __attribute__((weak)) void emu_race_sync_device(void);
 /* devmem.c's launch record: each product is recorded with its shape after
  * the checks, and not computed when recording only. */
 extern "C" __attribute__((weak)) int emu_rec_only(void);
@@ -41,10 +44,19 @@ extern "C" __attribute__((weak)) int emu_recording(void);
 extern "C" __attribute__((weak)) void emu_rec(const char *fmt, ...);
 /* races.c's check, when linked: the product is an operation on its stream
  * that reads A, B, C (beta != 0) and the bias or aux its epilogue reads,
- * and writes D and what its epilogue writes. */
+ * and writes D, what its epilogue writes and its context's workspace. */
 extern "C" __attribute__((weak)) void emu_race_op(uintptr_t s, const char *what);
 extern "C" __attribute__((weak)) void emu_race_access(const void *p, int write);
-static void race_operands(const st_cuda_gemm_desc *d, cudaStream_t s)
+/* gemm_lt.cu's context owns one cuBLASLt workspace, which each product
+ * writes: products on two streams sharing a context must be ordered.  The
+ * race check sees it as a small device block of its own (where devmem.c is
+ * linked), written by every product made with the context. */
+struct st_cuda_gemm_ctx {
+    void *workspace;
+};
+
+static void race_operands(const st_cuda_gemm_ctx *ctx, const st_cuda_gemm_desc *d,
+                          cudaStream_t s)
 {
     if (!emu_race_op)
         return;
@@ -53,6 +65,8 @@ static void race_operands(const st_cuda_gemm_desc *d, cudaStream_t s)
         if (p)
             emu_race_access(p, write);
     };
+    if (ctx)
+        touch(ctx->workspace, 1);
     if (d->K > 0) {
         touch(d->A, 0);
         touch(d->B, 0);
@@ -77,9 +91,6 @@ static void device_operand(const void *p, const char *which)
     }
 }
 
-struct st_cuda_gemm_ctx {
-    int unused;
-};
 
 /* A stored rows x cols matrix at row stride ld, widened to fp32 (same
  * stride, so the st_gemm call keeps the caller's ld). */
@@ -121,12 +132,28 @@ extern "C" {
 cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t)
 {
     *ctx = (st_cuda_gemm_ctx *)calloc(1, sizeof **ctx);
-    return *ctx ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (!*ctx)
+        return cudaErrorMemoryAllocation;
+    if (emu_dev_alloc_raw && !((*ctx)->workspace = emu_dev_alloc_raw(256))) {
+        free(*ctx);
+        *ctx = nullptr;
+        return cudaErrorMemoryAllocation;
+    }
+    return cudaSuccess;
 }
 
-void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx) { free(ctx); }
+void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx)
+{
+    if (ctx && ctx->workspace && emu_dev_unregister) {
+        if (emu_race_sync_device)
+            emu_race_sync_device(); /* gemm_lt.cu's cudaFree waits for the device */
+        emu_dev_unregister(ctx->workspace);
+    }
+    free(ctx);
+}
 
-cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *, const st_cuda_gemm_desc *d, cudaStream_t stream)
+cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *ctx, const st_cuda_gemm_desc *d,
+                            cudaStream_t stream)
 {
     /* ST_EMU_GEMM_RULES=base: the base rules only, as the real path checks
      * them, for a test whose own shapes are meant to leave the fast path
@@ -150,7 +177,7 @@ cudaError_t st_cuda_gemm_ex(st_cuda_gemm_ctx *, const st_cuda_gemm_desc *d, cuda
     device_operand(d->D, "D");
     device_operand(d->bias, "bias");
     device_operand(d->aux, "aux");
-    race_operands(d, stream);
+    race_operands(ctx, d, stream);
     if (emu_recording && emu_recording())
         emu_rec("gemm\t%lld\t%lld\t%lld\t%d\t%d\t%d\t%d\t%d\t%d\t%g\t%d", (long long)d->M,
                 (long long)d->N, (long long)d->K, d->ab_type, d->c_type, d->d_type, d->trans_a,

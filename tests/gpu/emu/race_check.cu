@@ -51,6 +51,7 @@ namespace {
 constexpr int kN = 64;  // floats per buffer
 float *buf, *out1, *out2, *dmat;
 uintptr_t s1, s2, e;
+st_cuda_gemm_ctx *gemm_ctx;  // one cuBLASLt context (one workspace) for every product
 
 cudaStream_t st(uintptr_t s) { return (cudaStream_t)s; }
 void fill(float *p, uintptr_t s) { fill_kernel<<<1, 32, 0, st(s)>>>(p, kN, 1.0f); }
@@ -75,7 +76,7 @@ void gemm(const float *A, float *D, float *bias, uintptr_t s) {
     d.bias_type = ST_CUDA_F32;
     d.bias_len = 8;
   }
-  if (st_cuda_gemm_ex(nullptr, &d, st(s)) != cudaSuccess) {
+  if (st_cuda_gemm_ex(gemm_ctx, &d, st(s)) != cudaSuccess) {
     fprintf(stderr, "race_check: st_cuda_gemm_ex refused the product\n");
     exit(2);
   }
@@ -148,6 +149,9 @@ const race_case cases[] = {
      [] { sum(out1, dmat, s1); gemm(buf, dmat, nullptr, s2); }},
     {"gemm_bgradb_writes_bias", "race", "st_cuda_gemm writes sum_kernel read",
      [] { sum(out1, out2, s1); gemm(buf, dmat, out2, s2); }},
+    {"gemm_shares_workspace", "race",
+     "st_cuda_gemm|(stream|3, writes st_cuda_gemm|(stream|2, wrote",
+     [] { gemm(buf, dmat, nullptr, s1); gemm(out1, out2, nullptr, s2); }},
     {"gemm_ordered", "ok", "",
      [] { fill(buf, s1); rh_record(e, s1); rh_wait(s2, e); gemm(buf, dmat, nullptr, s2); }},
     // Order cases: run as is and with ST_EMU_REVERSE=1 (threads and blocks
@@ -186,6 +190,10 @@ int main(int argc, char **argv) {
   out1 = (float *)rh_malloc(kN * sizeof(float));
   out2 = (float *)rh_malloc(kN * sizeof(float));
   dmat = (float *)rh_malloc(kN * sizeof(float));
+  if (st_cuda_gemm_create(&gemm_ctx, 0) != cudaSuccess) {
+    fprintf(stderr, "race_check: st_cuda_gemm_create failed\n");
+    return 2;
+  }
   for (const race_case &c : cases)
     if (strcmp(c.name, argv[1]) == 0) {
       c.run();
