@@ -165,8 +165,7 @@ void emu_race_op(uintptr_t s, const char *what)
             if (blocking[i])
                 vc_join(v, &svc[i]);
     } else if (blocking[s]) {
-        vc_join(v, stream_clock(0));
-        v = stream_clock(s); /* the table may have moved */
+        vc_join(v, &svc[0]); /* s > 0 exists, so the table holds 0 */
     }
     vc_grow(v, s + 1);
     cur_stream = s;
@@ -269,7 +268,6 @@ void emu_race_record(uintptr_t e, uintptr_t s)
     vclock *v = stream_clock(s);
     vc_join(v, &host);
     vclock *ev = clock_of(&evc, &nevc, e);
-    v = stream_clock(s);
     ev->n = 0; /* a record replaces what the event held */
     vc_join(ev, v);
 }
