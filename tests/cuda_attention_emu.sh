@@ -24,9 +24,8 @@
 require command -v g++
 lib="$top_builddir/libshardtrain.a"
 require test -f "$lib"
-EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
-EMU_LIBS=$(sed -n "s/^BLAS_LIBS = //p" "$top_builddir/Makefile")
-export EMU_LIBS EMU_LINK_FLAGS OMP_NUM_THREADS=1
+. "$top_srcdir/tests/gpu/emu/link_env.sh"
+export OMP_NUM_THREADS=1
 
 if sh "$top_srcdir/tests/gpu/emu/run_attention_tc.sh" "$TMP/emu" "$top_srcdir" "$lib" \
         >"$TMP/build.log" 2>&1; then

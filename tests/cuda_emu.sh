@@ -19,12 +19,7 @@ if [ ! -f "$lib" ]; then
     echo "not ok 1 - $lib is missing (make builds it)"
     exit 1
 fi
-# A sanitizer build's library needs the sanitizer runtimes at link time.
-EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
-# libshardtrain.a's model set-up reaches the config layer (inih, jansson).
-mk() { sed -n "s/^$1 = //p" "$top_builddir/Makefile"; }
-EMU_LIBS="$(mk BLAS_LIBS) $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PCRE2_LIBS)"
-export EMU_LIBS EMU_LINK_FLAGS
+. "$top_srcdir/tests/gpu/emu/link_env.sh"
 # Five programs, one TAP stream: first the reductions of the parameter
 # gradients and the elementwise kernels' 16-byte paths against the CPU
 # ops, normal and reversed thread order (run_reduce.sh, about two

@@ -18,10 +18,7 @@ if [ ! -f "$lib" ]; then
 fi
 top=$top_srcdir
 cuda=${CUDA_PREFIX:-/usr/local/cuda}
-# A sanitizer build's library needs the sanitizer runtimes at link time;
-# the CPU reference multiplies with OpenBLAS.
-EMU_LINK_FLAGS=$(sed -n 's/^SAN_CFLAGS = //p' "$top_builddir/Makefile")
-EMU_LIBS=$(sed -n "s/^BLAS_LIBS = //p" "$top_builddir/Makefile")
+. "$top_srcdir/tests/gpu/emu/link_env.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 inc="-I$cuda/include -I$top/cuda -I$top/src -I$top/tests"

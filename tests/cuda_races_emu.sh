@@ -31,10 +31,7 @@ require command -v mpirun
 require command -v g++
 export OMP_NUM_THREADS=1
 lib="$top_builddir/libshardtrain.a"
-mk() { sed -n "s/^$1 = //p" "$top_builddir/Makefile"; }
-EMU_LIBS="$(mk BLAS_LIBS) $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PCRE2_LIBS)"
-EMU_LINK_FLAGS=$(mk SAN_CFLAGS)
-export EMU_LIBS EMU_LINK_FLAGS
+. "$top_srcdir/tests/gpu/emu/link_env.sh"
 
 # run_races.sh's TAP, renumbered into this script's.
 sh "$top_srcdir/tests/gpu/emu/run_races.sh" "$top_srcdir" "$lib" >"$TMP/races.tap" 2>"$TMP/races.err"
