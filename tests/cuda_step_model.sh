@@ -24,14 +24,7 @@ require command -v python3
 export OMP_NUM_THREADS=1
 
 EMU="$TMP/shardtrain-emu"
-if nice -n 10 sh "$top_srcdir/tests/gpu/emu/build_shardtrain.sh" "$EMU" "$top_srcdir" \
-        "$top_builddir" >"$TMP/build.log" 2>&1; then
-    ok "emulated shardtrain builds"
-else
-    not_ok "emulated shardtrain builds"
-    diag "$(tail -n 20 "$TMP/build.log")"
-    exit 1
-fi
+build_emulated_shardtrain "$EMU" "emulated shardtrain builds"
 
 W="$TMP/walk"
 if nice -n 10 sh "$top_srcdir/bench/step_walk.sh" "$EMU" "$SHARDTRAIN" "$W" "$top_srcdir" \

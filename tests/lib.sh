@@ -148,6 +148,20 @@ compare_runs() { python3 "$top_srcdir/tests/compare_runs.py" "$@"; }
 # dtypes, shapes and bytes (headers may differ in order and metadata).
 same_tensors() { compare_runs --exact --only weights "$1" "$2"; }
 
+# build_emulated_shardtrain DEST WHAT: link shardtrain with the CUDA code
+# under the host emulation (tests/gpu/emu/build_shardtrain.sh) into DEST;
+# one TAP line WHAT, and the test stops when the build fails.
+build_emulated_shardtrain() {
+    if nice -n 10 sh "$top_srcdir/tests/gpu/emu/build_shardtrain.sh" "$1" "$top_srcdir" \
+            "$top_builddir" >"$TMP/build.log" 2>&1; then
+        ok "$2"
+    else
+        not_ok "$2"
+        diag "$(tail -n 20 "$TMP/build.log")"
+        exit 1
+    fi
+}
+
 # In CI a missing prerequisite is a failure, never a skip.
 require() {
     if ! "$@" >/dev/null 2>&1; then
