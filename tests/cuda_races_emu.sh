@@ -23,9 +23,18 @@
 #     stream's wait for compute (order_after_compute), must each abort a
 #     2-rank full_shard run over nccl with a race between a kernel or copy
 #     and an NCCL collective, where the real engine trains
-#     (tests/cuda_nccl_emu.sh).
+#     (tests/cuda_nccl_emu.sh);
+#   - NCCL's contract across ranks, which the emulated NCCL (nccl_mpi.c)
+#     checks before every collective: on two ranks, tests/gpu/emu/
+#     nccl_check.c's cases that issue a different count, collective or
+#     type on one rank, or use two communicators in opposite orders (what
+#     NCCL may deadlock on), must each abort with one line naming the
+#     collective, where without the check MPI truncates on one rank or
+#     hangs; the same calls on both ranks must run, their sums right; and
+#     an engine mutant whose all-gather count differs on group rank 1 is
+#     refused at that all-gather.
 # Registered in TESTS only where configure found the CUDA toolkit.  About
-# three minutes on two cores.
+# four minutes on two cores.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 require command -v g++
@@ -48,6 +57,70 @@ if [ "$rc" -ne 0 ] || [ "$n_cases" -eq 0 ] ||
     not_ok "run_races.sh ran every case it planned and passed (exit status $rc)"
     diag "$(tail -n 20 "$TMP/races.err")"
 fi
+
+# NCCL's contract across ranks (nccl_mpi.c's agree): tests/gpu/emu/
+# nccl_check.c, built as comm_nccl.c is for the emulated shardtrain, on two
+# ranks per case.  A case that breaks the contract must abort with one
+# "cuda emulation: nccl...:" line holding each word nccl_check lists ('|'
+# for a space); without the check, the same cases die of MPI_ERR_TRUNCATE
+# on one rank while the other finishes, or hang.
+mk() { sed -n "s/^$1 = //p" "$top_builddir/Makefile"; }
+emu="$top_srcdir/tests/gpu/emu"
+nc_flags="-std=c11 -O2 -Wall -Wextra -Werror $(mk SAN_CFLAGS)"
+nc_built=1
+mkdir -p "$TMP/nc"
+for f in devmem streams races; do
+    # shellcheck disable=SC2086
+    nice -n 10 "$(mk CC)" $nc_flags -c "$emu/$f.c" -o "$TMP/nc/$f.o" >>"$TMP/nc.build" 2>&1 ||
+        nc_built=0
+done
+for f in nccl_mpi nccl_check; do
+    # shellcheck disable=SC2046,SC2086
+    nice -n 10 "$(mk CC)" $nc_flags -D_GNU_SOURCE $(mk CUDA_CFLAGS) $(mk NCCL_CFLAGS) -I"$emu" \
+        -include "$emu/shim_c.h" -c "$emu/$f.c" -o "$TMP/nc/$f.o" >>"$TMP/nc.build" 2>&1 ||
+        nc_built=0
+done
+# shellcheck disable=SC2046
+[ "$nc_built" -eq 1 ] && "$(mk CC)" $(mk SAN_CFLAGS) -o "$TMP/nc/nccl_check" "$TMP/nc/"*.o \
+    $(mk CUDA_LIBS) -lm >>"$TMP/nc.build" 2>&1 || nc_built=0
+if [ "$nc_built" -eq 1 ] && "$TMP/nc/nccl_check" --list >"$TMP/nc/cases"; then
+    ok "nccl_check builds and lists $(wc -l <"$TMP/nc/cases") cases"
+else
+    not_ok "nccl_check builds and lists its cases"
+    diag "$(tail -n 20 "$TMP/nc.build")"
+    : >"$TMP/nc/cases"
+fi
+# mpirun reads its standard input: without </dev/null it would eat the
+# rest of the case list.
+nc_ran=0
+while read -r name expect what; do
+    rc=0
+    nc_ran=$((nc_ran + 1))
+    ST_EMU_NCCL_WAIT_S=3 ranks 2 120 "$TMP/nc/nccl_check" "$name" </dev/null \
+        >"$TMP/nc/out" 2>"$TMP/nc/err" || rc=$?
+    line=$(grep -m1 -o 'cuda emulation: nccl[A-Za-z]*: .*' "$TMP/nc/err")
+    why=
+    if [ "$expect" = ok ]; then
+        [ "$rc" -eq 0 ] || why="exit status $rc"
+        [ -z "$line" ] || why="${why:-it was refused: $line}"
+        [ "$(grep -c 'ran to the end' "$TMP/nc/out")" -eq 2 ] ||
+            why="${why:-both ranks did not run to their end}"
+    else
+        [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || why="exit status $rc, not an abort"
+        [ -n "$line" ] || why="${why:-no line on stderr ($(head -c 300 "$TMP/nc/err"))}"
+        for w in $what; do
+            w=$(printf '%s' "$w" | tr '|' ' ')
+            case $line in *"$w"*) ;; *) why="${why:-the line lacks '$w': $line}" ;; esac
+        done
+    fi
+    if [ -z "$why" ]; then
+        ok "nccl_check $name: ${line:-both ranks ran to their end, the sums right}"
+    else
+        not_ok "nccl_check $name: $why"
+    fi
+done <"$TMP/nc/cases"
+check "nccl_check: every listed case ran ($nc_ran of $(wc -l <"$TMP/nc/cases"))" \
+    test "$nc_ran" -eq "$(wc -l <"$TMP/nc/cases")" -a "$nc_ran" -gt 0
 
 # mutant NAME SED: an emulated shardtrain from a copy of the sources whose
 # comm_nccl.c went through SED (which must change it), at $TMP/NAME.
@@ -106,4 +179,24 @@ check "engine without the communication stream's wait for compute (order_after_c
     races_in_engine no_wait_for_compute \
     's/cudaStreamWaitEvent(s->stream, s->ready, 0)/cudaSuccess/' \
     '^cuda emulation: race: nccl[A-Za-z]* (stream [0-9]*, its operation [0-9]*) reads'
+# The engine's own collectives go through the same check: a mutant whose
+# all-gather asks one element more on group rank 1 is refused there, with
+# both ranks' calls named.
+if mutant count_differs 's/ncclAllGather(send, recv, (size_t)count,/ncclAllGather(send, recv, (size_t)count + (size_t)c->rank,/'; then
+    ST_EMU_DEVICES=2 ST_EMU_NCCL_WAIT_S=60 ranks 2 600 nice -n 10 "$TMP/count_differs" train \
+        -s log.dir="$TMP/count_differs.logs" -s checkpoint.dir="$TMP/count_differs.ckpt" \
+        "$TMP/gpt2.ini" >"$TMP/count_differs.out" 2>"$TMP/count_differs.err"
+    rc=$?
+    line=$(grep -m1 -o 'cuda emulation: nccl[A-Za-z]*: .*' "$TMP/count_differs.err")
+    diag "count_differs: exit status $rc; ${line:-no line}"
+    if [ "$rc" -ne 0 ] && printf '%s\n' "$line" |
+            grep -q 'ncclAllGather: collective [0-9]* on communicator [0-9]* differs between ranks'; then
+        ok "engine whose ranks all-gather different counts: refused at that all-gather, both calls named"
+    else
+        not_ok "engine whose ranks all-gather different counts: refused at that all-gather, both calls named"
+    fi
+else
+    not_ok "engine mutant count_differs builds"
+    diag "$(tail -n 5 "$TMP/count_differs.build")"
+fi
 exit $((tap_fail > 0))

@@ -13,18 +13,32 @@
  * and a count, and ncclCommInitRank splits MPI_COMM_WORLD by that name.
  * The split is collective over the world, so this needs every process to
  * create its communicators in the same sequence, as groups.c does ("world",
- * "shard", "replicate" on every rank).  Not modelled: NCCL's concurrency
- * and its failures (a peer that never arrives blocks here as in MPI). */
+ * "shard", "replicate" on every rank).
+ *
+ * NCCL's contract, checked before every collective (agree): each rank of
+ * a communicator issues the same collectives in the same order, with the
+ * same count, type and reduction.  On a GPU a rank that breaks it hangs
+ * the group or moves the wrong bytes without a word, and MPI underneath
+ * would hang, truncate or mix two collectives.  So the ranks first compare
+ * what they are about to issue, and a difference aborts with one line
+ * naming both ranks' calls.  That comparison also waits for the peers with
+ * a limit (ST_EMU_NCCL_WAIT_S seconds, default 300): ranks that issue
+ * their communicators' collectives in different orders, which NCCL may
+ * deadlock on, wait for each other forever, and the limit turns that into
+ * a line naming the collective that waited.  Not modelled: NCCL's
+ * concurrency and its failures. */
 #include <mpi.h>
 #include <nccl.h>
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 struct ncclComm {
     MPI_Comm comm;
     int index;     /* this process's index-th communicator, for the trace */
+    long issued;   /* collectives issued on it so far, for agree's lines */
     int lo, hi;    /* the lowest and highest world rank of the group: which
                       nodes it spans, for bench/step_overlap.py's link */
 };
@@ -138,10 +152,102 @@ static MPI_Op sum_of(ncclDataType_t t)
     return bf16_sum;
 }
 
-/* The checks every collective makes before it runs: a type this shim
- * knows, a live stream, device buffers of the right sizes, and the race
- * check's record of what it reads and writes.  Then the
- * trace line, and the launch record's (devmem.c)
+/* What one rank is about to issue on a communicator, as agree compares
+ * it: fixed-width fields, so that ranks exchange it as bytes. */
+struct coll_call {
+    char op[16];      /* all_gather, reduce_scatter, all_reduce */
+    int32_t type;     /* ncclDataType_t */
+    int32_t red;      /* ncclRedOp_t */
+    uint64_t count;   /* NCCL's count: per rank for all_gather, reduce_scatter */
+};
+
+static const char *type_name(int32_t t)
+{
+    return t == ncclFloat32 ? "fp32" : t == ncclFloat64 ? "fp64" : t == ncclBfloat16 ? "bf16" : "?";
+}
+
+/* Seconds agree waits for a communicator's other ranks. */
+static double wait_limit(void)
+{
+    const char *e = getenv("ST_EMU_NCCL_WAIT_S");
+    double v = e ? atof(e) : 0;
+    return v > 0 ? v : 300;
+}
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Every rank of c says what it is about to issue; any difference, or
+ * peers that do not come within wait_limit(), aborts (see the top). */
+static void agree(const char *call, const char *op, size_t count, ncclComm_t c,
+                  ncclDataType_t t, ncclRedOp_t red)
+{
+    int size = 0, rank = 0;
+    MPI_Comm_size(c->comm, &size);
+    MPI_Comm_rank(c->comm, &rank);
+    long nth = ++c->issued;
+    struct coll_call mine;
+    memset(&mine, 0, sizeof mine);
+    snprintf(mine.op, sizeof mine.op, "%s", op);
+    mine.type = (int32_t)t;
+    mine.red = (int32_t)red;
+    mine.count = count;
+    struct coll_call *all = calloc((size_t)size, sizeof *all);
+    if (!all)
+        emu_die(call, "out of host memory");
+    MPI_Request req;
+    MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                   c->comm, &req);
+    /* Poll, sleeping a little once the peers are late, so that waiting
+     * ranks leave the cores to the ones still computing. */
+    const double limit = wait_limit(), start = seconds_now();
+    for (long spins = 0;; spins++) {
+        int done_flag = 0;
+        MPI_Test(&req, &done_flag, MPI_STATUS_IGNORE);
+        if (done_flag)
+            break;
+        if (seconds_now() - start > limit) {
+            char msg[320];
+            snprintf(msg, sizeof msg,
+                     "collective %ld on communicator %d (%s of %zu %s, group rank %d of %d) "
+                     "waited %g s for its peers: a rank issues its communicators' collectives "
+                     "in another order, or never issues this one; NCCL may deadlock on either "
+                     "(ST_EMU_NCCL_WAIT_S sets the wait)",
+                     nth, c->index, op, count, type_name(t), rank, size, limit);
+            emu_die(call, msg);
+        }
+        if (spins > 1000) {
+            struct timespec nap = {0, 100000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    for (int r = 0; r < size; r++) {
+        const struct coll_call *o = &all[r];
+        if (!strncmp(o->op, mine.op, sizeof mine.op) && o->type == mine.type &&
+            o->red == mine.red && o->count == mine.count)
+            continue;
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "collective %ld on communicator %d differs between ranks: group rank %d "
+                 "issues %.15s of %llu %s, group rank %d issues %.15s of %llu %s%s; NCCL needs "
+                 "every rank of a communicator to issue the same collectives in the same order",
+                 nth, c->index, rank, mine.op, (unsigned long long)mine.count,
+                 type_name(mine.type), r, o->op, (unsigned long long)o->count,
+                 type_name(o->type), o->red != mine.red ? " with another reduction" : "");
+        free(all);
+        emu_die(call, msg);
+    }
+    free(all);
+}
+
+/* The checks every collective makes before it runs: the ranks' agreement
+ * on the call (agree), a type this shim knows, a live stream, device
+ * buffers of the right sizes, and the race check's record of what it reads
+ * and writes.  Then the trace line, and the launch record's (devmem.c)
  *   nccl OP STREAM COUNT ELEM RANKS LO HI
  * with NCCL's count (per rank for all_gather and reduce_scatter) and the
  * group's lowest and highest world rank, so bench/step_overlap.py can
@@ -153,6 +259,7 @@ static int prologue(const char *call, const char *op, size_t count, ncclComm_t c
                     cudaStream_t s, ncclDataType_t t, ncclRedOp_t red, const void *send,
                     size_t send_n, const void *recv, size_t recv_n)
 {
+    agree(call, op, count, c, t, red);
     if (!elem_size(t))
         emu_die(call, "a data type the emulation does not model");
     if (red != ncclSum)
