@@ -64,25 +64,25 @@ fi
 # "cuda emulation: nccl...:" line holding each word nccl_check lists ('|'
 # for a space); without the check, the same cases die of MPI_ERR_TRUNCATE
 # on one rank while the other finishes, or hang.
-mk() { sed -n "s/^$1 = //p" "$top_builddir/Makefile"; }
 emu="$top_srcdir/tests/gpu/emu"
-nc_flags="-std=c11 -O2 -Wall -Wextra -Werror $(mk SAN_CFLAGS)"
+cc=$(emu_make_var CC)
+nc_flags="-std=c11 -O2 -Wall -Wextra -Werror $EMU_LINK_FLAGS"
 nc_built=1
 mkdir -p "$TMP/nc"
 for f in devmem streams races; do
     # shellcheck disable=SC2086
-    nice -n 10 "$(mk CC)" $nc_flags -c "$emu/$f.c" -o "$TMP/nc/$f.o" >>"$TMP/nc.build" 2>&1 ||
+    nice -n 10 "$cc" $nc_flags -c "$emu/$f.c" -o "$TMP/nc/$f.o" >>"$TMP/nc.build" 2>&1 ||
         nc_built=0
 done
 for f in nccl_mpi nccl_check; do
     # shellcheck disable=SC2046,SC2086
-    nice -n 10 "$(mk CC)" $nc_flags -D_GNU_SOURCE $(mk CUDA_CFLAGS) $(mk NCCL_CFLAGS) -I"$emu" \
-        -include "$emu/shim_c.h" -c "$emu/$f.c" -o "$TMP/nc/$f.o" >>"$TMP/nc.build" 2>&1 ||
+    nice -n 10 "$cc" $nc_flags -D_GNU_SOURCE $(emu_make_var CUDA_CFLAGS) \
+        $(emu_make_var NCCL_CFLAGS) -I"$emu" -include "$emu/shim_c.h" -c "$emu/$f.c" -o "$TMP/nc/$f.o" >>"$TMP/nc.build" 2>&1 ||
         nc_built=0
 done
-# shellcheck disable=SC2046
-[ "$nc_built" -eq 1 ] && "$(mk CC)" $(mk SAN_CFLAGS) -o "$TMP/nc/nccl_check" "$TMP/nc/"*.o \
-    $(mk CUDA_LIBS) -lm >>"$TMP/nc.build" 2>&1 || nc_built=0
+# shellcheck disable=SC2046,SC2086
+[ "$nc_built" -eq 1 ] && "$cc" $EMU_LINK_FLAGS -o "$TMP/nc/nccl_check" "$TMP/nc/"*.o \
+    $(emu_make_var CUDA_LIBS) -lm >>"$TMP/nc.build" 2>&1 || nc_built=0
 if [ "$nc_built" -eq 1 ] && "$TMP/nc/nccl_check" --list >"$TMP/nc/cases"; then
     ok "nccl_check builds and lists $(wc -l <"$TMP/nc/cases") cases"
 else
@@ -160,17 +160,20 @@ strategy = full_shard
 every = 1
 EOF2
 
-# races_in_engine NAME SED WANT: the mutant NAME aborts its run with a race
-# line matching the pattern WANT.
-races_in_engine() {
+# aborts_in_engine NAME SED LINE WANT: the mutant NAME aborts its run with
+# a line (the first part of stderr matching LINE, a grep -o pattern)
+# matching the pattern WANT.
+aborts_in_engine() {
     mutant "$1" "$2" || { diag "$(tail -n 5 "$TMP/$1.build")"; return 1; }
     ST_EMU_DEVICES=2 ranks 2 600 nice -n 10 "$TMP/$1" train -s log.dir="$TMP/$1.logs" \
         -s checkpoint.dir="$TMP/$1.ckpt" "$TMP/gpt2.ini" >"$TMP/$1.out" 2>"$TMP/$1.err"
     rc=$?
-    line=$(grep -m1 '^cuda emulation: race: ' "$TMP/$1.err")
-    diag "$1: exit status $rc; ${line:-no race line}"
-    [ "$rc" -ne 0 ] && printf '%s\n' "$line" | grep -q -- "$3"
+    line=$(grep -m1 -o -- "$3" "$TMP/$1.err")
+    diag "$1: exit status $rc; ${line:-no such line}"
+    [ "$rc" -ne 0 ] && printf '%s\n' "$line" | grep -q -- "$4"
 }
+# races_in_engine NAME SED WANT: a race line, from the line's start.
+races_in_engine() { aborts_in_engine "$1" "$2" '^cuda emulation: race: .*' "$3"; }
 check "engine without the compute stream's wait for a collective (nccl_wait): a kernel races with the NCCL collective it reads" \
     races_in_engine no_wait_for_comm \
     's/cudaStreamWaitEvent(s->compute, ev, 0)/cudaSuccess/' \
@@ -182,21 +185,9 @@ check "engine without the communication stream's wait for compute (order_after_c
 # The engine's own collectives go through the same check: a mutant whose
 # all-gather asks one element more on group rank 1 is refused there, with
 # both ranks' calls named.
-if mutant count_differs 's/ncclAllGather(send, recv, (size_t)count,/ncclAllGather(send, recv, (size_t)count + (size_t)c->rank,/'; then
-    ST_EMU_DEVICES=2 ST_EMU_NCCL_WAIT_S=60 ranks 2 600 nice -n 10 "$TMP/count_differs" train \
-        -s log.dir="$TMP/count_differs.logs" -s checkpoint.dir="$TMP/count_differs.ckpt" \
-        "$TMP/gpt2.ini" >"$TMP/count_differs.out" 2>"$TMP/count_differs.err"
-    rc=$?
-    line=$(grep -m1 -o 'cuda emulation: nccl[A-Za-z]*: .*' "$TMP/count_differs.err")
-    diag "count_differs: exit status $rc; ${line:-no line}"
-    if [ "$rc" -ne 0 ] && printf '%s\n' "$line" |
-            grep -q 'ncclAllGather: collective [0-9]* on communicator [0-9]* differs between ranks'; then
-        ok "engine whose ranks all-gather different counts: refused at that all-gather, both calls named"
-    else
-        not_ok "engine whose ranks all-gather different counts: refused at that all-gather, both calls named"
-    fi
-else
-    not_ok "engine mutant count_differs builds"
-    diag "$(tail -n 5 "$TMP/count_differs.build")"
-fi
+check "engine whose ranks all-gather different counts: refused at that all-gather, both calls named" \
+    aborts_in_engine count_differs \
+    's/ncclAllGather(send, recv, (size_t)count,/ncclAllGather(send, recv, (size_t)count + (size_t)c->rank,/' \
+    'cuda emulation: nccl[A-Za-z]*: .*' \
+    'ncclAllGather: collective [0-9]* on communicator [0-9]* differs between ranks'
 exit $((tap_fail > 0))

@@ -4,7 +4,7 @@
  * Each case below is one way to break that (or the form that keeps it), so
  * that tests/cuda_races_emu.sh can show the check names every kind with
  * one line where a GPU would hang or move the wrong bytes.  Built by
- * run_nccl_check.sh with shim_c.h force-included, as comm_nccl.c is for
+ * tests/cuda_races_emu.sh with shim_c.h force-included, as comm_nccl.c is for
  * the emulated shardtrain, and linked with nccl_mpi.c, devmem.c, streams.c
  * and races.c.  Communicators are made the way comm_nccl.c makes them:
  * group rank 0's ncclUniqueId broadcast over MPI.
