@@ -25,14 +25,16 @@
 #     and an NCCL collective, where the real engine trains
 #     (tests/cuda_nccl_emu.sh);
 #   - NCCL's contract across ranks, which the emulated NCCL (nccl_mpi.c)
-#     checks before every collective: on two ranks, tests/gpu/emu/
-#     nccl_check.c's cases that issue a different count, collective or
-#     type on one rank, or use two communicators in opposite orders (what
-#     NCCL may deadlock on), must each abort with one line naming the
-#     collective, where without the check MPI truncates on one rank or
-#     hangs; the same calls on both ranks must run, their sums right; and
-#     an engine mutant whose all-gather count differs on group rank 1 is
-#     refused at that all-gather.
+#     checks before every collective: tests/gpu/emu/nccl_check.c's cases
+#     on two or three ranks that issue a different count, collective or
+#     type on one rank, use communicators in orders whose waits close a
+#     cycle (what NCCL may deadlock on; nccl_waits.c names the cycle at
+#     once, not after ST_EMU_NCCL_WAIT_S), or never issue, must each abort
+#     with one line naming the collective, where without the check MPI
+#     truncates on one rank or hangs; the same calls on every rank, a chain
+#     of waits that resolves, and two ranks waiting for a late third must
+#     run, their sums right; and an engine mutant whose all-gather count
+#     differs on group rank 1 is refused at that all-gather.
 # Registered in TESTS only where configure found the CUDA toolkit.  About
 # four minutes on two cores.
 . "$top_srcdir/tests/lib.sh"
@@ -58,18 +60,19 @@ if [ "$rc" -ne 0 ] || [ "$n_cases" -eq 0 ] ||
     diag "$(tail -n 20 "$TMP/races.err")"
 fi
 
-# NCCL's contract across ranks (nccl_mpi.c's agree): tests/gpu/emu/
-# nccl_check.c, built as comm_nccl.c is for the emulated shardtrain, on two
-# ranks per case.  A case that breaks the contract must abort with one
-# "cuda emulation: nccl...:" line holding each word nccl_check lists ('|'
-# for a space); without the check, the same cases die of MPI_ERR_TRUNCATE
-# on one rank while the other finishes, or hang.
+# NCCL's contract across ranks (nccl_mpi.c's agree, nccl_waits.c's board
+# of waits): tests/gpu/emu/nccl_check.c, built as comm_nccl.c is for the
+# emulated shardtrain, on the ranks each case lists.  A case that breaks
+# the contract must abort with one "cuda emulation: nccl...:" line holding
+# each word nccl_check lists ('|' for a space); without the check, the same
+# cases die of MPI_ERR_TRUNCATE on one rank while the other finishes, or
+# hang.
 emu="$top_srcdir/tests/gpu/emu"
 cc=$(emu_make_var CC)
 nc_flags="-std=c11 -O2 -Wall -Wextra -Werror $EMU_LINK_FLAGS"
 nc_built=1
 mkdir -p "$TMP/nc"
-for f in devmem streams races; do
+for f in devmem streams races nccl_waits; do
     # shellcheck disable=SC2086
     nice -n 10 "$cc" $nc_flags -c "$emu/$f.c" -o "$TMP/nc/$f.o" >>"$TMP/nc.build" 2>&1 ||
         nc_built=0
@@ -93,18 +96,18 @@ fi
 # mpirun reads its standard input: without </dev/null it would eat the
 # rest of the case list.
 nc_ran=0
-while read -r name expect what; do
+while read -r name np expect what; do
     rc=0
     nc_ran=$((nc_ran + 1))
-    ST_EMU_NCCL_WAIT_S=3 ranks 2 120 "$TMP/nc/nccl_check" "$name" </dev/null \
+    ST_EMU_NCCL_WAIT_S=3 ranks "$np" 120 "$TMP/nc/nccl_check" "$name" </dev/null \
         >"$TMP/nc/out" 2>"$TMP/nc/err" || rc=$?
     line=$(grep -m1 -o 'cuda emulation: nccl[A-Za-z]*: .*' "$TMP/nc/err")
     why=
     if [ "$expect" = ok ]; then
         [ "$rc" -eq 0 ] || why="exit status $rc"
         [ -z "$line" ] || why="${why:-it was refused: $line}"
-        [ "$(grep -c 'ran to the end' "$TMP/nc/out")" -eq 2 ] ||
-            why="${why:-both ranks did not run to their end}"
+        [ "$(grep -c 'ran to the end' "$TMP/nc/out")" -eq "$np" ] ||
+            why="${why:-not all $np ranks ran to their end}"
     else
         [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || why="exit status $rc, not an abort"
         [ -n "$line" ] || why="${why:-no line on stderr ($(head -c 300 "$TMP/nc/err"))}"
@@ -114,7 +117,7 @@ while read -r name expect what; do
         done
     fi
     if [ -z "$why" ]; then
-        ok "nccl_check $name: ${line:-both ranks ran to their end, the sums right}"
+        ok "nccl_check $name ($np ranks): ${line:-every rank ran to its end, the sums right}"
     else
         not_ok "nccl_check $name: $why"
     fi

@@ -4,7 +4,8 @@
 # (src/kernels/kernels_cuda.c, src/runtime/device.c, src/comm/comm_nccl.c) are
 # compiled with shim_c.h force-included (every runtime call they make
 # mapped onto devmem.c's checked host arena and streams.c's streams and
-# events, every NCCL call onto nccl_mpi.c's MPI collectives, races.c
+# events, every NCCL call onto nccl_mpi.c's MPI collectives (nccl_waits.c
+# naming a cycle of waits across communicators), races.c
 # checking that streams and events order every device operation), and the kernels of cuda/ are
 # rewritten by transform.py and compiled by g++ against shim.h (one host
 # fiber per CUDA thread), with gemm_host.cpp (the CPU st_gemm) standing in
@@ -54,9 +55,10 @@ done
 nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/devmem.c" -o "$tmp/devmem.o"
 nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/streams.c" -o "$tmp/streams.o"
 nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/races.c" -o "$tmp/races.o"
+nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/nccl_waits.c" -o "$tmp/nccl_waits.o"
 # shellcheck disable=SC2086
 nice -n 10 $CC $cflags -c "$emu/nccl_mpi.c" -o "$tmp/nccl_mpi.o"
-objs="$objs $tmp/devmem.o $tmp/streams.o $tmp/races.o $tmp/nccl_mpi.o"
+objs="$objs $tmp/devmem.o $tmp/streams.o $tmp/races.o $tmp/nccl_waits.o $tmp/nccl_mpi.o"
 
 for f in elementwise embedding casts norms xent attention attention_tc model_cuda model_block adamw reduce; do
     python3 "$emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"

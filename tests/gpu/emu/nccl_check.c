@@ -1,30 +1,34 @@
 /* The emulated NCCL's check of NCCL's contract (nccl_mpi.c, agree) on
- * small two-rank programs: every rank of a communicator must issue the same
- * collectives in the same order, with the same count, type and reduction.
- * Each case below is one way to break that (or the form that keeps it), so
- * that tests/cuda_races_emu.sh can show the check names every kind with
- * one line where a GPU would hang or move the wrong bytes.  Built by
+ * small two- and three-rank programs: every rank of a communicator must
+ * issue the same collectives in the same order, with the same count, type
+ * and reduction, and ranks must not wait for each other in a cycle across
+ * communicators (nccl_waits.c).  Each case below is one way to break that
+ * (or a form that keeps it, however late some rank is), so that
+ * tests/cuda_races_emu.sh can show the check names every kind with one
+ * line where a GPU would hang or move the wrong bytes.  Built by
  * tests/cuda_races_emu.sh with shim_c.h force-included, as comm_nccl.c is for
  * the emulated shardtrain, and linked with nccl_mpi.c, devmem.c, streams.c
- * and races.c.  Communicators are made the way comm_nccl.c makes them:
- * group rank 0's ncclUniqueId broadcast over MPI.
+ * nccl_waits.c and races.c.  Communicators are made the way comm_nccl.c
+ * makes them: group rank 0's ncclUniqueId sent to the group over MPI.
  *
- *   nccl_check --list   one line per case: NAME EXPECT WHAT, where EXPECT is
- *                       ok (both ranks run to their end, with the sums
- *                       right) or abort (a "cuda emulation: nccl...:" line
- *                       on stderr holding each word of WHAT, '|' for a
+ *   nccl_check --list   one line per case: NAME RANKS EXPECT WHAT, where
+ *                       EXPECT is ok (every rank runs to its end, with the
+ *                       sums right) or abort (a "cuda emulation: nccl...:"
+ *                       line on stderr holding each word of WHAT, '|' for a
  *                       space)
- *   nccl_check NAME     runs that case; start it on two ranks (mpirun -np 2)
+ *   nccl_check NAME     runs that case; start it on RANKS ranks (mpirun -np)
  */
 #include <mpi.h>
 #include <nccl.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define N 8 /* elements per rank */
 
-static int world_rank;
+static int world_rank, world_size;
 static cudaStream_t stream;
 
 static void must(int failed, const char *what)
@@ -35,7 +39,7 @@ static void must(int failed, const char *what)
     }
 }
 
-/* A communicator over both ranks. */
+/* A communicator over every rank. */
 static ncclComm_t new_comm(void)
 {
     ncclUniqueId id;
@@ -43,7 +47,26 @@ static ncclComm_t new_comm(void)
         must(ncclGetUniqueId(&id) != ncclSuccess, "ncclGetUniqueId");
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     ncclComm_t c;
-    must(ncclCommInitRank(&c, 2, id, world_rank) != ncclSuccess, "ncclCommInitRank");
+    must(ncclCommInitRank(&c, world_size, id, world_rank) != ncclSuccess, "ncclCommInitRank");
+    return c;
+}
+
+/* A communicator over world ranks lo < hi.  Every other rank makes one of
+ * its own at the same time, because the emulated ncclCommInitRank splits
+ * the world; each group's root is its lowest rank, whose id every rank
+ * receives. */
+static ncclComm_t pair_comm(int lo, int hi)
+{
+    const int in = world_rank == lo || world_rank == hi;
+    ncclUniqueId own, *ids = malloc(sizeof *ids * (size_t)world_size);
+    must(!ids, "malloc");
+    must(ncclGetUniqueId(&own) != ncclSuccess, "ncclGetUniqueId");
+    MPI_Allgather(&own, sizeof own, MPI_BYTE, ids, sizeof own, MPI_BYTE, MPI_COMM_WORLD);
+    ncclComm_t c;
+    must(ncclCommInitRank(&c, in ? 2 : 1, ids[in ? lo : world_rank], world_rank == hi) !=
+             ncclSuccess,
+         "ncclCommInitRank");
+    free(ids);
     return c;
 }
 
@@ -124,15 +147,101 @@ static void case_order(ncclComm_t a)
     all_reduce(second, buf, N, ncclFloat32);
 }
 
+/* Three pair communicators, each rank in two, each rank issuing its two in
+ * an order that closes a cycle: 0 waits for 1 on {0,1}, 1 for 2 on {1,2},
+ * 2 for 0 on {0,2}.  No two ranks cross each other; only the whole is a
+ * deadlock. */
+static void case_cycle3(ncclComm_t a)
+{
+    (void)a;
+    ncclComm_t ab = pair_comm(0, 1), bc = pair_comm(1, 2), ca = pair_comm(0, 2);
+    float *buf = device_floats(N, 1);
+    ncclComm_t first[3] = {ab, bc, ca}, second[3] = {ca, ab, bc};
+    all_reduce(first[world_rank], buf, N, ncclFloat32);
+    all_reduce(second[world_rank], buf, N, ncclFloat32);
+}
+
+/* A chain of waits that resolves: 0 waits for 1 on {0,1}, 1 waits for 2 on
+ * {1,2}, and 2 computes for a second and a half before it issues.  The
+ * board sees the chain several times; it is no cycle, so every rank runs to
+ * its end.  The sums: {1,2} adds 1 + 1, then {0,1} adds 1 + 2. */
+static void case_chain(ncclComm_t a)
+{
+    (void)a;
+    ncclComm_t ab = pair_comm(0, 1), bc = pair_comm(1, 2);
+    float *buf = device_floats(N, 1), host[N];
+    if (world_rank == 2) {
+        struct timespec late = {1, 500000000};
+        nanosleep(&late, NULL);
+    }
+    if (world_rank >= 1)
+        all_reduce(bc, buf, N, ncclFloat32);
+    if (world_rank <= 1)
+        all_reduce(ab, buf, N, ncclFloat32);
+    must(cudaStreamSynchronize(stream) != cudaSuccess, "cudaStreamSynchronize");
+    must(cudaMemcpy(host, buf, sizeof host, cudaMemcpyDeviceToHost) != cudaSuccess,
+         "cudaMemcpy");
+    const float want = world_rank == 2 ? 2.0f : 3.0f;
+    for (int i = 0; i < N; i++)
+        if (host[i] != want) {
+            fprintf(stderr, "nccl_check: element %d is %g, not %g\n", i, (double)host[i],
+                    (double)want);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+}
+
+/* Ranks 0 and 1 issue an all-reduce over all three ranks at once, and
+ * both wait while rank 2 computes for a second and a half.  Each of them
+ * waits on a communicator that holds the other, but the other has issued
+ * its collective already: no wait between them, no cycle (a board that
+ * ignored what a rank has issued would see 0 and 1 waiting for each
+ * other).  The sum is 3. */
+static void case_one_late(ncclComm_t a)
+{
+    float *buf = device_floats(N, 1), host[N];
+    if (world_rank == 2) {
+        struct timespec late = {1, 500000000};
+        nanosleep(&late, NULL);
+    }
+    all_reduce(a, buf, N, ncclFloat32);
+    must(cudaStreamSynchronize(stream) != cudaSuccess, "cudaStreamSynchronize");
+    must(cudaMemcpy(host, buf, sizeof host, cudaMemcpyDeviceToHost) != cudaSuccess,
+         "cudaMemcpy");
+    for (int i = 0; i < N; i++)
+        if (host[i] != 3.0f) {
+            fprintf(stderr, "nccl_check: element %d is %g, not 3\n", i, (double)host[i]);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+}
+
+/* Rank 1 never issues the all-reduce: it waits in an MPI barrier, which is
+ * not on the board, so only the wait limit can end rank 0's wait. */
+static void case_never(ncclComm_t a)
+{
+    float *buf = device_floats(N, 1);
+    if (world_rank == 0)
+        all_reduce(a, buf, N, ncclFloat32);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 static const struct {
-    const char *name, *expect, *what;
+    const char *name;
+    int ranks;
+    const char *expect, *what;
     void (*run)(ncclComm_t);
 } cases[] = {
-    {"same_calls", "ok", "", case_match},
-    {"count_differs", "abort", "differs|between|ranks all_reduce|of|8 all_reduce|of|9", case_count},
-    {"op_differs", "abort", "differs|between|ranks all_gather reduce_scatter", case_op},
-    {"type_differs", "abort", "differs|between|ranks fp32 bf16", case_type},
-    {"communicators_crossed", "abort", "waited another|order deadlock", case_order},
+    {"same_calls", 2, "ok", "", case_match},
+    {"count_differs", 2, "abort", "differs|between|ranks all_reduce|of|8 all_reduce|of|9",
+     case_count},
+    {"op_differs", 2, "abort", "differs|between|ranks all_gather reduce_scatter", case_op},
+    {"type_differs", 2, "abort", "differs|between|ranks fp32 bf16", case_type},
+    {"communicators_crossed", 2, "abort",
+     "can|never|run world|rank|0 world|rank|1 different|orders deadlock", case_order},
+    {"cycle_of_three", 3, "abort",
+     "can|never|run world|rank|0 world|rank|1 world|rank|2 different|orders", case_cycle3},
+    {"chain_resolves", 3, "ok", "", case_chain},
+    {"two_wait_for_one", 3, "ok", "", case_one_late},
+    {"never_issued", 2, "abort", "waited never|issues", case_never},
 };
 
 int main(int argc, char **argv)
@@ -140,7 +249,8 @@ int main(int argc, char **argv)
     const int n_cases = (int)(sizeof cases / sizeof cases[0]);
     if (argc == 2 && !strcmp(argv[1], "--list")) {
         for (int i = 0; i < n_cases; i++)
-            printf("%s %s %s\n", cases[i].name, cases[i].expect, cases[i].what);
+            printf("%s %d %s %s\n", cases[i].name, cases[i].ranks, cases[i].expect,
+                   cases[i].what);
         return 0;
     }
     int which = -1;
@@ -148,15 +258,15 @@ int main(int argc, char **argv)
         if (!strcmp(argv[1], cases[i].name))
             which = i;
     if (which < 0) {
-        fprintf(stderr, "usage: nccl_check --list | nccl_check NAME (on two ranks)\n");
+        fprintf(stderr, "usage: nccl_check --list | nccl_check NAME (on its ranks)\n");
         return 2;
     }
     MPI_Init(&argc, &argv);
-    int size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2) {
-        fprintf(stderr, "nccl_check: run it on two ranks, not %d\n", size);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    if (world_size != cases[which].ranks) {
+        fprintf(stderr, "nccl_check: run %s on %d ranks, not %d\n", cases[which].name,
+                cases[which].ranks, world_size);
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     must(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess,

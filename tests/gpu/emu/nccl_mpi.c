@@ -21,14 +21,17 @@
  * the group or moves the wrong bytes without a word, and MPI underneath
  * would hang, truncate or mix two collectives.  So the ranks first compare
  * what they are about to issue, and a difference aborts with one line
- * naming both ranks' calls.  That comparison also waits for the peers with
- * a limit (ST_EMU_NCCL_WAIT_S seconds, default 300): ranks that issue
- * their communicators' collectives in different orders, which NCCL may
- * deadlock on, wait for each other forever, and the limit turns that into
- * a line naming the collective that waited.  Not modelled: NCCL's
- * concurrency and its failures. */
+ * naming both ranks' calls.  Ranks that issue their communicators'
+ * collectives in different orders, which NCCL may deadlock on, wait for
+ * each other forever: while a rank waits for its peers it reads the board
+ * of waits (nccl_waits.c), and a cycle of waits that stands aborts with a
+ * line naming every rank on it.  Peers that never issue the collective at
+ * all are caught by a limit on the wait (ST_EMU_NCCL_WAIT_S seconds,
+ * default 300).  Not modelled: NCCL's concurrency and its failures. */
 #include <mpi.h>
 #include <nccl.h>
+
+#include "nccl_waits.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -38,6 +41,8 @@
 struct ncclComm {
     MPI_Comm comm;
     int index;     /* this process's index-th communicator, for the trace */
+    int colour;    /* its name in every process: the split's colour */
+    int size, rank; /* the group's size and this process's rank in it */
     long issued;   /* collectives issued on it so far, for agree's lines */
     int lo, hi;    /* the lowest and highest world rank of the group: which
                       nodes it spans, for bench/step_overlap.py's link */
@@ -67,21 +72,27 @@ ncclResult_t emu_ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId id, 
     struct ncclComm *c = calloc(1, sizeof *c);
     if (!c)
         return ncclSystemError;
+    /* The board of waits is collective over the world too, and the first
+     * communicator is made on every rank. */
+    if (!n_comms)
+        emu_waits_init();
     /* Groups split in one call have distinct roots, so distinct colours. */
-    if (MPI_Comm_split(MPI_COMM_WORLD, v[0] * 4096 + v[1], rank, &c->comm) != MPI_SUCCESS) {
+    c->colour = v[0] * 4096 + v[1];
+    if (MPI_Comm_split(MPI_COMM_WORLD, c->colour, rank, &c->comm) != MPI_SUCCESS) {
         free(c);
         return ncclSystemError;
     }
-    int size = 0;
-    MPI_Comm_size(c->comm, &size);
-    if (size != nranks)
+    MPI_Comm_size(c->comm, &c->size);
+    MPI_Comm_rank(c->comm, &c->rank);
+    if (c->size != nranks)
         emu_die("ncclCommInitRank", "the group's size is not nranks");
     c->index = n_comms++;
     int me = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Allreduce(&me, &c->lo, 1, MPI_INT, MPI_MIN, c->comm);
     MPI_Allreduce(&me, &c->hi, 1, MPI_INT, MPI_MAX, c->comm);
-    emu_trace("comm %d size %d", c->index, size);
+    emu_waits_comm(c->colour, c->index);
+    emu_trace("comm %d size %d", c->index, c->size);
     *out = c;
     return ncclSuccess;
 }
@@ -186,9 +197,7 @@ static double seconds_now(void)
 static void agree(const char *call, const char *op, size_t count, ncclComm_t c,
                   ncclDataType_t t, ncclRedOp_t red)
 {
-    int size = 0, rank = 0;
-    MPI_Comm_size(c->comm, &size);
-    MPI_Comm_rank(c->comm, &rank);
+    const int size = c->size, rank = c->rank;
     long nth = ++c->issued;
     struct coll_call mine;
     memset(&mine, 0, sizeof mine);
@@ -200,22 +209,38 @@ static void agree(const char *call, const char *op, size_t count, ncclComm_t c,
     if (!all)
         emu_die(call, "out of host memory");
     MPI_Request req;
+    emu_waits_begin(c->colour, nth);
     MPI_Iallgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
                    c->comm, &req);
     /* Poll, sleeping a little once the peers are late, so that waiting
      * ranks leave the cores to the ones still computing. */
     const double limit = wait_limit(), start = seconds_now();
+    double next_look = start + 0.25;
     for (long spins = 0;; spins++) {
         int done_flag = 0;
         MPI_Test(&req, &done_flag, MPI_STATUS_IGNORE);
         if (done_flag)
             break;
-        if (seconds_now() - start > limit) {
+        const double now = seconds_now();
+        char cycle[1024];
+        if (now >= next_look) {
+            next_look = now + 0.25;
+            if (emu_waits_cycle(cycle, sizeof cycle)) {
+                char msg[1400];
+                snprintf(msg, sizeof msg,
+                         "collective %ld on communicator %d (%s of %zu %s) can never run: %s; "
+                         "the ranks issue their communicators' collectives in different orders, "
+                         "which NCCL may deadlock on",
+                         nth, c->index, op, count, type_name(t), cycle);
+                emu_die(call, msg);
+            }
+        }
+        if (now - start > limit) {
             char msg[320];
             snprintf(msg, sizeof msg,
                      "collective %ld on communicator %d (%s of %zu %s, group rank %d of %d) "
-                     "waited %g s for its peers: a rank issues its communicators' collectives "
-                     "in another order, or never issues this one; NCCL may deadlock on either "
+                     "waited %g s for its peers: a rank never issues this collective, or "
+                     "waits elsewhere in a way the board of waits cannot see; NCCL would hang "
                      "(ST_EMU_NCCL_WAIT_S sets the wait)",
                      nth, c->index, op, count, type_name(t), rank, size, limit);
             emu_die(call, msg);
@@ -225,6 +250,7 @@ static void agree(const char *call, const char *op, size_t count, ncclComm_t c,
             nanosleep(&nap, NULL);
         }
     }
+    emu_waits_end();
     for (int r = 0; r < size; r++) {
         const struct coll_call *o = &all[r];
         if (!strncmp(o->op, mine.op, sizeof mine.op) && o->type == mine.type &&
@@ -277,10 +303,8 @@ static int prologue(const char *call, const char *op, size_t count, ncclComm_t c
     if (recv_n)
         emu_race_access(recv, 1);
     emu_trace("nccl %s %d %d %zu %zu", op, c->index, (int)(uintptr_t)s, count, elem_size(t));
-    int size = 0;
-    MPI_Comm_size(c->comm, &size);
     emu_rec("nccl\t%s\t%d\t%zu\t%zu\t%d\t%d\t%d", op, (int)(uintptr_t)s, count,
-            elem_size(t), size, c->lo, c->hi);
+            elem_size(t), c->size, c->lo, c->hi);
     return emu_rec_only();
 }
 
@@ -293,9 +317,7 @@ static ncclResult_t done(int mpi_rc)
 ncclResult_t emu_ncclAllGather(const void *send, void *recv, size_t count, ncclDataType_t t,
                                ncclComm_t c, cudaStream_t s)
 {
-    int size = 0, rank = 0;
-    MPI_Comm_size(c->comm, &size);
-    MPI_Comm_rank(c->comm, &rank);
+    const int size = c->size, rank = c->rank;
     if (prologue("ncclAllGather", "all_gather", count, c, s, t, ncclSum, send, count, recv,
                  count * (size_t)size))
         return ncclSuccess;
@@ -311,9 +333,7 @@ ncclResult_t emu_ncclReduceScatter(const void *send, void *recv, size_t count,
                                    ncclDataType_t t, ncclRedOp_t red, ncclComm_t c,
                                    cudaStream_t s)
 {
-    int size = 0, rank = 0;
-    MPI_Comm_size(c->comm, &size);
-    MPI_Comm_rank(c->comm, &rank);
+    const int size = c->size, rank = c->rank;
     if (prologue("ncclReduceScatter", "reduce_scatter", count, c, s, t, red, send,
                  count * (size_t)size, recv, count))
         return ncclSuccess;
