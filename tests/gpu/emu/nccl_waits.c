@@ -67,23 +67,27 @@ void emu_waits_init(void)
         return;
     int size = 0;
     MPI_Comm_size(node, &size);
-    /* Every rank takes the same branch: size is the same on all of them
-     * exactly when the world is one node. */
-    int one_node = size == world, all_one = 0;
-    MPI_Allreduce(&one_node, &all_one, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (!all_one) {
+    board = calloc((size_t)size, sizeof *board);
+    seen = calloc((size_t)size, sizeof *seen);
+    /* Every rank takes the same branch, so none is left waiting in a
+     * collective the others skip: the board goes on when the world is one
+     * node and every rank has its host memory. */
+    int ready = size == world && board && seen, all_ready = 0;
+    MPI_Allreduce(&ready, &all_ready, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!all_ready) {
+        free(board), free(seen);
+        board = NULL, seen = NULL;
         MPI_Comm_free(&node);
         return;
     }
+    /* A failed window aborts the job (shardtrain's watchdog makes the
+     * world's errors return, and node inherited that), so no rank returns
+     * from here without the others. */
+    MPI_Comm_set_errhandler(node, MPI_ERRORS_ARE_FATAL);
     struct wait_slot *own = NULL;
     MPI_Win win;
-    if (MPI_Win_allocate_shared((MPI_Aint)sizeof *own, (int)sizeof(int64_t), MPI_INFO_NULL,
-                                node, &own, &win) != MPI_SUCCESS)
-        return;
-    board = calloc((size_t)size, sizeof *board);
-    seen = calloc((size_t)size, sizeof *seen);
-    if (!board || !seen)
-        return;
+    MPI_Win_allocate_shared((MPI_Aint)sizeof *own, (int)sizeof(int64_t), MPI_INFO_NULL, node,
+                            &own, &win);
     for (int r = 0; r < size; r++) {
         MPI_Aint bytes = 0;
         int unit = 0;
