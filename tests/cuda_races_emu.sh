@@ -34,7 +34,12 @@
 #     truncates on one rank or hangs; the same calls on every rank, a chain
 #     of waits that resolves, and two ranks waiting for a late third must
 #     run, their sums right; and an engine mutant whose all-gather count
-#     differs on group rank 1 is refused at that all-gather.
+#     differs on group rank 1 is refused at that all-gather;
+#   - the board's judgement alone (nccl_wait_cycle.c), on looks made by
+#     hand (tests/gpu/emu/nccl_wait_cycle_test.c): a cycle that stood over
+#     two looks is named with its whole line; none is named in a first
+#     look, after a rank on it moved between looks, or where the cycle
+#     does not pass through the looking rank.
 # Registered in TESTS only where configure found the CUDA toolkit.  About
 # four minutes on two cores.
 . "$top_srcdir/tests/lib.sh"
@@ -72,7 +77,7 @@ cc=$(emu_make_var CC)
 nc_flags="-std=c11 -O2 -Wall -Wextra -Werror $EMU_LINK_FLAGS"
 nc_built=1
 mkdir -p "$TMP/nc"
-for f in devmem streams races nccl_waits; do
+for f in devmem streams races nccl_waits nccl_wait_cycle; do
     # shellcheck disable=SC2086
     nice -n 10 "$cc" $nc_flags -c "$emu/$f.c" -o "$TMP/nc/$f.o" >>"$TMP/nc.build" 2>&1 ||
         nc_built=0
@@ -124,6 +129,31 @@ while read -r name np expect what; do
 done <"$TMP/nc/cases"
 check "nccl_check: every listed case ran ($nc_ran of $(wc -l <"$TMP/nc/cases"))" \
     test "$nc_ran" -eq "$(wc -l <"$TMP/nc/cases")" -a "$nc_ran" -gt 0
+
+# The board's judgement alone (nccl_wait_cycle.c), on looks made by hand
+# that real ranks produce only by chance: a cycle seen in one look, a rank
+# that moved between two, a cycle this rank is not on.  Its TAP, renumbered
+# into this script's.
+wc_n=0
+# shellcheck disable=SC2086
+if nice -n 10 "$cc" $nc_flags -o "$TMP/nc/wait_cycle_test" "$emu/nccl_wait_cycle_test.c" \
+    "$emu/nccl_wait_cycle.c" >>"$TMP/nc.build" 2>&1; then
+    "$TMP/nc/wait_cycle_test" >"$TMP/nc/wait_cycle.tap" 2>&1
+    wc_rc=$?
+    while IFS= read -r line; do
+        case $line in
+        "ok "*) ok "nccl_wait_cycle ${line#ok [0-9]* - }"; wc_n=$((wc_n + 1)) ;;
+        "not ok "*) not_ok "nccl_wait_cycle ${line#not ok [0-9]* - }"; wc_n=$((wc_n + 1)) ;;
+        "#"*) diag "${line#\# }" ;;
+        esac
+    done <"$TMP/nc/wait_cycle.tap"
+    check "nccl_wait_cycle_test ran its $(sed -n 's/^1\.\.//p' "$TMP/nc/wait_cycle.tap") cases and exited 0 (status $wc_rc)" \
+        test "$wc_rc" -eq 0 -a "$wc_n" -gt 0 -a \
+        "$wc_n" = "$(sed -n 's/^1\.\.//p' "$TMP/nc/wait_cycle.tap")"
+else
+    not_ok "nccl_wait_cycle_test builds"
+    diag "$(tail -n 20 "$TMP/nc.build")"
+fi
 
 # mutant NAME SED: an emulated shardtrain from a copy of the sources whose
 # comm_nccl.c went through SED (which must change it), at $TMP/NAME.

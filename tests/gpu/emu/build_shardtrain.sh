@@ -56,9 +56,10 @@ nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/devmem.c" -o "$tmp/devme
 nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/streams.c" -o "$tmp/streams.o"
 nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/races.c" -o "$tmp/races.o"
 nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/nccl_waits.c" -o "$tmp/nccl_waits.o"
+nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/nccl_wait_cycle.c" -o "$tmp/nccl_wait_cycle.o"
 # shellcheck disable=SC2086
 nice -n 10 $CC $cflags -c "$emu/nccl_mpi.c" -o "$tmp/nccl_mpi.o"
-objs="$objs $tmp/devmem.o $tmp/streams.o $tmp/races.o $tmp/nccl_waits.o $tmp/nccl_mpi.o"
+objs="$objs $tmp/devmem.o $tmp/streams.o $tmp/races.o $tmp/nccl_waits.o $tmp/nccl_wait_cycle.o $tmp/nccl_mpi.o"
 
 for f in elementwise embedding casts norms xent attention attention_tc model_cuda model_block adamw reduce; do
     python3 "$emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"

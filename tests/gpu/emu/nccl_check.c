@@ -7,8 +7,8 @@
  * tests/cuda_races_emu.sh can show the check names every kind with one
  * line where a GPU would hang or move the wrong bytes.  Built by
  * tests/cuda_races_emu.sh with shim_c.h force-included, as comm_nccl.c is for
- * the emulated shardtrain, and linked with nccl_mpi.c, devmem.c, streams.c
- * nccl_waits.c and races.c.  Communicators are made the way comm_nccl.c
+ * the emulated shardtrain, and linked with nccl_mpi.c, devmem.c, streams.c,
+ * nccl_waits.c, nccl_wait_cycle.c and races.c.  Communicators are made the way comm_nccl.c
  * makes them: group rank 0's ncclUniqueId sent to the group over MPI.
  *
  *   nccl_check --list   one line per case: NAME RANKS EXPECT WHAT, where
@@ -82,6 +82,33 @@ static float *device_floats(int n, float v)
     return d;
 }
 
+/* Waits for the stream, then aborts unless each of the first n elements
+ * of the device buffer is want. */
+static void expect_every(const float *buf, int n, float want)
+{
+    float host[4 * N];
+    must(cudaStreamSynchronize(stream) != cudaSuccess, "cudaStreamSynchronize");
+    must(cudaMemcpy(host, buf, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost) !=
+             cudaSuccess,
+         "cudaMemcpy");
+    for (int i = 0; i < n; i++)
+        if (host[i] != want) {
+            fprintf(stderr, "nccl_check: element %d is %g, not %g\n", i, (double)host[i],
+                    (double)want);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+}
+
+/* Rank `late` computes for a second and a half: long enough for the
+ * board's quarter-second looks to see the others wait several times. */
+static void make_late(int late)
+{
+    if (world_rank == late) {
+        struct timespec pause = {1, 500000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
 static void all_reduce(ncclComm_t c, float *buf, size_t count, ncclDataType_t t)
 {
     must(ncclAllReduce(buf, buf, count, t, ncclSum, c, stream) != ncclSuccess, "ncclAllReduce");
@@ -93,24 +120,15 @@ static void case_match(ncclComm_t a)
     float *buf = device_floats(N, (float)(world_rank + 1));
     float *gathered = device_floats(2 * N, 0);
     float *scattered = device_floats(N, 0);
-    float host[2 * N];
     all_reduce(a, buf, N, ncclFloat32);
     must(ncclAllGather(buf, gathered, N, ncclFloat32, a, stream) != ncclSuccess,
          "ncclAllGather");
     must(ncclReduceScatter(gathered, scattered, N / 2, ncclFloat32, ncclSum, a, stream) !=
              ncclSuccess,
          "ncclReduceScatter");
-    must(cudaStreamSynchronize(stream) != cudaSuccess, "cudaStreamSynchronize");
-    must(cudaMemcpy(host, scattered, sizeof(float) * N / 2, cudaMemcpyDeviceToHost) !=
-             cudaSuccess,
-         "cudaMemcpy");
     /* 1 + 2 = 3 everywhere after the all-reduce and the gather; the
      * reduce-scatter sums the two ranks' copies: 6. */
-    for (int i = 0; i < N / 2; i++)
-        if (host[i] != 6.0f) {
-            fprintf(stderr, "nccl_check: element %d is %g, not 6\n", i, (double)host[i]);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
+    expect_every(scattered, N / 2, 6.0f);
 }
 
 /* Rank 1 reduces one element more than rank 0. */
@@ -169,25 +187,13 @@ static void case_chain(ncclComm_t a)
 {
     (void)a;
     ncclComm_t ab = pair_comm(0, 1), bc = pair_comm(1, 2);
-    float *buf = device_floats(N, 1), host[N];
-    if (world_rank == 2) {
-        struct timespec late = {1, 500000000};
-        nanosleep(&late, NULL);
-    }
+    float *buf = device_floats(N, 1);
+    make_late(2);
     if (world_rank >= 1)
         all_reduce(bc, buf, N, ncclFloat32);
     if (world_rank <= 1)
         all_reduce(ab, buf, N, ncclFloat32);
-    must(cudaStreamSynchronize(stream) != cudaSuccess, "cudaStreamSynchronize");
-    must(cudaMemcpy(host, buf, sizeof host, cudaMemcpyDeviceToHost) != cudaSuccess,
-         "cudaMemcpy");
-    const float want = world_rank == 2 ? 2.0f : 3.0f;
-    for (int i = 0; i < N; i++)
-        if (host[i] != want) {
-            fprintf(stderr, "nccl_check: element %d is %g, not %g\n", i, (double)host[i],
-                    (double)want);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
+    expect_every(buf, N, world_rank == 2 ? 2.0f : 3.0f);
 }
 
 /* Ranks 0 and 1 issue an all-reduce over all three ranks at once, and
@@ -198,20 +204,10 @@ static void case_chain(ncclComm_t a)
  * other).  The sum is 3. */
 static void case_one_late(ncclComm_t a)
 {
-    float *buf = device_floats(N, 1), host[N];
-    if (world_rank == 2) {
-        struct timespec late = {1, 500000000};
-        nanosleep(&late, NULL);
-    }
+    float *buf = device_floats(N, 1);
+    make_late(2);
     all_reduce(a, buf, N, ncclFloat32);
-    must(cudaStreamSynchronize(stream) != cudaSuccess, "cudaStreamSynchronize");
-    must(cudaMemcpy(host, buf, sizeof host, cudaMemcpyDeviceToHost) != cudaSuccess,
-         "cudaMemcpy");
-    for (int i = 0; i < N; i++)
-        if (host[i] != 3.0f) {
-            fprintf(stderr, "nccl_check: element %d is %g, not 3\n", i, (double)host[i]);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
+    expect_every(buf, N, 3.0f);
 }
 
 /* Rank 1 never issues the all-reduce: it waits in an MPI barrier, which is

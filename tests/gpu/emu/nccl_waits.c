@@ -13,16 +13,14 @@
  *
  * Why the board cannot invent a cycle: each slot is written only by its
  * rank, under a sequence count (a seqlock: odd while it writes), and read
- * whole.  A cycle is reported only when the previous look, a quarter of a
- * second or more earlier, saw the same cycle with the same sequence counts
- * on every rank of it.  Then every one of those ranks held its state over a
- * common moment, so the cycle existed as a whole, and a blocked rank does
- * not move by itself.
+ * whole; nccl_wait_cycle.c reports a cycle only when two looks a quarter of
+ * a second apart saw it with the same sequence counts on every rank of it.
  *
  * Only ranks that share one node can share the window; the emulation runs
  * every rank on the machine of make check.  Elsewhere the board is off and
  * the wait limit alone applies. */
 #include "nccl_waits.h"
+#include "nccl_wait_cycle.h"
 
 #include <mpi.h>
 
@@ -30,22 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MAX_COMMS 32
-
-/* One rank's slot: 64-bit words only, so that it is copied word by word
- * with atomic loads and stores. */
-struct wait_slot {
-    int64_t seq_count;  /* odd while the owner writes */
-    int64_t world_rank;
-    int64_t waiting;    /* 1 while in agree's wait */
-    int64_t colour;     /* the communicator it waits on */
-    int64_t nth;        /* the collective it waits at */
-    int64_t n_comms;
-    struct {
-        int64_t colour, index, issued;
-    } comm[MAX_COMMS];
-};
 
 #define SLOT_WORDS (sizeof(struct wait_slot) / sizeof(int64_t))
 
@@ -55,6 +37,22 @@ static struct wait_slot mine;    /* what this rank publishes */
 static struct wait_slot *seen;   /* the previous look at the board (all
                                     zero before the first: no count is 0
                                     once the slot has been published) */
+
+/* Copies this rank's state to its slot under the sequence count. */
+static void publish(void)
+{
+    if (!board_on)
+        return;
+    int64_t *dst = (int64_t *)board[board_me];
+    const int64_t *src = (const int64_t *)&mine;
+    mine.seq_count += 1; /* odd: being written */
+    __atomic_store_n(&dst[0], mine.seq_count, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    for (size_t w = 1; w < SLOT_WORDS; w++)
+        __atomic_store_n(&dst[w], src[w], __ATOMIC_RELAXED);
+    mine.seq_count += 1; /* even: whole */
+    __atomic_store_n(&dst[0], mine.seq_count, __ATOMIC_RELEASE);
+}
 
 void emu_waits_init(void)
 {
@@ -97,30 +95,13 @@ void emu_waits_init(void)
     }
     MPI_Comm_rank(node, &board_me);
     board_size = size;
+    board_on = 1;
     mine.world_rank = me;
-    memset(own, 0, sizeof *own);
-    own->world_rank = me;
+    publish(); /* every word of the slot: the window starts undefined */
     /* Every slot holds its rank before anyone reads the board. */
     MPI_Barrier(node);
-    board_on = 1;
     /* The window lives until the process ends: freeing it is collective,
      * and a rank that aborts in agree never gets there. */
-}
-
-/* Copies this rank's state to its slot under the sequence count. */
-static void publish(void)
-{
-    if (!board_on)
-        return;
-    int64_t *dst = (int64_t *)board[board_me];
-    const int64_t *src = (const int64_t *)&mine;
-    mine.seq_count += 1; /* odd: being written */
-    __atomic_store_n(&dst[0], mine.seq_count, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    for (size_t w = 1; w < SLOT_WORDS; w++)
-        __atomic_store_n(&dst[w], src[w], __ATOMIC_RELAXED);
-    mine.seq_count += 1; /* even: whole */
-    __atomic_store_n(&dst[0], mine.seq_count, __ATOMIC_RELEASE);
 }
 
 /* A consistent copy of rank r's slot. */
@@ -146,7 +127,7 @@ void emu_waits_comm(int colour, int index)
 {
     if (!board_on)
         return;
-    if (mine.n_comms == MAX_COMMS) {
+    if (mine.n_comms == EMU_WAITS_MAX_COMMS) {
         /* More communicators than a slot holds: stop looking for cycles
          * (the wait limit still applies) rather than miss a member. */
         board_on = 0;
@@ -159,11 +140,11 @@ void emu_waits_comm(int colour, int index)
     publish();
 }
 
-/* The entry of slot s for communicator colour, or -1: s is not a member. */
-static int comm_of(const struct wait_slot *s, int64_t colour)
+/* This rank's entry for communicator colour, or -1: not a member. */
+static int own_comm(int64_t colour)
 {
-    for (int i = 0; i < s->n_comms && i < MAX_COMMS; i++)
-        if (s->comm[i].colour == colour)
+    for (int i = 0; i < mine.n_comms; i++)
+        if (mine.comm[i].colour == colour)
             return i;
     return -1;
 }
@@ -172,7 +153,7 @@ void emu_waits_begin(int colour, long seq)
 {
     if (!board_on)
         return;
-    int i = comm_of(&mine, colour);
+    int i = own_comm(colour);
     if (i >= 0)
         mine.comm[i].issued = seq;
     mine.waiting = 1;
@@ -189,72 +170,18 @@ void emu_waits_end(void)
     publish();
 }
 
-/* Does a waits for b (both slots of the same look)? */
-static int waits_for(const struct wait_slot *a, const struct wait_slot *b)
-{
-    if (!a->waiting || a == b)
-        return 0;
-    int i = comm_of(b, a->colour);
-    return i >= 0 && b->comm[i].issued < a->nth;
-}
-
-/* A path of waits from node `at` back to this rank, depth-first; path[]
- * gets the nodes after this rank.  Returns the path's length, 0 if none. */
-static int path_home(const struct wait_slot *look, int at, int depth, int *path, char *visited)
-{
-    for (int r = 0; r < board_size; r++) {
-        if (!waits_for(&look[at], &look[r]))
-            continue;
-        if (r == board_me)
-            return depth;
-        if (visited[r])
-            continue;
-        visited[r] = 1;
-        path[depth] = r;
-        int n = path_home(look, r, depth + 1, path, visited);
-        if (n)
-            return n;
-    }
-    return 0;
-}
-
 int emu_waits_cycle(char *line, size_t n)
 {
     if (!board_on || !mine.waiting)
         return 0;
     struct wait_slot *look = calloc((size_t)board_size, sizeof *look);
-    int *path = calloc((size_t)board_size, sizeof *path);
-    char *visited = calloc((size_t)board_size, 1);
-    if (!look || !path || !visited) {
-        free(look), free(path), free(visited);
+    if (!look)
         return 0;
-    }
     for (int r = 0; r < board_size; r++)
         read_slot(r, &look[r]);
     look[board_me] = mine;
-    int len = path_home(look, board_me, 0, path, visited);
-    /* The same cycle, unchanged since the previous look? */
-    int stood = len > 0;
-    for (int k = 0; k < len && stood; k++) {
-        int r = path[k];
-        stood = !memcmp(&seen[r], &look[r], sizeof look[r]);
-    }
-    if (stood) {
-        size_t at = (size_t)snprintf(line, n, "world rank %lld waits here for world rank %lld",
-                                     (long long)mine.world_rank,
-                                     (long long)look[path[0]].world_rank);
-        for (int k = 0; k < len && at < n; k++) {
-            const struct wait_slot *s = &look[path[k]];
-            int i = comm_of(s, s->colour);
-            long long next = k + 1 < len ? look[path[k + 1]].world_rank : mine.world_rank;
-            at += (size_t)snprintf(line + at, n - at,
-                                   ", which waits at its communicator %lld's collective %lld "
-                                   "for world rank %lld",
-                                   (long long)(i >= 0 ? s->comm[i].index : -1),
-                                   (long long)s->nth, next);
-        }
-    }
+    int stood = emu_waits_judge(seen, look, board_size, board_me, line, n);
     memcpy(seen, look, (size_t)board_size * sizeof *look);
-    free(look), free(path), free(visited);
+    free(look);
     return stood;
 }
