@@ -49,21 +49,29 @@ export OMP_NUM_THREADS=1
 lib="$top_builddir/libshardtrain.a"
 . "$top_srcdir/tests/gpu/emu/link_env.sh"
 
-# run_races.sh's TAP, renumbered into this script's.
+# merge_tap WHO TAP STATUS LOG: TAP's cases renumbered into this script's,
+# each named after WHO, its "# " lines kept as diagnostics; then one check
+# that WHO ran every case it planned and exited 0 (LOG's tail if not).
+merge_tap() {
+    n=0
+    while IFS= read -r line; do
+        case $line in
+        "ok "*) ok "$1 ${line#ok [0-9]* - }"; n=$((n + 1)) ;;
+        "not ok "*) not_ok "$1 ${line#not ok [0-9]* - }"; n=$((n + 1)) ;;
+        "# "*) diag "${line#\# }" ;;
+        esac
+    done <"$2"
+    planned=$(sed -n 's/^1\.\.//p' "$2")
+    if [ "$3" -eq 0 ] && [ "$n" -gt 0 ] && [ "$n" = "$planned" ]; then
+        ok "$1 ran the $n cases it planned and exited 0"
+    else
+        not_ok "$1 ran the ${planned:-?} cases it planned and exited 0 (ran $n, exit status $3)"
+        diag "$(tail -n 20 "$4")"
+    fi
+}
+
 sh "$top_srcdir/tests/gpu/emu/run_races.sh" "$top_srcdir" "$lib" >"$TMP/races.tap" 2>"$TMP/races.err"
-rc=$?
-n_cases=0
-while IFS= read -r line; do
-    case $line in
-    "ok "*) ok "race_check ${line#ok [0-9]* - }"; n_cases=$((n_cases + 1)) ;;
-    "not ok "*) not_ok "race_check ${line#not ok [0-9]* - }"; n_cases=$((n_cases + 1)) ;;
-    esac
-done <"$TMP/races.tap"
-if [ "$rc" -ne 0 ] || [ "$n_cases" -eq 0 ] ||
-   [ "$n_cases" -ne "$(sed -n 's/^1\.\.//p' "$TMP/races.tap")" ]; then
-    not_ok "run_races.sh ran every case it planned and passed (exit status $rc)"
-    diag "$(tail -n 20 "$TMP/races.err")"
-fi
+merge_tap race_check "$TMP/races.tap" $? "$TMP/races.err"
 
 # NCCL's contract across ranks (nccl_mpi.c's agree, nccl_waits.c's board
 # of waits): tests/gpu/emu/nccl_check.c, built as comm_nccl.c is for the
@@ -134,22 +142,11 @@ check "nccl_check: every listed case ran ($nc_ran of $(wc -l <"$TMP/nc/cases"))"
 # that real ranks produce only by chance: a cycle seen in one look, a rank
 # that moved between two, a cycle this rank is not on.  Its TAP, renumbered
 # into this script's.
-wc_n=0
 # shellcheck disable=SC2086
 if nice -n 10 "$cc" $nc_flags -o "$TMP/nc/wait_cycle_test" "$emu/nccl_wait_cycle_test.c" \
     "$emu/nccl_wait_cycle.c" >>"$TMP/nc.build" 2>&1; then
-    "$TMP/nc/wait_cycle_test" >"$TMP/nc/wait_cycle.tap" 2>&1
-    wc_rc=$?
-    while IFS= read -r line; do
-        case $line in
-        "ok "*) ok "nccl_wait_cycle ${line#ok [0-9]* - }"; wc_n=$((wc_n + 1)) ;;
-        "not ok "*) not_ok "nccl_wait_cycle ${line#not ok [0-9]* - }"; wc_n=$((wc_n + 1)) ;;
-        "#"*) diag "${line#\# }" ;;
-        esac
-    done <"$TMP/nc/wait_cycle.tap"
-    check "nccl_wait_cycle_test ran its $(sed -n 's/^1\.\.//p' "$TMP/nc/wait_cycle.tap") cases and exited 0 (status $wc_rc)" \
-        test "$wc_rc" -eq 0 -a "$wc_n" -gt 0 -a \
-        "$wc_n" = "$(sed -n 's/^1\.\.//p' "$TMP/nc/wait_cycle.tap")"
+    "$TMP/nc/wait_cycle_test" >"$TMP/nc/wait_cycle.tap" 2>"$TMP/nc/wait_cycle.err"
+    merge_tap nccl_wait_cycle "$TMP/nc/wait_cycle.tap" $? "$TMP/nc/wait_cycle.err"
 else
     not_ok "nccl_wait_cycle_test builds"
     diag "$(tail -n 20 "$TMP/nc.build")"
