@@ -61,9 +61,12 @@ nice -n 10 $CC -std=c11 -O2 -Wall -Wextra $san -c "$emu/nccl_wait_cycle.c" -o "$
 nice -n 10 $CC $cflags -c "$emu/nccl_mpi.c" -o "$tmp/nccl_mpi.o"
 objs="$objs $tmp/devmem.o $tmp/streams.o $tmp/races.o $tmp/nccl_waits.o $tmp/nccl_wait_cycle.o $tmp/nccl_mpi.o"
 
+# EMU_COVERAGE: emu.sh's gcov instrumentation of the kernels (coverage.sh).
+. "$emu/emu.sh"
 for f in elementwise embedding casts norms xent attention attention_tc model_cuda model_block adamw reduce; do
     python3 "$emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
-    nice -n 10 g++ -std=c++20 -O2 -w -include "$emu/shim.h" -I"$cuda/include" \
+    # shellcheck disable=SC2046 # the flags are several words
+    nice -n 10 g++ -std=c++20 -O2 -w $(emu_cov_flags) -include "$emu/shim.h" -I"$cuda/include" \
         -I"$build" -I"$top" -I"$top/cuda" -I"$top/src" -c "$tmp/${f}_emu.cpp" -o "$tmp/$f.o"
     objs="$objs $tmp/$f.o"
 done
@@ -71,8 +74,8 @@ nice -n 10 g++ -std=c++20 -O2 -w -I"$cuda/include" -I"$top/cuda" -I"$top/src" \
     -c "$emu/gemm_host.cpp" -o "$tmp/gemm_host.o"
 objs="$objs $tmp/gemm_host.o"
 
-# shellcheck disable=SC2086
-$CC $(mk OPENMP_CFLAGS) $san -o "$out" "$build/src/cli/main.o" $objs "$tmp/lib.a" \
+# shellcheck disable=SC2086,SC2046
+$CC $(mk OPENMP_CFLAGS) $san $(emu_cov_link) -o "$out" "$build/src/cli/main.o" $objs "$tmp/lib.a" \
     $(mk INIH_LIBS) $(mk JANSSON_LIBS) $(mk XXHASH_LIBS) $(mk PCRE2_LIBS) $(mk PROTOBUF_C_LIBS) $(mk PMIX_LIBS) $(mk NCCL_LIBS) \
     $(mk CUDA_LIBS) $(mk BLAS_LIBS) -lstdc++ -lpthread -lm
 

@@ -22,6 +22,12 @@
 #                       runtimes, tests/cuda_emu.sh)
 # The emulated kernels stay uninstrumented whatever the build (see
 # build_shardtrain.sh).
+#
+# EMU_COVERAGE=DIR (tests/gpu/emu/coverage.sh): every emulated compile is
+# instrumented for gcov (emu_cov_flags), its notes and counts kept in a
+# folder of its own under DIR, since counts merge only with the same
+# build's, and every link takes gcov's runtime (emu_cov_link).  The counts
+# name cuda/'s own lines through transform.py's #line directives.
 
 emu_setup() {
     top=$1
@@ -35,9 +41,17 @@ emu_setup() {
     emu_objs=
 }
 
+emu_cov_flags() {
+    [ -n "${EMU_COVERAGE:-}" ] || return 0
+    mkdir -p "$EMU_COVERAGE"
+    echo "--coverage -fprofile-update=atomic -dumpdir $(mktemp -d "$EMU_COVERAGE/o.XXXXXX")/"
+}
+emu_cov_link() { [ -z "${EMU_COVERAGE:-}" ] || echo --coverage; }
+
 emu_cxx() {
-    nice -n 10 g++ -std=c++20 -O2 -w -include "$top/tests/gpu/emu/shim.h" -I"$cuda/include" \
-        -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" "$@"
+    # shellcheck disable=SC2046 # the flags are several words
+    nice -n 10 g++ -std=c++20 -O2 -w $(emu_cov_flags) -include "$top/tests/gpu/emu/shim.h" \
+        -I"$cuda/include" -I"$top" -I"$top/cuda" -I"$top/src" -I"$top/tests" -I"$top/tests/gpu" "$@"
 }
 
 # emu_flags: extra compile options a script sets (-fopenmp), several words.
@@ -69,6 +83,6 @@ emu_link() {
     _out=$1
     shift
     # shellcheck disable=SC2086 # the flags are several words
-    g++ -fopenmp ${EMU_LINK_FLAGS:-} "$@" "$lib" -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm \
+    g++ -fopenmp ${EMU_LINK_FLAGS:-} $(emu_cov_link) "$@" "$lib" -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm \
         -o "$_out"
 }

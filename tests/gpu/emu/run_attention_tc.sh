@@ -28,8 +28,8 @@ for f in attention attention_tc test_tensor_core test_attention_tc; do
     [ -s "$out/$f.o" ] || { echo "run_attention_tc.sh: $f did not compile" >&2; exit 1; }
 done
 # shellcheck disable=SC2086
-g++ ${EMU_LINK_FLAGS:-} "$out/test_tensor_core.o" -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm \
+g++ ${EMU_LINK_FLAGS:-} $(emu_cov_link) "$out/test_tensor_core.o" -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm \
     -o "$out/test_tensor_core"
 # shellcheck disable=SC2086
-g++ -fopenmp ${EMU_LINK_FLAGS:-} "$out/test_attention_tc.o" "$out/attention.o" \
+g++ -fopenmp ${EMU_LINK_FLAGS:-} $(emu_cov_link) "$out/test_attention_tc.o" "$out/attention.o" \
     "$out/attention_tc.o" "$lib" -L"$cuda/lib64" -lcudart ${EMU_LIBS:-} -lm -o "$out/test_attention_tc"

@@ -30,16 +30,25 @@ header's text (rewritten the same way, its own such includes inlined in
 turn, each header once: the later includes of it are dropped, as its
 include guard would), so that launches and static `__shared__` arrays in
 kernel headers (cuda/common.cuh's column-sum finisher) are followed like
-the file's own.  Other includes stay includes."""
+the file's own.  Other includes stay includes.
+
+Every line of the output keeps its source's line number, through `#line`
+directives (one opening the file, one at each end of an inlined header)
+and rewrites that add no line: a launch's rewrite is put on the launch's
+first line and followed by as many newlines as the launch spanned.  So a
+compiler message, a debugger and gcov (tests/gpu/emu/coverage.py) name the
+line of cuda/ that the emulation compiled, not one of the rewritten file;
+tests/emu_transform.sh checks it."""
 import os
 import re
 import sys
 
 
-def inline_local_headers(text, folder, seen):
-    """text with each `#include "X.cuh"` of a file in folder replaced by
-    that file's text, recursively; a header already in seen becomes a
-    comment."""
+def inline_local_headers(text, folder, seen, parent):
+    """text (the file parent) with each `#include "X.cuh"` of a file in
+    folder replaced by that file's text, recursively, between #line
+    directives that keep both files' line numbers; a header already in seen
+    becomes a comment."""
     def one(m):
         path = os.path.join(folder, m.group(1))
         if not os.path.isfile(path):
@@ -47,14 +56,19 @@ def inline_local_headers(text, folder, seen):
         if path in seen:
             return '/* %s: inlined above */' % m.group(1)
         seen.add(path)
-        body = inline_local_headers(open(path).read(), folder, seen)
-        return '/* ---- %s, inlined ---- */\n%s\n/* ---- end of %s ---- */' % (
-            m.group(1), body, m.group(1))
+        body = inline_local_headers(open(path).read(), folder, seen, path)
+        # The include's own line is text.count('\n', 0, m.start()) + 1;
+        # the parent resumes on the line after it.
+        resume = text.count('\n', 0, m.start()) + 2
+        return '/* ---- %s, inlined ---- */\n#line 1 "%s"\n%s\n#line %d "%s"\n' \
+            '/* ---- end of %s ---- */' % (m.group(1), path, body.rstrip('\n'), resume - 1,
+                                         parent, m.group(1))
     return re.sub(r'^[ \t]*#[ \t]*include[ \t]+"([\w.]+\.cuh)"[^\n]*$', one, text, flags=re.M)
 
 
-s = inline_local_headers(open(sys.argv[1]).read(), os.path.dirname(os.path.abspath(sys.argv[1])),
-                         set())
+source = os.path.abspath(sys.argv[1])
+s = '#line 1 "%s"\n' % source + inline_local_headers(open(source).read(),
+                                                   os.path.dirname(source), set(), source)
 name_re = re.compile(r'\b\w+(?:\s*<[^;{}()<>]*>)?\s*$')
 
 
@@ -154,11 +168,17 @@ while True:
     out.append(s[i:m.start()])
     smem = cfg[2] if len(cfg) > 2 else '0'
     stream = cfg[3] if len(cfg) > 3 else '0'
-    out.append('(emu_check_args("%s", emu_instance<&%s>(), emu_param_kinds<&%s>(), '
-               '(cudaStream_t)(%s)%s), '
-               'emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s, emu_kernel_key<&%s>()%s))'
-               % (name.replace('"', "'"), name, name, stream, (', ' + args) if args.strip() else '',
-                  cfg[0], cfg[1], name, args, smem, name,
-                  ', true' if re.match(r'\w+', name).group(0) in bounded else ''))
+    launch = ('(emu_check_args("%s", emu_instance<&%s>(), emu_param_kinds<&%s>(), '
+              '(cudaStream_t)(%s)%s), '
+              'emu_launch(dim3(%s), dim3(%s), [=]() { %s(%s); }, %s, emu_kernel_key<&%s>()%s))'
+              % (name.replace('"', "'"), name, name, stream, (', ' + args) if args.strip() else '',
+                 cfg[0], cfg[1], name, args, smem, name,
+                 ', true' if re.match(r'\w+', name).group(0) in bounded else ''))
+    # One line for the rewrite, then the lines the launch spanned, so the
+    # text after it stays on its source line (a // comment inside the
+    # launch would swallow the rest of that line).
+    spanned = s[m.start():p + 1]
+    assert '//' not in spanned, 'a // comment inside the launch at offset %d' % j
+    out.append(launch.replace('\n', ' ') + '\n' * spanned.count('\n'))
     i = p + 1
 print(''.join(out))
