@@ -107,12 +107,38 @@ int st_file_write_string(int fd, void *ctx)
     return st_write_all(fd, ctx, strlen(ctx));
 }
 
+int st_refuse_special(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode))
+        return 0;
+    st_error(path, "is %s, not a file, and a file of this name is being written "
+             "here; hint: move it away, or write to another directory",
+             S_ISDIR(sb.st_mode) ? "a directory" : "a special file");
+    return ST_EXIT_USAGE;
+}
+
 int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,
                          st_file_writer writer, void *ctx)
 {
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+        errno = EEXIST;
+        return ST_ATOMIC_CREATE;
+    }
+    /* O_NONBLOCK: a FIFO left at tmp fails (ENXIO) rather than waiting
+     * for a reader; it has no effect on a regular file. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK,
+                  (mode_t)mode);
     if (fd < 0)
         return ST_ATOMIC_CREATE;
+    /* A device at tmp would take the bytes and then be renamed over
+     * path; it is someone's, so it is left where it is. */
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        errno = EEXIST;
+        return ST_ATOMIC_CREATE;
+    }
     /* fsync before the rename: otherwise a crash can leave path renamed
      * but empty. */
     if (writer(fd, ctx) != 0 || fsync(fd) != 0) {

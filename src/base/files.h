@@ -48,6 +48,16 @@ typedef int (*st_file_writer)(int fd, void *ctx);
  * (ctx): writes its bytes. */
 int st_file_write_string(int fd, void *ctx);
 
+/* Refuses path as the name of a file about to be written when something
+ * other than a file or a symbolic link is there.  Writing goes through a
+ * temporary renamed over path, which would replace a FIFO or a device
+ * with a regular file (as root, `-o /dev/null` destroyed /dev/null), and
+ * cannot replace a directory.  One error line naming path and
+ * ST_EXIT_USAGE; 0 for a file, a symbolic link (the rename replaces the
+ * link, never its target) or nothing there.  Every writer of a path a
+ * user names calls it first, before any work where it can. */
+int st_refuse_special(const char *path);
+
 /* Where st_file_write_atomic stopped; errno says why. */
 enum st_atomic_step {
     ST_ATOMIC_DONE = 0,
@@ -61,6 +71,10 @@ enum st_atomic_step {
  * go to tmp (a name in path's directory, created with permissions mode
  * less the umask), which is fsynced, renamed over path, and then the
  * directory is fsynced.  On a failure before the rename tmp is removed.
+ * Nothing is written where path or tmp is not a file (ST_ATOMIC_CREATE
+ * with errno EEXIST): callers refuse path first with st_refuse_special,
+ * which words the error; this keeps a forgotten check from replacing a
+ * device, and a FIFO at tmp from blocking the open.
  * Prints nothing, since each kind of file words its errors for its user;
  * returns an enum st_atomic_step. */
 int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,

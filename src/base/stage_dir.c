@@ -272,12 +272,9 @@ static int in_the_way(const st_stage *s, const staged_files *f)
             }
             *slash = '/';
         }
-        if (lstat(to, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
-            st_error(to, "is %s, not a file, and a file of this name is being written "
-                     "here; hint: move it away, or write to another directory",
-                     S_ISDIR(sb.st_mode) ? "a directory" : "a special file");
-            return ST_EXIT_USAGE;
-        }
+        const int rc = st_refuse_special(to);
+        if (rc)
+            return rc;
     }
     return 0;
 }

@@ -381,6 +381,9 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
     char line[64];
     snprintf(line, sizeof line, "step_%08lld\n", (long long)step);
     snprintf(latest, sizeof latest, "%s/%s", dir, ST_CKPT_LATEST);
+    const int refused = st_refuse_special(latest);
+    if (refused)
+        return refused;
     if (st_file_write_atomic(latest, path, 0666, st_file_write_string, line)) {
         st_error(latest, "cannot update the latest pointer: %s", strerror(errno));
         return ST_EXIT_FAILURE;

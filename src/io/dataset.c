@@ -562,6 +562,9 @@ int st_write_token_file(const char *path, const uint32_t *tokens, int64_t n,
         }
     }
 
+    int refused = st_refuse_special(path);
+    if (refused)
+        return refused;
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     token_file tf = {tokens, n, version, token_bytes, malloc((size_t)CHUNK * 4)};

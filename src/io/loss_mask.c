@@ -66,6 +66,9 @@ int st_write_mask_file(const char *path, const uint8_t *mask, int64_t n)
                  (long long)n);
         return ST_EXIT_USAGE;
     }
+    int refused = st_refuse_special(path);
+    if (refused)
+        return refused;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     mask_body b = {mask, n};

@@ -160,6 +160,38 @@ static char *shard_path(const char *out_prefix, const char *split, int64_t k)
     return p;
 }
 
+/* Refuses, before the input is read, an OUT_PREFIX whose shards could not
+ * be written: a FIFO, device or directory where a shard or loss mask of
+ * either split is (renaming over it would replace a device with a file).
+ * One error line and ST_EXIT_USAGE, or 0. */
+static int check_outputs(const char *out_prefix)
+{
+    static const char *const splits[] = {"train", "val"};
+    for (int s = 0; s < 2; s++) {
+        /* A split's shards are numbered without gaps: the first number
+         * with neither shard nor mask ends it. */
+        for (int64_t k = 0, more = 1; more; k++) {
+            char *path = shard_path(out_prefix, splits[s], k);
+            char *mp = path ? st_mask_path(path) : NULL;
+            if (!mp) {
+                free(path);
+                st_error(out_prefix, "out of memory");
+                return ST_EXIT_FAILURE;
+            }
+            struct stat st;
+            more = lstat(path, &st) == 0 || lstat(mp, &st) == 0;
+            int rc = more ? st_refuse_special(path) : 0;
+            if (!rc && more)
+                rc = st_refuse_special(mp);
+            free(path);
+            free(mp);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* The tokens to write: bytes (byte level) or ids (a tokenizer), and for
  * instruction data the loss mask (io/data.h), one entry per token. */
 typedef struct {
@@ -456,9 +488,12 @@ int st_prepare_text(const char *input, const char *out_prefix, const st_prepare_
     if (shard_tokens > INT32_MAX)
         shard_tokens = INT32_MAX;
 
+    int rc = check_outputs(out_prefix);
+    if (rc != 0)
+        return rc;
     unsigned char *bytes;
     int64_t n;
-    int rc = read_input(input, &bytes, &n);
+    rc = read_input(input, &bytes, &n);
     if (rc != 0)
         return rc;
     token_source src = {.version = 1};

@@ -88,6 +88,9 @@ static char *header_json(const st_tensor *ts, int nt, const char *prefix)
 /* Write the file; the tensors from w's unit_params or its source. */
 static int save_file(const char *path, const char *prefix, weights_file *w)
 {
+    int refused = st_refuse_special(path);
+    if (refused)
+        return refused;
     char *text = header_json(w->ts, w->n, prefix);
     if (!text) {
         st_error(NULL, "out of memory writing %s", path);

@@ -438,6 +438,9 @@ static int write_svg(const char *out_path, const st_svg *body, double height)
 
 int st_plot_write(const char *out_path, const char *const *log_dirs, int n_dirs)
 {
+    int refused = st_refuse_special(out_path);   /* before the logs are read */
+    if (refused)
+        return refused;
     plot_run *runs = calloc((size_t)n_dirs, sizeof *runs);
     if (!runs) {
         st_error(out_path, "out of memory drawing the plot");

@@ -132,6 +132,14 @@ int st_runlog_open(st_runlog **out, const st_config *cfg, int world,
     snprintf(lg->summary_path, sizeof lg->summary_path, "%s/summary.json", dir);
     if (cfg->log.plot)
         snprintf(lg->plot_path, sizeof lg->plot_path, "%s/plot.svg", dir);
+    /* summary.json and plot.svg are written by renaming over their names,
+     * which would replace a FIFO or a device there: refused now, before
+     * any step, rather than at the first summary or the end. */
+    if ((rc = st_refuse_special(lg->summary_path)) ||
+        (lg->plot_path[0] && (rc = st_refuse_special(lg->plot_path)))) {
+        free(lg);
+        return rc;
+    }
     /* O_NONBLOCK: a FIFO put there must be refused, not waited on for a
      * reader; a device (/dev/full) is refused as well, here at the start
      * rather than at the first record. */

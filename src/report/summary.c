@@ -166,6 +166,10 @@ int st_summary_write(const st_run_summary *s, const char *path, const char *stat
     memcpy(body + n, "\n", 2);
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (st_refuse_special(path)) {   /* its one error line is printed */
+        free(body);
+        return -1;
+    }
     int rc = st_file_write_atomic(path, tmp, 0644, st_file_write_string, body);
     free(body);
     if (rc != ST_ATOMIC_DONE) {
