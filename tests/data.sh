@@ -157,5 +157,14 @@ check "val part under 2 tokens exits 2" [ $? -eq 2 ]
 check "val part under 2 tokens: one error line naming the input" \
     one_error "$TMP/stderr" "$TMP/tiny.txt"
 
+# An OUT_PREFIX whose shard names are over the file system's NAME_MAX is
+# refused before any work, not found at the first shard as a write error.
+long=$(printf 'n%.0s' $(seq 1 240))
+"$SHARDTRAIN" prepare "$text" "$TMP/long/$long" > /dev/null 2> "$TMP/stderr"
+check "a 240-byte OUT_PREFIX name exits 2" [ $? -eq 2 ]
+check "a 240-byte OUT_PREFIX name: one error line with its hint" \
+    one_error "$TMP/stderr" "hint: give a shorter OUT_PREFIX"
+check "a 240-byte OUT_PREFIX name: nothing made" [ ! -e "$TMP/long" ]
+
 if [ "$tap_fail" -ne 0 ]; then exit 1; fi
 exit 0

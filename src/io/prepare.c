@@ -21,6 +21,7 @@
 #include "base/log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,12 +161,59 @@ static char *shard_path(const char *out_prefix, const char *split, int64_t k)
     return p;
 }
 
+/* The longest name prepare makes from OUT_PREFIX: a loss mask's
+ * temporary (six digits: a seventh shard digit would need a million
+ * shards, which st_write_token_file's own errors then report). */
+#define LONGEST_SUFFIX "_train_000000.mask.tmp"
+
+/* NAME_MAX of the file system OUT_PREFIX's shards go to, asked of its
+ * nearest directory that exists (the rest is made at the start, on the
+ * same file system as a rule); NAME_MAX itself when it cannot be asked. */
+static long name_max_of(const char *out_prefix)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(out_prefix, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == out_prefix ? 1 : (int)(slash - out_prefix),
+                 out_prefix);
+    for (;;) {
+        const long m = pathconf(dir, _PC_NAME_MAX);
+        if (m > 0)
+            return m;
+        if (!strcmp(dir, ".") || !strcmp(dir, "/"))
+            return NAME_MAX;
+        char *up = strrchr(dir, '/');
+        if (!up)
+            snprintf(dir, sizeof dir, ".");
+        else
+            up[up == dir] = '\0';
+    }
+}
+
 /* Refuses, before the input is read, an OUT_PREFIX whose shards could not
- * be written: a FIFO, device or directory where a shard or loss mask of
- * either split is (renaming over it would replace a device with a file).
- * One error line and ST_EXIT_USAGE, or 0. */
+ * be written: names over the file system's limits (found otherwise only
+ * at the first shard, whose failure then looked like a disk error), or a
+ * FIFO, device or directory where a shard or loss mask of either split is
+ * (renaming over it would replace a device with a file).  One error line
+ * and ST_EXIT_USAGE, or 0. */
 static int check_outputs(const char *out_prefix)
 {
+    const char *base = strrchr(out_prefix, '/');
+    base = base ? base + 1 : out_prefix;
+    const size_t name = strlen(base) + strlen(LONGEST_SUFFIX);
+    const size_t whole = strlen(out_prefix) + strlen(LONGEST_SUFFIX);
+    const long name_max = name_max_of(out_prefix);
+    if (name > (size_t)name_max || whole >= PATH_MAX) {
+        const int in_name = name > (size_t)name_max;
+        st_error(out_prefix, "%s with " LONGEST_SUFFIX " after it would be %zu bytes, over "
+                 "the %ld %s; hint: give a shorter OUT_PREFIX",
+                 in_name ? "its file name" : "it", in_name ? name : whole,
+                 in_name ? name_max : (long)PATH_MAX - 1,
+                 in_name ? "this file system allows in a name" : "a path may have");
+        return ST_EXIT_USAGE;
+    }
     static const char *const splits[] = {"train", "val"};
     for (int s = 0; s < 2; s++) {
         /* A split's shards are numbered without gaps: the first number
