@@ -166,5 +166,24 @@ check "a 240-byte OUT_PREFIX name: one error line with its hint" \
     one_error "$TMP/stderr" "hint: give a shorter OUT_PREFIX"
 check "a 240-byte OUT_PREFIX name: nothing made" [ ! -e "$TMP/long" ]
 
+# ---- JSONL: empty prompts and completions -------------------------------------
+# An empty prompt is an example trained on its whole completion; an empty
+# completion would train nothing but the end of text, refused at its line.
+printf '{"prompt": "", "completion": "b"}\n' > "$TMP/p0.jsonl"
+"$SHARDTRAIN" prepare --format jsonl --val-fraction 0 "$TMP/p0.jsonl" "$TMP/p0/x" \
+    > /dev/null 2> "$TMP/stderr"
+check "jsonl with an empty prompt exits 0" [ $? -eq 0 ]
+check "jsonl with an empty prompt: 'b' and the end mark, both trained" \
+    python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); m = open(sys.argv[2], "rb").read()
+sys.exit(not (d[1024:] == b"b\0\n\0" and m[-2:] == b"\3\1"))' \
+    "$TMP/p0/x_train_000000.bin" "$TMP/p0/x_train_000000.mask"
+printf '{"prompt": "a", "completion": "b"}\n{"prompt": "a", "completion": ""}\n' > "$TMP/c0.jsonl"
+"$SHARDTRAIN" prepare --format jsonl --val-fraction 0 "$TMP/c0.jsonl" "$TMP/c0/x" \
+    > /dev/null 2> "$TMP/stderr"
+check "jsonl with an empty completion exits 2" [ $? -eq 2 ]
+check "jsonl with an empty completion: one error line at FILE:LINE" \
+    one_error "$TMP/stderr" "$TMP/c0.jsonl:2: field \"completion\" is empty"
+check "jsonl with an empty completion: no shard written" [ ! -e "$TMP/c0/x_train_000000.bin" ]
+
 if [ "$tap_fail" -ne 0 ]; then exit 1; fi
 exit 0

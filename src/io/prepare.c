@@ -443,7 +443,11 @@ static int add_example(void *ctx, const st_segment *segs, int n)
             st_error(NULL, "out of memory encoding the text");
             return ST_EXIT_FAILURE;
         }
-        memset(d->mask + before, segs[i].loss ? ST_MASK_LOSS : 0, sink_tokens(d) - before);
+        /* An empty segment (an empty prompt) adds no token, and before the
+         * first token the mask is not yet allocated: memset on NULL is
+         * undefined even for no bytes. */
+        if (sink_tokens(d) > before)
+            memset(d->mask + before, segs[i].loss ? ST_MASK_LOSS : 0, sink_tokens(d) - before);
     }
     if (sink_tokens(d) > start)
         d->mask[start] |= ST_MASK_START;

@@ -119,6 +119,13 @@ static int line_segments(const char *path, int line, const json_t *o, st_segment
                     json_object_get(o, which) ? "not a string" : "missing");
         return ST_EXIT_USAGE;
     }
+    /* An empty completion teaches only to stop right after the prompt: a
+     * missing answer in the data, as a rule.  An empty prompt is fine. */
+    if (json_string_length(completion) == 0) {
+        st_error_at(path, line, "field \"completion\" is empty, so the example would train "
+                    "on nothing but the end of text; hint: give its answer, or drop the line");
+        return ST_EXIT_USAGE;
+    }
     segs[(*n)++] = (st_segment){json_string_value(prompt), json_string_length(prompt), 0, 0};
     segs[(*n)++] = (st_segment){json_string_value(completion), json_string_length(completion),
                                 1, 1};
