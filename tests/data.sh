@@ -157,6 +157,13 @@ check "val part under 2 tokens exits 2" [ $? -eq 2 ]
 check "val part under 2 tokens: one error line naming the input" \
     one_error "$TMP/stderr" "$TMP/tiny.txt"
 
+# A fraction too small for a normal double (strtod's ERANGE) is still a
+# number in [0, 1): taken, and then refused for the val split it leaves.
+"$SHARDTRAIN" prepare --val-fraction 1e-320 "$text" "$TMP/err/x" > /dev/null 2> "$TMP/stderr"
+check "--val-fraction 1e-320 is a number in range: exit 2 for its empty val split" [ $? -eq 2 ]
+check "--val-fraction 1e-320: one error line on the val split, not on the number" \
+    one_error "$TMP/stderr" "leave 0 val tokens, fewer than 2"
+
 # An OUT_PREFIX whose shard names are over the file system's NAME_MAX is
 # refused before any work, not found at the first shard as a write error.
 long=$(printf 'n%.0s' $(seq 1 240))

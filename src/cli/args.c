@@ -48,7 +48,11 @@ static int whole_double(const char *s, double lo, double hi, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi))
+    /* ERANGE with a finite result is underflow: "1e-320" is a number in
+     * range, held as the nearest double (subnormal, or 0 below that), as
+     * every reader of decimals does.  Overflow gives an infinity. */
+    if ((errno && !(errno == ERANGE && isfinite(v))) || end == s || *end ||
+        !(v >= lo && v <= hi))
         return -1;
     *out = v;
     return 0;
