@@ -31,16 +31,6 @@
 
 /* ---- value conversion ------------------------------------------------------ */
 
-static bool in_range(const st_key *k, double v)
-{
-    unsigned f = k->flags;
-    if ((f & ST_R_MIN) && (f & ST_R_MIN_OPEN ? v <= k->min : v < k->min))
-        return false;
-    if ((f & ST_R_MAX) && (f & ST_R_MAX_OPEN ? v >= k->max : v > k->max))
-        return false;
-    return true;
-}
-
 static int parse_bool(const char *s)
 {
     static const char *const t[] = {"true", "yes", "on", "1"}, *const f[] = {"false", "no", "off", "0"};
@@ -71,7 +61,7 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
             snprintf(err, errn, "invalid integer '%.64s' for %s.%s", text, k->section, k->key);
             return -1;
         }
-        if (errno == ERANGE || !in_range(k, (double)v)) {
+        if (errno == ERANGE || !st_schema_in_range(k, (double)v)) {
             snprintf(err, errn, "%s.%s = %.64s is out of range; must be %s", k->section, k->key,
                      text, st_schema_range_text(k, range, sizeof range));
             return -1;
@@ -87,7 +77,7 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
             snprintf(err, errn, "invalid number '%.64s' for %s.%s", text, k->section, k->key);
             return -1;
         }
-        if (errno == ERANGE || !isfinite(v) || !in_range(k, v)) {
+        if (errno == ERANGE || !isfinite(v) || !st_schema_in_range(k, v)) {
             snprintf(err, errn, "%s.%s = %.64s is out of range; must be %s", k->section, k->key,
                      text, *st_schema_range_text(k, range, sizeof range) ? range : "finite");
             return -1;

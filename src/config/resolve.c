@@ -12,6 +12,7 @@
 #include "config/resolve.h"
 #include "config/hf_shape.h"
 #include "config/limits.h"
+#include "config/model_shape.h"
 
 #include "base/log.h"
 #include "config/origin.h"
@@ -241,38 +242,9 @@ static int resolve_lora_targets(st_config *cfg)
 
 int st_config_validate(const st_config *cfg)
 {
-    const st_model_config *m = &cfg->model;
-    if (m->d_model % m->n_head)
-        return cross_key_error(cfg, "model", "n_head", "d_model",
-                               "model.d_model = %lld is not divisible by model.n_head = %lld; "
-                               "hint: pick n_head dividing d_model",
-                               (long long)m->d_model, (long long)m->n_head);
-    if (m->n_head % m->n_kv_head)
-        return cross_key_error(cfg, "model", "n_kv_head", "n_head",
-                               "model.n_head = %lld is not divisible by model.n_kv_head = %lld; "
-                               "hint: pick n_kv_head dividing n_head",
-                               (long long)m->n_head, (long long)m->n_kv_head);
-    if (m->arch == ST_ARCH_GPT2 && m->n_kv_head != m->n_head)
-        return cross_key_error(cfg, "model", "n_kv_head", "arch",
-                               "arch gpt2 needs model.n_kv_head = model.n_head (got %lld and "
-                               "%lld); hint: remove n_kv_head or use arch = llama for "
-                               "grouped-query attention",
-                               (long long)m->n_kv_head, (long long)m->n_head);
-    if (m->arch == ST_ARCH_LLAMA && (m->d_model / m->n_head) % 2)
-        return cross_key_error(cfg, "model", "n_head", "d_model",
-                               "head dimension d_model/n_head = %lld is odd; "
-                               "hint: RoPE (arch llama) needs an even head dimension",
-                               (long long)(m->d_model / m->n_head));
-    if (m->rope_scaling == ST_ROPE_LLAMA3 && m->arch != ST_ARCH_LLAMA)
-        return cross_key_error(cfg, "model", "rope_scaling", "arch",
-                               "model.rope_scaling = llama3 needs arch llama (GPT-2 has no "
-                               "RoPE); hint: remove rope_scaling");
-    if (m->rope_scaling == ST_ROPE_LLAMA3 && m->rope_high_freq_factor <= m->rope_low_freq_factor)
-        return cross_key_error(cfg, "model", "rope_high_freq_factor", "rope_low_freq_factor",
-                               "model.rope_high_freq_factor = %g is not above "
-                               "model.rope_low_freq_factor = %g; hint: llama3 scaling "
-                               "interpolates between them (Llama 3.1: 4 and 1)",
-                               m->rope_high_freq_factor, m->rope_low_freq_factor);
+    st_shape_problem p;
+    if (st_model_shape_problem(&cfg->model, &p))
+        return cross_key_error(cfg, "model", p.key, p.other, "%s; %s", p.what, p.hint);
     if (cfg->train.global_batch % cfg->train.micro_batch)
         return cross_key_error(cfg, "train", "global_batch", "micro_batch",
                                "train.global_batch = %lld is not a multiple of "

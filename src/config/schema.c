@@ -255,6 +255,16 @@ const char *st_schema_values_text(const st_key *k, char *buf, size_t n)
     return buf;
 }
 
+int st_schema_in_range(const st_key *k, double v)
+{
+    unsigned f = k->flags;
+    if ((f & ST_R_MIN) && (f & ST_R_MIN_OPEN ? !(v > k->min) : !(v >= k->min)))
+        return 0;
+    if ((f & ST_R_MAX) && (f & ST_R_MAX_OPEN ? !(v < k->max) : !(v <= k->max)))
+        return 0;
+    return 1;
+}
+
 const char *st_schema_range_text(const st_key *k, char *buf, size_t n)
 {
     unsigned f = k->flags;

@@ -46,6 +46,10 @@ static inline void *st_schema_field(const void *cfg, const st_key *k)
 int st_schema_index(const char *section, const char *key);
 /* "a|b|c" for an enum, bool or preset list into buf. */
 const char *st_schema_values_text(const st_key *k, char *buf, size_t n);
+/* Whether v lies in row k's range (see the flags); NaN never does.  The
+ * one range check of a value, whether it came from the INI file, the
+ * command line or a checkpoint's manifest. */
+int st_schema_in_range(const st_key *k, double v);
 /* "> 0", "[0, 1)", ... or "" when unbounded, into buf. */
 const char *st_schema_range_text(const st_key *k, char *buf, size_t n);
 /* Edit distance, for "did you mean" suggestions. */
