@@ -4,7 +4,9 @@
 # independent XXH64 (Debian's python3-xxhash); an edited manifest is refused
 # naming the file and the field (exit 2), and resume = auto falls back to
 # the previous checkpoint; manifests edited and then resealed, so that only
-# the field checks can catch them, are refused naming the field; a
+# the field checks can catch them, are refused naming the field (the model
+# fields too, by export: each in its [model] key's range, the shape
+# consistent, the same as the embedded configuration's); a
 # malformed or non-regular `latest`, or a manifest that is a FIFO, is an
 # error, never a silent fresh start or a hang.
 . "$top_srcdir/tests/lib.sh"
@@ -106,6 +108,33 @@ for case in \
     run F$n 2 -s checkpoint.resume="$TMP/f$n/step_00000004"
     check "resealed $code: refused ($pat)" refused "F$n" "$pat"
 done
+refused_nothing_written() { refused "$1" "$2" && test ! -e "$3"; }
+# The model a manifest describes is what export writes into config.json:
+# each field in its [model] key's range, the shape consistent, and the
+# same as the configuration the manifest embeds.
+n=0
+for case in \
+    'm["model"]["norm_eps"] = -1|field model.norm_eps = -1 is out of range; must be > 0' \
+    'm["model"]["init_std"] = -5; m["config"]["model"]["init_std"] = -5|field model.init_std = -5 is out of range' \
+    'm["model"]["rope_theta"] = -1.0|field model.rope_theta = -1 is out of range' \
+    'm["model"]["n_layer"] = 0|field model.n_layer = 0 is out of range; must be \[1, 1024\]' \
+    'm["model"]["norm_eps"] = 1e-6|field model.norm_eps = 1e-06 disagrees with config.model.norm_eps = 1e-05' \
+    'm["model"]["n_head"] = 3|field model.n_head = 3 disagrees with config.model.n_head = 4' \
+    'm["model"]["n_head"] = 3; m["config"]["model"]["n_head"] = 3|field model.n_head: model.d_model = 64 is not divisible by model.n_head = 3' \
+    'm["model"]["n_kv_head"] = 2; m["config"]["model"]["n_kv_head"] = 2|field model.n_kv_head: arch gpt2 needs model.n_kv_head = model.n_head' \
+    'm["model"]["tie_embeddings"] = False|field model.tie_embeddings disagrees'; do
+    n=$((n + 1))
+    code=${case%%|*} pat=${case#*|}
+    cp -r "$TMP/A/ckpt" "$TMP/m$n"
+    edit "$TMP/m$n/step_00000004/manifest.json" "$code" reseal
+    "$SHARDTRAIN" export "$TMP/m$n/step_00000004" "$TMP/m$n/out" >"$TMP/M$n.out" 2>"$TMP/M$n.err"
+    echo $? >"$TMP/M$n.rc"
+    check "export of resealed $code: refused ($pat), nothing written" \
+        refused_nothing_written "M$n" "manifest.json: $pat" "$TMP/m$n/out"
+done
+run M0 2 -s checkpoint.resume="$TMP/m1/step_00000004"
+check "a resume from a manifest with norm_eps = -1: refused, naming the field" \
+    refused M0 "manifest.json: field model.norm_eps = -1 is out of range"
 run P1 2 -s checkpoint.resume="$TMP/A/ckpt/step_00000004" -s train.steps=3
 check "a checkpoint past train.steps: refused, naming the field" \
     refused P1 "field step (4) is past train.steps (3)"

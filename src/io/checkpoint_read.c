@@ -6,6 +6,7 @@
  * and a problem is one message naming the file, never a silent load. */
 #include "io/checkpoint.h"
 #include "io/manifest_seal.h"
+#include "config/model_shape.h"
 #include "config/schema.h"
 #include "base/alloc.h"
 #include "base/files.h"
@@ -66,16 +67,21 @@ static int parse_hex64(json_t *v, uint64_t *out)
     return errno || *end ? -1 : 0;
 }
 
+/* Any integer: the model's sizes are read as they are, and their ranges
+ * checked by check_model_fields, which names the field. */
+#define ANY INT64_MIN
+
 static int read_model(st_ckpt *c, json_t *mo)
 {
     st_model_config *mc = &c->model;
     const char *arch = json_string_value(json_object_get(mo, "arch"));
     json_t *tie = json_object_get(mo, "tie_embeddings");
     if (!arch || (strcmp(arch, "gpt2") && strcmp(arch, "llama")) || !json_is_boolean(tie) ||
-        get_int(mo, "n_layer", 1, &mc->n_layer) || get_int(mo, "n_head", 1, &mc->n_head) ||
-        get_int(mo, "n_kv_head", 1, &mc->n_kv_head) || get_int(mo, "d_model", 1, &mc->d_model) ||
-        get_int(mo, "d_ff", 1, &mc->d_ff) || get_int(mo, "vocab_size", 1, &mc->vocab_size) ||
-        get_int(mo, "seq_len", 1, &mc->seq_len) || get_real(mo, "rope_theta", &mc->rope_theta) ||
+        get_int(mo, "n_layer", ANY, &mc->n_layer) || get_int(mo, "n_head", ANY, &mc->n_head) ||
+        get_int(mo, "n_kv_head", ANY, &mc->n_kv_head) ||
+        get_int(mo, "d_model", ANY, &mc->d_model) || get_int(mo, "d_ff", ANY, &mc->d_ff) ||
+        get_int(mo, "vocab_size", ANY, &mc->vocab_size) ||
+        get_int(mo, "seq_len", ANY, &mc->seq_len) || get_real(mo, "rope_theta", &mc->rope_theta) ||
         get_real(mo, "norm_eps", &mc->norm_eps) || get_real(mo, "init_std", &mc->init_std))
         return -1;
     mc->arch = strcmp(arch, "gpt2") ? ST_ARCH_LLAMA : ST_ARCH_GPT2;
@@ -88,7 +94,7 @@ static int read_model(st_ckpt *c, json_t *mo)
         if (!type || strcmp(type, "llama3") || get_real(rs, "factor", &mc->rope_factor) ||
             get_real(rs, "low_freq_factor", &mc->rope_low_freq_factor) ||
             get_real(rs, "high_freq_factor", &mc->rope_high_freq_factor) ||
-            get_int(rs, "original_max_position_embeddings", 1, &mc->rope_original_seq_len))
+            get_int(rs, "original_max_position_embeddings", ANY, &mc->rope_original_seq_len))
             return -1;
         mc->rope_scaling = ST_ROPE_LLAMA3;
     }
@@ -348,6 +354,80 @@ static int check_fields(st_ckpt *c, json_t *root, int64_t sh, const char *mp, co
     return 0;
 }
 
+/* The manifest's model fields that have a [model] key in the schema: the
+ * name in the manifest ("model", or its "rope_scaling" object when
+ * `scaling`) and the key's. */
+static const struct { const char *name, *key; int scaling; } model_fields[] = {
+    {"n_layer", "n_layer", 0},     {"n_head", "n_head", 0},
+    {"n_kv_head", "n_kv_head", 0}, {"d_model", "d_model", 0},
+    {"d_ff", "d_ff", 0},           {"vocab_size", "vocab_size", 0},
+    {"seq_len", "seq_len", 0},     {"rope_theta", "rope_theta", 0},
+    {"norm_eps", "norm_eps", 0},   {"init_std", "init_std", 0},
+    {"factor", "rope_factor", 1},  {"low_freq_factor", "rope_low_freq_factor", 1},
+    {"high_freq_factor", "rope_high_freq_factor", 1},
+    {"original_max_position_embeddings", "rope_original_seq_len", 1},
+};
+
+static const char *number_text(json_t *v, char *buf, size_t n)
+{
+    if (json_is_integer(v))
+        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(buf, n, "%g", json_real_value(v));
+    else
+        snprintf(buf, n, "%s", json_is_string(v) ? "a string" : "not a number");
+    return buf;
+}
+
+/* The model a checkpoint describes is what export writes into config.json
+ * and what a resume builds, so it is held to what a configuration could
+ * say: each size in its schema range, the sizes consistent with each other
+ * (the same checks as the configuration's, config/model_shape.h), and the
+ * manifest's "model" agreeing with the configuration it embeds, whose
+ * copy of the same values a sealed but edited manifest may not have
+ * changed.  A problem names the field. */
+static int check_model_fields(const st_ckpt *c, json_t *root, const char *mp,
+                              const char *hint, char *err, size_t n)
+{
+    json_t *mo = json_object_get(root, "model"), *rs = json_object_get(mo, "rope_scaling");
+    json_t *cm = json_object_get(json_object_get(root, "config"), "model");
+    char a[48], b[48], range[64];
+    for (size_t i = 0; i < sizeof model_fields / sizeof model_fields[0]; i++) {
+        const char *name = model_fields[i].name, *key = model_fields[i].key;
+        const char *in = model_fields[i].scaling ? "rope_scaling." : "";
+        json_t *v = json_object_get(model_fields[i].scaling ? rs : mo, name);
+        if (!v)
+            continue;
+        const st_key *k = &st_schema[st_schema_index("model", key)];
+        if (!st_schema_in_range(k, json_number_value(v)))
+            return fail(err, n, mp, "field model.%s%s = %s is out of range; must be %s; %s",
+                        in, name, number_text(v, a, sizeof a),
+                        st_schema_range_text(k, range, sizeof range), hint);
+        json_t *w = json_object_get(cm, key);
+        if (w && !(json_is_number(w) && json_number_value(w) == json_number_value(v)))
+            return fail(err, n, mp, "field model.%s%s = %s disagrees with config.model.%s = "
+                        "%s; %s", in, name, number_text(v, a, sizeof a), key,
+                        number_text(w, b, sizeof b), hint);
+    }
+    const char *arch = json_string_value(json_object_get(cm, "arch"));
+    const char *scaling = json_string_value(json_object_get(cm, "rope_scaling"));
+    json_t *tie = json_object_get(cm, "tie_embeddings");
+    if (json_object_get(cm, "arch") &&
+        (!arch || strcmp(arch, c->model.arch == ST_ARCH_GPT2 ? "gpt2" : "llama")))
+        return fail(err, n, mp, "field model.arch disagrees with config.model.arch; %s", hint);
+    if (tie && (!json_is_boolean(tie) || json_is_true(tie) != !!c->model.tie_embeddings))
+        return fail(err, n, mp, "field model.tie_embeddings disagrees with "
+                    "config.model.tie_embeddings; %s", hint);
+    if (json_object_get(cm, "rope_scaling") &&
+        (!scaling || strcmp(scaling, rs ? "llama3" : "none")))
+        return fail(err, n, mp, "field model.rope_scaling disagrees with "
+                    "config.model.rope_scaling; %s", hint);
+    st_shape_problem p;
+    if (st_model_shape_problem(&c->model, &p))
+        return fail(err, n, mp, "field model.%s: %s; %s", p.key, p.what, hint);
+    return 0;
+}
+
 int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size_t n)
 {
     memset(c, 0, sizeof *c);
@@ -396,6 +476,7 @@ int st_ckpt_open(st_ckpt *c, const char *dir, const st_model *m, char *err, size
         return fail(err, n, mp, "manifest lacks a field or has a bad value; %s", hint);
     c->n_files = (int)sh;
     rc = check_fields(c, root, sh, mp, hint, err, n);
+    rc = rc ? rc : check_model_fields(c, root, mp, hint, err, n);
     rc = rc ? rc : read_units(c, units, sh, mp, hint, err, n);
     rc = rc ? rc : read_files(c, files, dir, mp, hint, err, n);
     if (rc)
