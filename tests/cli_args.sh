@@ -8,7 +8,8 @@
 # option value that starts with '-' - are taken.  Every message below is
 # the whole line, so a change of wording or of the position it names shows
 # here.  Arguments are parsed before MPI starts or a file is read, so none
-# of the refusals starts a run.
+# of the refusals starts a run.  Every positional is a path, as are the
+# values of -o, --weights, --tokenizer and --base: an empty one is refused.
 . "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
 printf '[model]\npreset = tiny\nseq_len = 32\n[data]\ntrain = none_*.bin\n' >c.ini
@@ -207,6 +208,28 @@ refused 3 "--group 'nope' is not world, shard or replicate$H" bench-comm --group
 refused 3 "--min-bytes 9 > --max-bytes 8$H" bench-comm --min-bytes 9 --max-bytes 8
 refused 5 "--min-bytes 4096 > --max-bytes 1024$H" bench-comm --max-bytes 1024 --min-bytes 4096 c.ini
 refused 3 "--min-bytes 1024 > --max-bytes 512$H" bench-comm --max-bytes 512 c.ini
+
+# ---- an empty path, a positional or an option's value, is refused at its
+# ---- argument, before anything is opened or made ---------------------------
+refused 2 "CONFIG '' is an empty path$H" train ''
+refused 4 "CONFIG '' is an empty path$H" check -s train.steps=1 ''
+refused 4 "CONFIG '' is an empty path$H" estimate --nodes 2 ''
+refused 2 "CONFIG '' is an empty path$H" bench-comm ''
+refused 2 "CONFIG '' is an empty path$H" runtime-info ''
+refused 2 "CHECKPOINT '' is an empty path$H" export '' exp
+refused 3 "OUT_DIR '' is an empty path$H" export nope ''
+refused 3 "--tokenizer '' is an empty path$H" export --tokenizer '' nope exp
+refused 3 "--base '' is an empty path$H" export --base '' nope exp
+refused 2 "INPUT '' is an empty path$H" prepare '' out/e
+refused 3 "OUT_PREFIX '' is an empty path$H" prepare in.txt ''
+refused 3 "--tokenizer '' is an empty path$H" prepare --tokenizer '' in.txt out/e
+refused 3 "--weights '' is an empty path$H" sample --weights '' c.ini
+refused 3 "--tokenizer '' is an empty path$H" sample --tokenizer '' c.ini
+refused 2 "LOG_DIR '' is an empty path$H" plot ''
+refused 3 "LOG_DIR '' is an empty path$H" plot logs ''
+refused 3 "-o '' is an empty path$H" plot -o '' logs
+check "no shard written for an empty OUT_PREFIX" \
+    sh -c 'for f in _*.bin out/e*; do [ -e "$f" ] && exit 1; done; exit 0'
 
 # ---- export CHECKPOINT OUT_DIR; keys [--man]; runtime-info [[-s]... CONFIG]
 refused 2 "missing arguments$H" export

@@ -79,6 +79,10 @@ static int store_value(const st_arg_option *o, const char *s, int at, void *dest
     case ST_ARG_STRING:
         if (o->choices && !is_one_of(o->choices, s))
             return st_arg_error(at, o->bad, s);
+        /* "" would name the current directory to some calls and nothing
+         * to others: never a file the user meant. */
+        if (o->path && !*s)
+            return st_arg_error(at, "%s '' is an empty path", o->name);
         *(const char **)field = s;
         return 0;
     case ST_ARG_INT:
@@ -155,7 +159,11 @@ int st_args_parse(const st_args_spec *spec, int argc, char **argv, void *dest, s
         else if (a->n_positional == ST_ARGS_MAX_REPEATS)
             rc = st_arg_error(i, "more than %d %s arguments", ST_ARGS_MAX_REPEATS,
                               spec->positionals[spec->n_positionals - 1]);
-        else {
+        else if (!*arg) {
+            int k = a->n_positional < spec->n_positionals ? a->n_positional
+                                                           : spec->n_positionals - 1;
+            rc = st_arg_error(i, "%s '' is an empty path", spec->positionals[k]);
+        } else {
             a->positional[a->n_positional++] = arg;
             rc = 0;
         }

@@ -43,6 +43,8 @@ typedef struct {
     double lo, hi;              /* ST_ARG_NUMBER */
     int hi_open;                /* ST_ARG_NUMBER: hi itself is refused */
     const char *const *choices; /* ST_ARG_STRING: NULL-terminated, NULL = any */
+    int path;                   /* ST_ARG_STRING: names a file or directory, so
+                                 * the empty string is refused */
     const char *bad;            /* a bad value: a format with one %s, the value */
     const char *not_whole;      /* ST_ARG_NUMBER: non-NULL demands a whole number
                                  * and is the message for a fraction */
@@ -56,7 +58,9 @@ typedef struct {
     int overrides;              /* takes -s/--set SECTION.KEY=VALUE */
     const st_arg_option *options;
     int n_options;              /* at most ST_ARGS_MAX_OPTIONS */
-    const char *positionals[ST_ARGS_MAX_POSITIONALS]; /* names, as in the usage */
+    /* Names, as in the usage.  Every command's positionals are paths
+     * (CONFIG, CHECKPOINT, OUT_DIR, ...), so an empty one is refused. */
+    const char *positionals[ST_ARGS_MAX_POSITIONALS];
     int n_positionals;          /* at most this many */
     int last_repeats;           /* the last positional may come up to
                                  * ST_ARGS_MAX_REPEATS times (LOG_DIR...) */

@@ -18,9 +18,11 @@ typedef struct {
 } export_args;
 
 static const st_arg_option export_options[] = {
-    {.name = "--tokenizer", .kind = ST_ARG_STRING, .offset = offsetof(export_args, tokenizer)},
+    {.name = "--tokenizer", .kind = ST_ARG_STRING, .path = 1,
+     .offset = offsetof(export_args, tokenizer)},
     {.name = "--adapter", .kind = ST_ARG_FLAG, .offset = offsetof(export_args, adapter)},
-    {.name = "--base", .kind = ST_ARG_STRING, .offset = offsetof(export_args, base)},
+    {.name = "--base", .kind = ST_ARG_STRING, .path = 1,
+     .offset = offsetof(export_args, base)},
 };
 
 static const st_args_spec export_spec = {

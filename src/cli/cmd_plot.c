@@ -15,7 +15,7 @@ typedef struct {
 } plot_options;
 
 static const st_arg_option plot_options_table[] = {
-    {.name = "-o", .kind = ST_ARG_STRING, .offset = offsetof(plot_options, out),
+    {.name = "-o", .kind = ST_ARG_STRING, .path = 1, .offset = offsetof(plot_options, out),
      .check = ST_ARG_CHECK_WHEN_READ},
 };
 

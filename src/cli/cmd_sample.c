@@ -10,9 +10,10 @@
 #include <stddef.h>
 
 static const st_arg_option sample_options[] = {
-    {.name = "--weights", .kind = ST_ARG_STRING, .offset = offsetof(st_sample_options, weights)},
+    {.name = "--weights", .kind = ST_ARG_STRING, .path = 1,
+     .offset = offsetof(st_sample_options, weights)},
     {.name = "--prompt", .kind = ST_ARG_STRING, .offset = offsetof(st_sample_options, prompt)},
-    {.name = "--tokenizer", .kind = ST_ARG_STRING,
+    {.name = "--tokenizer", .kind = ST_ARG_STRING, .path = 1,
      .offset = offsetof(st_sample_options, tokenizer)},
     {.name = "--ids", .kind = ST_ARG_FLAG, .offset = offsetof(st_sample_options, ids)},
     {.name = "--tokens", .kind = ST_ARG_INT, .offset = offsetof(st_sample_options, tokens),
