@@ -21,7 +21,15 @@ H='; hint: see shardtrain --help'
 # refused N MESSAGE ARGS...: shardtrain ARGS prints only the error line
 # "shardtrain: error: command line:N: MESSAGE" and exits 2.
 refused() {
-    want="shardtrain: error: command line:$1: $2"
+    n=$1
+    shift
+    refused_at "command line:$n" "$@"
+}
+
+# refused_at WHERE MESSAGE ARGS...: the same with the location WHERE
+# (FILE:LINE for a configuration line).
+refused_at() {
+    want="shardtrain: error: $1: $2"
     shift 2
     "$SHARDTRAIN" "$@" >stdout 2>stderr </dev/null
     st=$?
@@ -188,6 +196,18 @@ taken '^Memory per rank: gpt2, .* 2 node(s) x 4 task(s) = 8 ranks' estimate --no
 taken '"max_micro_batch"' estimate --json --device-mem 80 c.ini
 taken '^full_shard  ' estimate --time --tflops 100 -s train.global_batch=16 --intra-lat 1 c.ini
 taken 'compute at 88% beside a collective$' estimate --time --tflops 100 -s train.global_batch=16 --comm-sm-share 0.12 c.ini
+# What the configuration says wrong at the ranks assumed is found before
+# any of the table is printed, at the line or argument that set the key.
+{ cat c.ini; echo 'global_batch = 6'; } >b.ini
+{ cat c.ini; printf '[parallel]\nshard_size = 3\n'; } >s.ini
+B='train.global_batch is not a multiple of micro_batch x data-parallel ranks (2 x 8); hint: change global_batch or micro_batch'
+refused_at b.ini:9 "$B" estimate --time --tflops 100 b.ini
+refused_at b.ini:9 "$B" estimate --json --time --tflops 100 b.ini
+refused 6 "$B" estimate --time --tflops 100 -s train.global_batch=12 c.ini
+taken '^Memory per rank: ' estimate b.ini
+S3='parallel.shard_size 3 does not divide 8 ranks; hint: change --nodes/--tasks-per-node or shard_size'
+refused_at s.ini:10 "$S3" estimate s.ini
+refused 3 "$S3" estimate -s parallel.shard_size=3 c.ini
 
 # ---- bench-comm: the counts checked as read, --group and the sizes at the
 # ---- end, then CONFIG -----------------------------------------------------

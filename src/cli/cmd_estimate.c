@@ -9,6 +9,8 @@
 #include "base/log.h"
 #include "model/model.h"
 #include "plan/projection.h"
+#include "config/origin.h"
+#include "train/preflight.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -163,14 +165,18 @@ static int report(const st_config *cfg, options *o)
     const int world = (int)(o->nodes * o->tasks);
     o->cluster.nodes = (int)o->nodes;
     o->cluster.gpus_per_node = (int)o->tasks;
-    if (cfg->parallel.shard_size > 0 && world % cfg->parallel.shard_size) {
-        st_error(NULL, "parallel.shard_size %lld does not divide %d ranks; hint: change "
-                 "--nodes/--tasks-per-node or shard_size", (long long)cfg->parallel.shard_size,
-                 world);
-        return ST_EXIT_USAGE;
-    }
+    /* The configuration's own problems at the ranks assumed, at the line
+     * that set the key, and before any of the table is printed. */
+    if (cfg->parallel.shard_size > 0 && world % cfg->parallel.shard_size)
+        return st_config_error(cfg, "parallel", "shard_size", "parallel.shard_size %lld does "
+                               "not divide %d ranks; hint: change --nodes/--tasks-per-node "
+                               "or shard_size", (long long)cfg->parallel.shard_size, world);
+    /* Only the projection divides the global batch among the ranks. */
+    int rc = o->time ? st_preflight_batch(cfg, world) : 0;
+    if (rc)
+        return rc;
     st_model m;
-    int rc = st_model_init(&m, &cfg->model);
+    rc = st_model_init(&m, &cfg->model);
     rc = rc ? rc : st_model_add_lora(&m, &cfg->lora);
     if (rc)
         return rc;

@@ -42,7 +42,7 @@ static int check_tokenizer(const st_config *cfg)
     return 0;
 }
 
-int st_preflight_config(const st_config *cfg, int world)
+int st_preflight_batch(const st_config *cfg, int world)
 {
     const int64_t B = cfg->train.micro_batch;
     if (world > 0 && cfg->train.global_batch % (B * world) != 0)
@@ -50,6 +50,14 @@ int st_preflight_config(const st_config *cfg, int world)
                                "train.global_batch is not a multiple of micro_batch x "
                                "data-parallel ranks (%lld x %d); hint: change global_batch "
                                "or micro_batch", (long long)B, world);
+    return 0;
+}
+
+int st_preflight_config(const st_config *cfg, int world)
+{
+    int rc = st_preflight_batch(cfg, world);
+    if (rc)
+        return rc;
     if (!cfg->data.train[0])
         return st_config_error(cfg, "data", "train",
                                "data.train is empty; hint: point it at token shards, "

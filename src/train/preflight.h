@@ -19,6 +19,10 @@
  * ST_EXIT_USAGE. */
 int st_preflight_config(const st_config *cfg, int world);
 
+/* Its first rule alone, for `estimate --time`, which projects a run on
+ * world ranks without needing its inputs. */
+int st_preflight_batch(const st_config *cfg, int world);
+
 /* The inputs train opens at start, opened and closed again without
  * loading any weights or starting anything: the data.train and data.val
  * shards (headers, token ranges, sizes), model.init's headers against the
