@@ -248,8 +248,8 @@ refused 3 "--tokenizer '' is an empty path$H" sample --tokenizer '' c.ini
 refused 2 "LOG_DIR '' is an empty path$H" plot ''
 refused 3 "LOG_DIR '' is an empty path$H" plot logs ''
 refused 3 "-o '' is an empty path$H" plot -o '' logs
-check "no shard written for an empty OUT_PREFIX" \
-    sh -c 'for f in _*.bin out/e*; do [ -e "$f" ] && exit 1; done; exit 0'
+no_stray_shards() { for f in _*.bin out/e*; do [ -e "$f" ] && return 1; done; return 0; }
+check "no shard written for an empty OUT_PREFIX" no_stray_shards
 
 # ---- export CHECKPOINT OUT_DIR; keys [--man]; runtime-info [[-s]... CONFIG]
 refused 2 "missing arguments$H" export
