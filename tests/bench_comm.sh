@@ -6,8 +6,9 @@
 # digits, in the out-of-place columns for all_gather and reduce_scatter and
 # the in-place ones for all_reduce (the other placement N/A), and the closing
 # "# Avg bus bandwidth" lines are their means; --group picks the configured
-# group; bad arguments are one error line and exit status 2 before any MPI
-# start-up.
+# group; sizes below one float per rank, which all round up to it, are
+# measured and printed once; bad arguments are one error line and exit
+# status 2 before any MPI start-up.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
 require command -v python3
@@ -119,6 +120,26 @@ else
     not_ok "--group shard under hybrid_shard (exit $st)"
     diag "$(head -n 1 "$TMP/hybrid.out" 2>/dev/null)" "$(cat "$TMP/hybrid.why" "$TMP/hybrid.err" 2>/dev/null)"
 fi
+
+# Below one float per rank every size rounds up to that floor: the same
+# call, measured and printed once.  rows NAME: run NAME's "collective
+# bytes;" pairs in order.
+rows() { awk '!/^#/ && NF { printf "%s %s;", $1, $2 }' "$TMP/$1.out"; }
+for case in "1 7 1|all_gather 4;reduce_scatter 4;all_reduce 4;" \
+    "1 16 2|all_gather 8;reduce_scatter 8;all_reduce 4;all_reduce 8;all_gather 16;reduce_scatter 16;all_reduce 16;"; do
+    want=${case#*|}
+    # shellcheck disable=SC2086 # the words are MIN MAX NP
+    set -- ${case%%|*}
+    bench "tiny$3" "$3" --min-bytes "$1" --max-bytes "$2" --iters 1 --warmup 0 "$TMP/bench.ini"
+    st=$?
+    if [ "$st" -eq 0 ] && [ "$(rows "tiny$3")" = "$want" ] &&
+       [ "$(grep -c '^# Avg bus bandwidth' "$TMP/tiny$3.out")" -eq 3 ]; then
+        ok "--min-bytes $1 --max-bytes $2 on $3 rank(s): each rounded size once"
+    else
+        not_ok "--min-bytes $1 --max-bytes $2 on $3 rank(s) (exit $st)"
+        diag "want: $want" "got:  $(rows "tiny$3")" "$(cat "$TMP/tiny$3.err")"
+    fi
+done
 
 # refused NAME ARGNO ARGS...: exit 2, nothing on stdout, exactly one error
 # line at command line:ARGNO (the CLI counts "shardtrain" as 0).

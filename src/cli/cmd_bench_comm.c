@@ -327,7 +327,7 @@ static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args 
         st_info("# bytes: all_gather = gathered output, reduce_scatter = input, "
                 "all_reduce = buffer; rounded down to whole floats per rank "
                 "(multiple of 4*n bytes for all_gather and reduce_scatter, "
-                "4 for all_reduce)");
+                "4 for all_reduce), each size once");
         st_info("# time_us = max over ranks of elapsed/iters; algbw = bytes/time "
                 "(GB/s = 1e9 bytes/s)");
         st_info("# busbw = algbw * 2(n-1)/n for all_reduce, algbw * (n-1)/n for "
@@ -340,11 +340,20 @@ static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args 
                 "algbw_GB/s", "busbw_GB/s", "wrong");
     }
     double bus_sum[N_COLL] = {0}; /* for nccl-tests' closing average */
-    int rows = 0;
-    for (int64_t S = a->min_bytes; rc == 0 && S <= a->max_bytes; S *= 2, rows++)
+    int rows[N_COLL] = {0};
+    /* Below one float per rank every size rounds up to that floor: the
+     * same call, measured and printed once, and counted once in the
+     * average. */
+    int64_t last_total[N_COLL] = {0};
+    for (int64_t S = a->min_bytes; rc == 0 && S <= a->max_bytes; S *= 2)
         for (int coll = 0; rc == 0 && coll < N_COLL; coll++) {
-            int64_t wrong = 0;
+            int64_t wrong = 0, per_rank, total;
             double busbw = 0.0;
+            coll_counts(coll, S, n, &per_rank, &total);
+            if (total == last_total[coll])
+                continue;
+            last_total[coll] = total;
+            rows[coll]++;
             /* Failing alone here would leave the other ranks in the next
              * collective: abort them all. */
             if (bench_one(coll, c, &b, S, a, &wrong, &busbw))
@@ -359,8 +368,10 @@ static int bench_all(const st_groups *g, const st_runtime *rt, const bench_args 
      * so X = sum over sizes of busbw / number of sizes, one line per
      * collective; scripts that read the first such line get all_gather's. */
     st_info("# Wrong values         : %" PRId64 " %s", *wrong_sum, *wrong_sum ? "FAILED" : "OK");
-    for (int coll = 0; coll < N_COLL && rows > 0; coll++)
-        st_info("# Avg bus bandwidth    : %.6g %s", bus_sum[coll] / rows, coll_name[coll]);
+    for (int coll = 0; coll < N_COLL; coll++)
+        if (rows[coll] > 0)
+            st_info("# Avg bus bandwidth    : %.6g %s", bus_sum[coll] / rows[coll],
+                    coll_name[coll]);
     bufs_destroy(&b);
     return st_runtime_agree(rc);
 }
