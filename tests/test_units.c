@@ -240,6 +240,23 @@ static void test_expf(void)
            worst, (double)at);
     tap_ok(st_expf(-INFINITY) == 0.0f && st_expf(-100.0f) == 0.0f && st_expf(0.0f) == 1.0f,
            "st_expf(-inf) = st_expf(-100) = 0 and st_expf(0) = 1");
+    /* A diverging run passes NaN and huge values: they must come out as
+     * NaN, +inf and 0 (and, under the sanitizers, without undefined
+     * behaviour), so that the step is seen as non-finite and skipped. */
+    tap_ok(isnan(st_expf(NAN)) && isnan(st_expf(-NAN)),
+           "st_expf(NaN) is NaN");
+    tap_ok(st_expf(INFINITY) == INFINITY && st_expf(1e30f) == INFINITY && st_expf(89.5f) == INFINITY,
+           "st_expf(+inf) = st_expf(1e30) = st_expf(89.5) = +inf");
+    tap_ok(st_expf(-1e30f) == 0.0f, "st_expf(-1e30) = 0");
+    /* Up to ln(FLT_MAX) the result is finite, as expf's is. */
+    static const float xs[] = {-87.0f, -10.5f, -1.0f, 0.25f, 1.0f, 20.0f, 88.0f, 88.5f, 88.72f};
+    int near = 1;
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        double want = exp((double)xs[i]);
+        if (!(fabs(st_expf(xs[i]) - want) / want < 2.0 * 1.1920929e-7))
+            near = 0;
+    }
+    tap_ok(near, "st_expf within 2 ulp of exp at -87 ... 88.72, past the old clamp at 88");
 }
 
 static void test_rope(void)

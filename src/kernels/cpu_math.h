@@ -10,8 +10,15 @@
  * and |r| <= ln2/2, e^r by a degree-7 polynomial, and 2^n put straight into
  * the exponent bits.  Relative error within 2 ulp of libm's expf over the
  * range (tests/test_units.c measures it).  Inputs below -87.3 give 0, so
- * exp(-inf) = 0 as the masked scores need; inputs above 88 give e^88
- * (finite: the callers pass x <= 0, or use it in 1 / (1 + e^x)). */
+ * exp(-inf) = 0 as the masked scores need.
+ *
+ * Total over all floats, because a diverging run feeds it NaN and huge
+ * values and must reach the non-finite step handling (skip, exit 5), not
+ * undefined behaviour: NaN gives NaN, and inputs above ln(FLT_MAX) give
+ * +inf (the callers use it in 1 / (1 + e^x), which then goes to 0).  The
+ * input is clamped before the float-to-int conversion (a NaN or out-of-
+ * range conversion is undefined in C) and the exponent bits are built in
+ * unsigned arithmetic (a left shift of a negative int is undefined). */
 #ifndef ST_CPU_MATH_H
 #define ST_CPU_MATH_H
 
@@ -21,12 +28,15 @@
 #pragma omp declare simd notinbranch
 static inline float st_expf(float x)
 {
-    const float lo = -87.33654f, hi = 88.0f;
+    /* hi keeps n = round(x / ln2) <= 128: 2^128 is built as 2^127 * 2 below,
+     * and e^89 overflows to +inf in that product. */
+    const float lo = -87.33654f, hi = 89.0f;
     /* These selects vectorise only because the project builds with
      * -fno-trapping-math (Makefile.am says why). */
-    const int below = x < lo, above = x > hi;
+    const int below = x < lo, is_nan = x != x;
     float xc = below ? lo : x;
-    xc = above ? hi : xc;
+    xc = x > hi ? hi : xc;
+    xc = is_nan ? 0.0f : xc;
     /* n = round(x / ln2) by adding and removing 1.5 * 2^23 (round to
      * nearest even in the float adder; no rounding instructions needed). */
     const float shift = 12582912.0f;
@@ -42,11 +52,16 @@ static inline float st_expf(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    const int32_t e = ((int32_t)n + 127) << 23;
+    /* n is in [-126, 128] here.  Biased exponent 255 is not a power of two,
+     * so n = 128 takes 2^127 and a second factor of 2; for n <= 127 that
+     * factor is 1 and the product is the same bits as p * 2^n. */
+    const int over = n > 127.0f;
+    const float nc = over ? 127.0f : n;
+    const uint32_t e = (uint32_t)((int32_t)nc + 127) << 23;
     float scale;
     memcpy(&scale, &e, sizeof scale);
-    const float y = p * scale;
-    return below ? 0.0f : y;
+    const float y = p * scale * (over ? 2.0f : 1.0f);
+    return is_nan ? x : below ? 0.0f : y;
 }
 
 #endif
