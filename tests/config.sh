@@ -173,6 +173,13 @@ bad int-overflow 2 "train.steps = 99999999999999999999 is out of range" <<EOF
 [train]
 steps = 99999999999999999999
 EOF
+# Integer bounds compare as integers: as a double 2^53 + 1 rounds to 2^53.
+bad seed-past-2p53 2 "train.seed = 9007199254740993 is out of range; must be [0, 9007199254740992]" <<EOF
+[train]
+seed = 9007199254740993
+EOF
+bad seed-past-2p53-cmdline cmd:3 "train.seed = 9007199254740993 is out of range" \
+    -s train.seed=9007199254740993 </dev/null
 bad odd-head-dim 3 "head dimension d_model/n_head = 3 is odd" <<EOF
 [model]
 arch = llama
@@ -267,6 +274,9 @@ check "llama-8b kv heads" grep -q '^n_kv_head = 8 ' "$TMP/out"
 "$SHARDTRAIN" check -s model.preset=tiny -s model.arch=llama /dev/null > "$TMP/out" 2> "$TMP/err"
 check "tiny follows arch" grep -q '^n_kv_head = 2 ' "$TMP/out"
 
+# The largest seed, 2^53, is accepted and kept exactly.
+"$SHARDTRAIN" check -s train.seed=9007199254740992 /dev/null > "$TMP/out" 2> "$TMP/err"
+check "train.seed = 2^53 is accepted" grep -q '^seed = 9007199254740992 ' "$TMP/out"
 # Every integer key is bounded (issue 17): 2^62 is refused for each, with
 # one line and exit status 2, never a crash later in train.  The integer
 # keys are read from the man page text the schema generates.

@@ -61,7 +61,7 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
             snprintf(err, errn, "invalid integer '%.64s' for %s.%s", text, k->section, k->key);
             return -1;
         }
-        if (errno == ERANGE || !st_schema_in_range(k, (double)v)) {
+        if (errno == ERANGE || !st_schema_int_in_range(k, v)) {
             snprintf(err, errn, "%s.%s = %.64s is out of range; must be %s", k->section, k->key,
                      text, st_schema_range_text(k, range, sizeof range));
             return -1;

@@ -8,6 +8,8 @@
 #include "config/config.h"
 
 #include <float.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -261,6 +263,41 @@ int st_schema_in_range(const st_key *k, double v)
     if ((f & ST_R_MIN) && (f & ST_R_MIN_OPEN ? !(v > k->min) : !(v >= k->min)))
         return 0;
     if ((f & ST_R_MAX) && (f & ST_R_MAX_OPEN ? !(v < k->max) : !(v <= k->max)))
+        return 0;
+    return 1;
+}
+
+/* Integer keys compare as integers: converting the value to double rounds
+ * above 2^53, so 2^53 + 1 would pass a bound of 2^53.  A bound is turned
+ * into the int64 it allows instead (ceil for a minimum, floor for a
+ * maximum, one more or less when open); bounds past int64's range leave
+ * that side open or closed as a whole. */
+static bool int_below(int64_t v, double min, bool open)
+{
+    double b = open ? floor(min) + 1.0 : ceil(min);   /* smallest allowed */
+    if (b <= -0x1p63)
+        return false;
+    if (b >= 0x1p63)
+        return true;
+    return v < (int64_t)b;
+}
+
+static bool int_above(int64_t v, double max, bool open)
+{
+    double b = open ? ceil(max) - 1.0 : floor(max);   /* largest allowed */
+    if (b >= 0x1p63)
+        return false;
+    if (b < -0x1p63)
+        return true;
+    return v > (int64_t)b;
+}
+
+int st_schema_int_in_range(const st_key *k, int64_t v)
+{
+    unsigned f = k->flags;
+    if ((f & ST_R_MIN) && int_below(v, k->min, f & ST_R_MIN_OPEN))
+        return 0;
+    if ((f & ST_R_MAX) && int_above(v, k->max, f & ST_R_MAX_OPEN))
         return 0;
     return 1;
 }

@@ -50,6 +50,9 @@ const char *st_schema_values_text(const st_key *k, char *buf, size_t n);
  * one range check of a value, whether it came from the INI file, the
  * command line or a checkpoint's manifest. */
 int st_schema_in_range(const st_key *k, double v);
+/* The same for an integer key's value, compared as an integer: as a double
+ * it would round above 2^53, and 2^53 + 1 would pass a bound of 2^53. */
+int st_schema_int_in_range(const st_key *k, int64_t v);
 /* "> 0", "[0, 1)", ... or "" when unbounded, into buf. */
 const char *st_schema_range_text(const st_key *k, char *buf, size_t n);
 /* Edit distance, for "did you mean" suggestions. */

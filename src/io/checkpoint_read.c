@@ -399,7 +399,8 @@ static int check_model_fields(const st_ckpt *c, json_t *root, const char *mp,
         if (!v)
             continue;
         const st_key *k = &st_schema[st_schema_index("model", key)];
-        if (!st_schema_in_range(k, json_number_value(v)))
+        if (!(json_is_integer(v) ? st_schema_int_in_range(k, (int64_t)json_integer_value(v))
+                                 : st_schema_in_range(k, json_number_value(v))))
             return fail(err, n, mp, "field model.%s%s = %s is out of range; must be %s; %s",
                         in, name, number_text(v, a, sizeof a),
                         st_schema_range_text(k, range, sizeof range), hint);
