@@ -180,6 +180,13 @@ seed = 9007199254740993
 EOF
 bad seed-past-2p53-cmdline cmd:3 "train.seed = 9007199254740993 is out of range" \
     -s train.seed=9007199254740993 </dev/null
+# A quoted value cut at 64 bytes says so: 64 nines alone would look valid.
+bad value-cut 2 "invalid integer '$(printf '9%.0s' $(seq 1 64))...' for train.steps" <<EOF
+[train]
+steps = $(printf '9%.0s' $(seq 1 71))x
+EOF
+bad value-cut-cmdline cmd:3 "optim.lr = -0.$(printf '0%.0s' $(seq 1 61))... is out of range" \
+    -s "optim.lr=-0.$(printf '0%.0s' $(seq 1 70))1" </dev/null
 bad odd-head-dim 3 "head dimension d_model/n_head = 3 is odd" <<EOF
 [model]
 arch = llama

@@ -31,6 +31,26 @@
 
 /* ---- value conversion ------------------------------------------------------ */
 
+/* The cut backs off to a UTF-8 character boundary, so that the message
+ * stays valid text. */
+const char *st_config_quote(const char *s, size_t len, char buf[ST_QUOTE_BUF])
+{
+    if (len <= ST_QUOTE_MAX) {
+        snprintf(buf, ST_QUOTE_BUF, "%.*s", (int)len, s);
+        return buf;
+    }
+    size_t cut = ST_QUOTE_MAX;
+    while (cut > ST_QUOTE_MAX - 3 && ((unsigned char)s[cut] & 0xC0) == 0x80)
+        cut--;
+    snprintf(buf, ST_QUOTE_BUF, "%.*s...", (int)cut, s);
+    return buf;
+}
+
+static const char *quote(const char *s, char buf[ST_QUOTE_BUF])
+{
+    return st_config_quote(s, strlen(s), buf);
+}
+
 static int parse_bool(const char *s)
 {
     static const char *const t[] = {"true", "yes", "on", "1"}, *const f[] = {"false", "no", "off", "0"};
@@ -45,7 +65,7 @@ static int parse_bool(const char *s)
  * with a message in err. */
 static int store_value(st_config *cfg, const st_key *k, const char *text, char *err, size_t errn)
 {
-    char vals[256], range[64];
+    char vals[256], range[64], q[ST_QUOTE_BUF];
     void *dst = st_schema_field(cfg, k);
     if (k->type != ST_T_STRING && !*text) {
         snprintf(err, errn, "empty value for %s.%s; hint: give a value or remove the line",
@@ -58,12 +78,13 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
         errno = 0;
         long long v = strtoll(text, &end, 10);
         if (end == text || *end) {
-            snprintf(err, errn, "invalid integer '%.64s' for %s.%s", text, k->section, k->key);
+            snprintf(err, errn, "invalid integer '%s' for %s.%s", quote(text, q), k->section,
+                     k->key);
             return -1;
         }
         if (errno == ERANGE || !st_schema_int_in_range(k, v)) {
-            snprintf(err, errn, "%s.%s = %.64s is out of range; must be %s", k->section, k->key,
-                     text, st_schema_range_text(k, range, sizeof range));
+            snprintf(err, errn, "%s.%s = %s is out of range; must be %s", k->section, k->key,
+                     quote(text, q), st_schema_range_text(k, range, sizeof range));
             return -1;
         }
         *(int64_t *)dst = v;
@@ -74,12 +95,14 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
         errno = 0;
         double v = strtod(text, &end);
         if (end == text || *end || isnan(v)) {
-            snprintf(err, errn, "invalid number '%.64s' for %s.%s", text, k->section, k->key);
+            snprintf(err, errn, "invalid number '%s' for %s.%s", quote(text, q), k->section,
+                     k->key);
             return -1;
         }
         if (errno == ERANGE || !isfinite(v) || !st_schema_in_range(k, v)) {
-            snprintf(err, errn, "%s.%s = %.64s is out of range; must be %s", k->section, k->key,
-                     text, *st_schema_range_text(k, range, sizeof range) ? range : "finite");
+            snprintf(err, errn, "%s.%s = %s is out of range; must be %s", k->section, k->key,
+                     quote(text, q),
+                     *st_schema_range_text(k, range, sizeof range) ? range : "finite");
             return -1;
         }
         *(double *)dst = v;
@@ -88,7 +111,7 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
     case ST_T_BOOL: {
         int b = parse_bool(text);
         if (b < 0) {
-            snprintf(err, errn, "invalid boolean '%.64s' for %s.%s; allowed: %s", text,
+            snprintf(err, errn, "invalid boolean '%s' for %s.%s; allowed: %s", quote(text, q),
                      k->section, k->key, st_schema_values_text(k, vals, sizeof vals));
             return -1;
         }
@@ -102,13 +125,13 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
                 return 0;
             }
         }
-        snprintf(err, errn, "invalid value '%.64s' for %s.%s; allowed: %s", text, k->section,
+        snprintf(err, errn, "invalid value '%s' for %s.%s; allowed: %s", quote(text, q), k->section,
                  k->key, st_schema_values_text(k, vals, sizeof vals));
         return -1;
     case ST_T_STRING:
         if (strcmp(k->section, "model") == 0 && strcmp(k->key, "preset") == 0 && *text &&
             !st_preset_find(text)) {
-            snprintf(err, errn, "unknown preset '%.64s' for model.preset; allowed: %s", text,
+            snprintf(err, errn, "unknown preset '%s' for model.preset; allowed: %s", quote(text, q),
                      st_schema_values_text(k, vals, sizeof vals));
             return -1;
         }
@@ -244,12 +267,13 @@ static bool check_raw_line(loader *ld, const char *line, size_t len)
             fail(ld, n, "section header without closing ']'; hint: write [section]");
             return false;
         }
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", (int)(end - s - 1), s + 1);
+        char name[128], q[ST_QUOTE_BUF];
+        size_t name_n = (size_t)(end - s - 1);
+        snprintf(name, sizeof name, "%.*s", (int)name_n, s + 1);
         /* A name past the buffer is no known section; said as such. */
-        if ((size_t)(end - s - 1) >= sizeof name || !known_section(name)) {
+        if (name_n >= sizeof name || !known_section(name)) {
             char msg[512];
-            snprintf(msg, sizeof msg, "unknown section [%s]", name);
+            snprintf(msg, sizeof msg, "unknown section [%s]", st_config_quote(s + 1, name_n, q));
             suggest(msg, sizeof msg, name, NULL);
             fail(ld, n, "%s", msg);
             return false;
@@ -391,25 +415,31 @@ static int read_file(st_config *cfg, const char *path)
 static int apply_override(st_config *cfg, const st_override *ov)
 {
     const char *t = ov->text, *eq = strchr(t, '='), *dot = strchr(t, '.');
+    char q[ST_QUOTE_BUF], q2[ST_QUOTE_BUF];
     if (!eq || !dot || dot > eq || dot == t || dot + 1 == eq) {
-        st_error_at("command line", ov->argno, "invalid override '%.64s'; "
-                    "hint: write -s section.key=value", t);
+        st_error_at("command line", ov->argno, "invalid override '%s'; "
+                    "hint: write -s section.key=value", quote(t, q));
         return ST_EXIT_USAGE;
     }
+    /* Names longer than the buffers are no known names (sections and keys
+     * are shorter), and are quoted from the argument itself, marked if cut. */
     char sec[64], key[64], msg[1024];
-    snprintf(sec, sizeof sec, "%.*s", (int)(dot - t), t);
-    snprintf(key, sizeof key, "%.*s", (int)(eq - dot - 1), dot + 1);
-    for (size_t n = strlen(key); n && isspace((unsigned char)key[n - 1]);)
-        key[--n] = '\0';
-    if (!known_section(sec)) {
-        snprintf(msg, sizeof msg, "unknown section [%s] in override '%.64s'", sec, t);
+    size_t sec_n = (size_t)(dot - t), key_n = (size_t)(eq - dot - 1);
+    while (key_n && isspace((unsigned char)dot[key_n]))
+        key_n--;
+    snprintf(sec, sizeof sec, "%.*s", (int)sec_n, t);
+    snprintf(key, sizeof key, "%.*s", (int)key_n, dot + 1);
+    if (sec_n >= sizeof sec || !known_section(sec)) {
+        snprintf(msg, sizeof msg, "unknown section [%s] in override '%s'",
+                 st_config_quote(t, sec_n, q2), quote(t, q));
         suggest(msg, sizeof msg, sec, NULL);
         st_error_at("command line", ov->argno, "%s", msg);
         return ST_EXIT_USAGE;
     }
-    int idx = st_schema_index(sec, key);
+    int idx = key_n < sizeof key ? st_schema_index(sec, key) : -1;
     if (idx < 0) {
-        snprintf(msg, sizeof msg, "unknown key '%s' in [%s]", key, sec);
+        snprintf(msg, sizeof msg, "unknown key '%s' in [%s]", st_config_quote(dot + 1, key_n, q),
+                 sec);
         suggest(msg, sizeof msg, key, sec);
         st_error_at("command line", ov->argno, "%s", msg);
         return ST_EXIT_USAGE;
