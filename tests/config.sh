@@ -187,6 +187,22 @@ steps = $(printf '9%.0s' $(seq 1 71))x
 EOF
 bad value-cut-cmdline cmd:3 "optim.lr = -0.$(printf '0%.0s' $(seq 1 61))... is out of range" \
     -s "optim.lr=-0.$(printf '0%.0s' $(seq 1 70))1" </dev/null
+# inih ignores what follows a header's ']' and splits lines at \n only.
+bad header-junk 3 "text after ']' in section header; hint:" <<EOF
+[model]
+n_layer = 2
+[train] steps = 3
+EOF
+bad header-hash-comment 1 "text after ']' in section header" <<EOF
+[train] # '#' starts no comment after text
+steps = 3
+EOF
+# (printf into a file, not a pipe: bad must run in this shell to count.)
+printf '[train]\rsteps = 3\r' > "$TMP/cr.src"
+bad cr-only 1 "carriage return without a line feed; hint: convert the file to Unix line endings" \
+    < "$TMP/cr.src"
+printf '[train]\nsteps = 3\r\nseed = 1\rsteps = 4\n' > "$TMP/cr.src"
+bad cr-inside 3 "carriage return without a line feed" < "$TMP/cr.src"
 bad odd-head-dim 3 "head dimension d_model/n_head = 3 is odd" <<EOF
 [model]
 arch = llama
@@ -284,6 +300,12 @@ check "tiny follows arch" grep -q '^n_kv_head = 2 ' "$TMP/out"
 # The largest seed, 2^53, is accepted and kept exactly.
 "$SHARDTRAIN" check -s train.seed=9007199254740992 /dev/null > "$TMP/out" 2> "$TMP/err"
 check "train.seed = 2^53 is accepted" grep -q '^seed = 9007199254740992 ' "$TMP/out"
+# CRLF line endings, and a ' ;' comment after a header, are accepted.
+printf '[train]\r\nsteps = 3\r\n[optim] ; the optimizer\r\nlr = 0.002\r\n' > "$TMP/crlf.ini"
+"$SHARDTRAIN" check "$TMP/crlf.ini" > "$TMP/out" 2> "$TMP/err"
+check "CRLF file passes" test $? -eq 0
+check "CRLF file: steps read" grep -q '^steps = 3 ' "$TMP/out"
+check "header with a ' ;' comment: its keys read" grep -q '^lr = 0.002 ' "$TMP/out"
 # Every integer key is bounded (issue 17): 2^62 is refused for each, with
 # one line and exit status 2, never a crash later in train.  The integer
 # keys are read from the man page text the schema generates.

@@ -249,6 +249,17 @@ static bool check_raw_line(loader *ld, const char *line, size_t len)
         fail(ld, n, "NUL byte in line; hint: the file must be text");
         return false;
     }
+    /* inih splits lines at '\n' only: in a file with old Mac line endings
+     * a '\r' would join lines into one, and their settings would be lost
+     * or read into a value.  A CRLF ending is fine (inih strips it). */
+    const char *cr = strchr(line, '\r');
+    while (cr && (cr[1] == '\n' || !cr[1]))
+        cr = strchr(cr + 1, '\r');
+    if (cr) {
+        fail(ld, n, "carriage return without a line feed; "
+             "hint: convert the file to Unix line endings");
+        return false;
+    }
     if (n == 1 && strncmp(line, "\xEF\xBB\xBF", 3) == 0)
         line += 3;               /* inih skips a UTF-8 byte-order mark */
     const char *s = line;
@@ -265,6 +276,17 @@ static bool check_raw_line(loader *ld, const char *line, size_t len)
         const char *end = find_or_comment(s + 1, "]");
         if (*end != ']') {
             fail(ld, n, "section header without closing ']'; hint: write [section]");
+            return false;
+        }
+        /* inih ignores whatever follows the ']', so `[train] steps = 3`
+         * would drop the setting.  Only white space and a ';' comment
+         * (preceded by white space, as on any line) may follow. */
+        const char *after = end + 1;
+        while (isspace((unsigned char)*after))
+            after++;
+        if (*after && !(*after == ';' && after > end + 1)) {
+            fail(ld, n, "text after ']' in section header; hint: put each setting on "
+                 "its own line below the header (a comment there starts with ' ;')");
             return false;
         }
         char name[128], q[ST_QUOTE_BUF];
