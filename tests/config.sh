@@ -203,6 +203,40 @@ bad cr-only 1 "carriage return without a line feed; hint: convert the file to Un
     < "$TMP/cr.src"
 printf '[train]\nsteps = 3\r\nseed = 1\rsteps = 4\n' > "$TMP/cr.src"
 bad cr-inside 3 "carriage return without a line feed" < "$TMP/cr.src"
+# lora.targets: an empty item, a layer twice (or by an alias) and all beside
+# names are refused at their line.
+bad lora-targets-empty-item 3 "lora.targets 'c_attn,,c_fc' has an empty item; hint:" <<EOF
+[lora]
+rank = 4
+targets = c_attn,,c_fc
+EOF
+bad lora-targets-trailing-comma 3 "has an empty item" <<EOF
+[lora]
+rank = 4
+targets = c_attn, c_fc,
+EOF
+bad lora-targets-twice 3 'lora.targets names "c_attn" a second time' <<EOF
+[lora]
+rank = 4
+targets = c_attn,c_fc,c_attn
+EOF
+bad lora-targets-alias-twice 4 'lora.targets names "q_proj" a second time' <<EOF
+[model]
+arch = llama
+[lora]
+targets = q, q_proj
+rank = 4
+EOF
+bad lora-targets-all-and-names 3 "lora.targets combines all with layer names; hint:" <<EOF
+[lora]
+rank = 4
+targets = all,c_fc
+EOF
+bad lora-targets-names-and-all 3 "combines all with layer names" <<EOF
+[lora]
+rank = 4
+targets = c_fc all
+EOF
 bad odd-head-dim 3 "head dimension d_model/n_head = 3 is odd" <<EOF
 [model]
 arch = llama
@@ -306,6 +340,12 @@ printf '[train]\r\nsteps = 3\r\n[optim] ; the optimizer\r\nlr = 0.002\r\n' > "$T
 check "CRLF file passes" test $? -eq 0
 check "CRLF file: steps read" grep -q '^steps = 3 ' "$TMP/out"
 check "header with a ' ;' comment: its keys read" grep -q '^lr = 0.002 ' "$TMP/out"
+# lora.targets' accepted forms.
+for t in all "c_attn, c_fc" "c_attn c_fc" "c_proj,c_fc"; do
+    "$SHARDTRAIN" check -s lora.rank=4 -s "lora.targets=$t" /dev/null > /dev/null 2> "$TMP/err"
+    check "lora.targets = $t is accepted" test $? -eq 0
+done
+
 # Every integer key is bounded (issue 17): 2^62 is refused for each, with
 # one line and exit status 2, never a crash later in train.  The integer
 # keys are read from the man page text the schema generates.

@@ -208,17 +208,29 @@ static unsigned lora_target_bits(int arch, const char *w, size_t n)
     return 0;
 }
 
+/* Words are separated by commas and/or blanks.  An empty item between
+ * commas, a layer named twice (an alias included) and `all` beside names
+ * are refused: each is most likely a typo or an edit gone wrong, and
+ * accepting it would hide which layers were meant. */
 static int resolve_lora_targets(st_config *cfg)
 {
     const int arch = cfg->model.arch;
-    const char *s = cfg->lora.targets;
+    const char *const all = cfg->lora.targets;
+    const char *s = all;
     unsigned mask = 0;
-    while (*s) {
-        while (*s == ',' || *s == ' ')
-            s++;
+    int words = 0, has_all = 0;
+    char q[ST_QUOTE_BUF];
+    while (*s == ' ')
+        s++;
+    if (!*s)
+        return cross_key_error(cfg, "lora", "targets", "rank",
+                               "lora.targets is empty; hint: name the layers to adapt, or all");
+    for (;;) {
         size_t n = strcspn(s, ", ");
         if (!n)
-            break;
+            return cross_key_error(cfg, "lora", "targets", "rank",
+                                   "lora.targets '%s' has an empty item; hint: remove the "
+                                   "extra comma", st_config_quote(all, strlen(all), q));
         unsigned b = lora_target_bits(arch, s, n);
         if (!b) {
             char names[160] = "";
@@ -226,16 +238,35 @@ static int resolve_lora_targets(st_config *cfg)
                 snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
                          i ? ", " : "", st_lora_target_name(arch, i));
             return cross_key_error(cfg, "lora", "targets", "arch",
-                                   "lora.targets names \"%.*s\", which arch %s does not have; "
+                                   "lora.targets names \"%s\", which arch %s does not have; "
                                    "hint: targets are all or some of %s",
-                                   (int)n, s, arch == ST_ARCH_GPT2 ? "gpt2" : "llama", names);
+                                   st_config_quote(s, n, q),
+                                   arch == ST_ARCH_GPT2 ? "gpt2" : "llama", names);
         }
+        const int is_all = n == 3 && !strncmp(s, "all", 3);
+        if (words && (is_all || has_all) && !(is_all && has_all))
+            return cross_key_error(cfg, "lora", "targets", "rank",
+                                   "lora.targets combines all with layer names; "
+                                   "hint: write all alone, or list the layers");
+        has_all |= is_all;
+        if (mask & b)
+            return cross_key_error(cfg, "lora", "targets", "rank",
+                                   "lora.targets names \"%s\" a second time (itself or by "
+                                   "another name); hint: name each layer once",
+                                   st_config_quote(s, n, q));
         mask |= b;
+        words++;
         s += n;
+        while (*s == ' ')
+            s++;
+        if (!*s)
+            break;
+        if (*s == ',') {
+            s++;
+            while (*s == ' ')
+                s++;
+        }
     }
-    if (!mask)
-        return cross_key_error(cfg, "lora", "targets", "rank",
-                               "lora.targets is empty; hint: name the layers to adapt, or all");
     cfg->lora.target_mask = mask;
     return 0;
 }

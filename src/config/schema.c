@@ -187,7 +187,7 @@ const st_key st_schema[] = {
         "Dropout of the adapters' input during training (PEFT's lora_dropout); the mask depends only on train.seed, the step and the sample, never on the world size.",
         lora.dropout),
     STR("lora", "targets", "all",
-        "Comma-separated layers that get adapters, or all. gpt2: c_attn, attn.c_proj, c_fc, mlp.c_proj (c_proj names both projections); llama: q, k, v, o, gate, up, down (or q_proj ... down_proj).",
+        "Comma-separated layers that get adapters, each named once, or all alone. gpt2: c_attn, attn.c_proj, c_fc, mlp.c_proj (c_proj names both projections); llama: q, k, v, o, gate, up, down (or q_proj ... down_proj).",
         lora.targets),
 };
 const int st_schema_n = (int)(sizeof st_schema / sizeof st_schema[0]);
