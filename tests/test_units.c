@@ -420,11 +420,27 @@ static void test_atomic_write(void)
     unlink(f);
     mkdir(f, 0700);
     mkdir(sub, 0700);
+    errno = 0;
     step = st_file_write_atomic(f, tmp, 0644, write_hello, NULL);
-    tap_ok(step == ST_ATOMIC_RENAME && !exists(tmp),
-           "a rename over a non-empty directory fails and removes the temporary");
+    tap_ok(step == ST_ATOMIC_CREATE && errno == EEXIST && !exists(tmp),
+           "a directory at the name is refused before anything is written");
     rmdir(sub);
     rmdir(f);
+    /* A FIFO (or a device) at the name would be replaced by the rename:
+     * refused, and left where it is. */
+    struct stat sb;
+    errno = 0;
+    step = mkfifo(f, 0600) == 0 ? st_file_write_atomic(f, tmp, 0644, write_hello, NULL) : -1;
+    tap_ok(step == ST_ATOMIC_CREATE && errno == EEXIST && !exists(tmp) && lstat(f, &sb) == 0 &&
+               S_ISFIFO(sb.st_mode),
+           "a FIFO at the name is refused and left in place");
+    unlink(f);
+    /* A FIFO at the temporary's name fails at once instead of waiting for
+     * a reader, and is not renamed over the name. */
+    step = mkfifo(tmp, 0600) == 0 ? st_file_write_atomic(f, tmp, 0644, write_hello, NULL) : -1;
+    tap_ok(step == ST_ATOMIC_CREATE && !exists(f) && lstat(tmp, &sb) == 0 && S_ISFIFO(sb.st_mode),
+           "a FIFO at the temporary's name fails without blocking and is left in place");
+    unlink(tmp);
     tap_ok(rmdir(dir) == 0, "nothing else was left behind");
 }
 
