@@ -137,11 +137,6 @@ int st_config_load(st_config *cfg, const char *path,
 int st_config_defaults(st_config *cfg);
 void st_config_free(st_config *cfg);
 
-/* s[0, len) for quoting in a message: at most ST_QUOTE_MAX bytes, with
- * "..." after a cut so that a cut value is not read as the whole one
- * (config_load.c).  Returns buf. */
-enum { ST_QUOTE_MAX = 64, ST_QUOTE_BUF = ST_QUOTE_MAX + 4 };
-const char *st_config_quote(const char *s, size_t len, char buf[ST_QUOTE_BUF]);
 
 /* The name of an enum key's value (or a bool's "true"/"false"), from the
  * schema (schema.c); "?" for a value or key it does not have. */

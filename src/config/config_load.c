@@ -12,6 +12,7 @@
  * is recorded with its line and printed once, as the first problem found. */
 #include "config/config.h"
 #include "config/expand.h"
+#include "config/origin.h"
 #include "config/resolve.h"
 
 #include "base/log.h"
@@ -30,21 +31,6 @@
 #include <fcntl.h>
 
 /* ---- value conversion ------------------------------------------------------ */
-
-/* The cut backs off to a UTF-8 character boundary, so that the message
- * stays valid text. */
-const char *st_config_quote(const char *s, size_t len, char buf[ST_QUOTE_BUF])
-{
-    if (len <= ST_QUOTE_MAX) {
-        snprintf(buf, ST_QUOTE_BUF, "%.*s", (int)len, s);
-        return buf;
-    }
-    size_t cut = ST_QUOTE_MAX;
-    while (cut > ST_QUOTE_MAX - 3 && ((unsigned char)s[cut] & 0xC0) == 0x80)
-        cut--;
-    snprintf(buf, ST_QUOTE_BUF, "%.*s...", (int)cut, s);
-    return buf;
-}
 
 static const char *quote(const char *s, char buf[ST_QUOTE_BUF])
 {

@@ -107,3 +107,18 @@ void st_config_print(const st_config *cfg, FILE *out)
         }
     }
 }
+
+/* The cut backs off to a UTF-8 character boundary, so that the message
+ * stays valid text. */
+const char *st_config_quote(const char *s, size_t len, char buf[ST_QUOTE_BUF])
+{
+    if (len <= ST_QUOTE_MAX) {
+        snprintf(buf, ST_QUOTE_BUF, "%.*s", (int)len, s);
+        return buf;
+    }
+    size_t cut = ST_QUOTE_MAX;
+    while (cut > ST_QUOTE_MAX - 3 && ((unsigned char)s[cut] & 0xC0) == 0x80)
+        cut--;
+    snprintf(buf, ST_QUOTE_BUF, "%.*s...", (int)cut, s);
+    return buf;
+}

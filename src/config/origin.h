@@ -35,6 +35,13 @@ int st_config_error(const st_config *cfg, const char *section, const char *key,
 int st_config_verror(const st_config *cfg, const char *section, const char *key,
                      const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 
+/* s[0, len) for quoting in a message: at most ST_QUOTE_MAX bytes, with
+ * "..." after a cut so that a cut value is not read as the whole one
+ * (the values config_load.c and resolve.c
+ * refuse).  Returns buf. */
+enum { ST_QUOTE_MAX = 64, ST_QUOTE_BUF = ST_QUOTE_MAX + 4 };
+const char *st_config_quote(const char *s, size_t len, char buf[ST_QUOTE_BUF]);
+
 #ifdef __cplusplus
 }
 #endif
