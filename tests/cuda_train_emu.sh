@@ -25,7 +25,8 @@
 # dropout 0.1; cuda/model_block.cu's adapters over a frozen base) matches
 # the CPU backend as above, the adapters (final/adapter) and the gradient
 # norm compared on their own too, in fp32 and bf16 for gpt2 and llama, and
-# on 2 ranks full_shard matches 1 rank.  A vocabulary of 300 stored as 384
+# on 2 ranks full_shard matches 1 rank; gpt2 fp32 without dropout too
+# (the adapters' other branch, no dropout or mask kernel).  A vocabulary of 300 stored as 384
 # padded rows gives the unpadded run's losses.  Not covered:
 # cuBLASLt (the CPU st_gemm stands in), real streams and concurrency,
 # NCCL.  Registered only where configure found the CUDA toolkit.
@@ -272,6 +273,19 @@ for arch in gpt2 llama; do
         ok "$arch without LoRA: no adapter kernel launched"
     fi
 done
+# LoRA without dropout: the adapters read the layer's input itself and
+# add their dx straight into the base's (model_block.cu's other branch,
+# which make coverage-cuda found no test ran; docs/gpu.md).
+run cpu_lora0_gpt2 "$SHARDTRAIN" 1 "$TMP/lora_gpt2.ini" -s train.device=cpu -s lora.dropout=0
+run emu_lora0_gpt2 "$EMU" 1 "$TMP/lora_gpt2.ini" -s train.device=cuda -s lora.dropout=0
+same_lora emu_lora0_gpt2 cpu_lora0_gpt2 1e-4 \
+    "gpt2 LoRA fp32 without dropout: cuda backend matches the cpu backend within 1e-4"
+if launched emu_lora0_gpt2 lora_dropout_kernel || launched emu_lora0_gpt2 lora_mask_add_kernel ||
+   ! launched emu_lora0_gpt2 lora_scale_kernel; then
+    not_ok "gpt2 LoRA without dropout: adapters ran, no dropout or mask kernel launched"
+else
+    ok "gpt2 LoRA without dropout: adapters ran, no dropout or mask kernel launched"
+fi
 # Self-check: the adapter comparison at fp32's 1e-4 tells bf16 adapters
 # from fp32 ones.
 if python3 "$top_srcdir/tests/compare_runs.py" --only weights \

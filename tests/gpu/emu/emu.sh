@@ -44,7 +44,7 @@ emu_setup() {
 emu_cov_flags() {
     [ -n "${EMU_COVERAGE:-}" ] || return 0
     mkdir -p "$EMU_COVERAGE"
-    echo "--coverage -fprofile-update=atomic -dumpdir $(mktemp -d "$EMU_COVERAGE/o.XXXXXX")/"
+    echo "--coverage -fprofile-update=atomic -fno-early-inlining -dumpdir $(mktemp -d "$EMU_COVERAGE/o.XXXXXX")/"
 }
 emu_cov_link() { [ -z "${EMU_COVERAGE:-}" ] || echo --coverage; }
 
