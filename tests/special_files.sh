@@ -3,7 +3,7 @@
 # class 4): a FIFO where the configuration, a token shard, prepare's text,
 # `latest` or the run's metrics.jsonl is expected is one error line and
 # exit status 2, never a hang; a FIFO or a device where a file is written
-# by renaming over its name (plot -o, prepare's shards, the
+# by renaming over its name (plot -o, prepare's shards at any number, the
 # run's summary.json and plot.svg) or where a checkpoint's step directory
 # goes is refused the same way and left in place, never replaced by a
 # file, moved aside or pruned; /dev/zero as the configuration is refused at its first line with
@@ -82,6 +82,46 @@ refused "prepare onto a FIFO's shard name: exit 2, one line naming it" \
     "x_train_000000.bin: is a special file" \
     "$SHARDTRAIN" prepare --val-fraction 0 "$TMP/small.txt" "$TMP/pout/x"
 check "... and the FIFO is left in place" test -p "$TMP/pout/x_train_000000.bin"
+# Past a gap in the shard numbers: the 21 bytes make shards 0 to 6 of 3
+# tokens, so shard 5 is written, but only shard 0 is there.  Every name
+# prepare may write is checked at the start, whatever its number (probing
+# from 0 stopped at the first gap: the FIFO was refused only when shard 5
+# was due, after shards 0 to 4, whose removal then deleted it too).  Each
+# case in a directory of its own, so that none sees another's shards.
+# gap_dir NAME: $TMP/NAME holding an empty x_train_000000.bin alone.
+gap_dir() { mkdir -p "$TMP/$1" && : >"$TMP/$1/x_train_000000.bin"; }
+gap_dir gap1
+mkfifo "$TMP/gap1/x_train_000005.bin"
+refused "prepare onto a FIFO's shard name past a gap: exit 2" \
+    "x_train_000005.bin: is a special file" "$SHARDTRAIN" prepare --val-fraction 0 \
+    --shard-tokens 3 "$TMP/small.txt" "$TMP/gap1/x"
+check "... before any work: the FIFO is left in place, no shard written" \
+    sh -c "test -p '$TMP/gap1/x_train_000005.bin' && test ! -s '$TMP/gap1/x_train_000000.bin' &&
+           test -z \"\$(ls '$TMP/gap1' | grep -v '^x_train_00000[05].bin\$')\""
+gap_dir gap2
+mkfifo "$TMP/gap2/x_val_000003.mask.tmp"
+refused "prepare onto a FIFO at a val loss mask's temporary past a gap: exit 2" \
+    "x_val_000003.mask.tmp: is a special file" "$SHARDTRAIN" prepare --shard-tokens 3 \
+    "$TMP/small.txt" "$TMP/gap2/x"
+check "... and the FIFO is left in place, no shard written" \
+    sh -c "test -p '$TMP/gap2/x_val_000003.mask.tmp' && test ! -s '$TMP/gap2/x_train_000000.bin'"
+gap_dir gap3
+if mknod -m 666 "$TMP/gap3/x_train_000004.mask" c 1 3 2>/dev/null; then
+    refused "prepare onto a character device at a loss mask's name past a gap: exit 2" \
+        "x_train_000004.mask: is a special file" "$SHARDTRAIN" prepare --val-fraction 0 \
+        --shard-tokens 3 "$TMP/small.txt" "$TMP/gap3/x"
+    check "... and the device is left in place, no shard written" \
+        sh -c "test -c '$TMP/gap3/x_train_000004.mask' && test ! -s '$TMP/gap3/x_train_000000.bin'"
+fi
+# Names prepare never writes (a seventh digit after a zero, another
+# ending) are not its business: it runs, and leaves them.
+gap_dir gap4
+mkfifo "$TMP/gap4/x_train_0000005.bin" "$TMP/gap4/x_train_000005.bin.old"
+"$SHARDTRAIN" prepare --val-fraction 0 --shard-tokens 3 "$TMP/small.txt" "$TMP/gap4/x" \
+    >"$TMP/gap4.out" 2>&1
+check "prepare beside FIFOs at names it does not write: exit 0, shard 6 written, the FIFOs kept" \
+    sh -c "[ $? -eq 0 ] && test -s '$TMP/gap4/x_train_000006.bin' &&
+           test -p '$TMP/gap4/x_train_0000005.bin' && test -p '$TMP/gap4/x_train_000005.bin.old'"
 mkdir -p "$TMP/slogs"
 mkfifo "$TMP/slogs/summary.json"
 refused "a FIFO as log.dir's summary.json: exit 2 before any step" \
