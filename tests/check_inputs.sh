@@ -207,6 +207,9 @@ same_refusal "checkpoint.dir below a file" -s checkpoint.dir="$TMP/afile/ckpt/"
 mkdir -p "$TMP/fin_file/ckpt" && echo file >"$TMP/fin_file/ckpt/final"
 same_refusal "checkpoint.dir/final a file, where the final weights go" \
     -s checkpoint.dir="$TMP/fin_file/ckpt"
+mkdir -p "$TMP/fifo_step/ckpt" && mkfifo "$TMP/fifo_step/ckpt/step_00000002"
+same_refusal "a FIFO at checkpoint.dir/step_00000002, where a checkpoint goes" \
+    -s checkpoint.dir="$TMP/fifo_step/ckpt" -s checkpoint.resume=never
 same_refusal "checkpoint.resume naming no checkpoint" -s checkpoint.resume="$TMP/nope"
 same_refusal "auto resume where every checkpoint is of another shape (warnings, then the error)" \
     -s model.n_layer=3 -s train.steps=8

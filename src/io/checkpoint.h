@@ -40,6 +40,15 @@
  * dir: DIR/step_NNNNNNNN. */
 void st_ckpt_step_dir(const char *dir, int64_t step, char *buf, size_t n);
 
+/* A FIFO, socket or device in checkpoint directory dir at a name a save
+ * writes under (step_NNNNNNNN, or its .tmp-step_ and .old-step_
+ * namesakes), of any step: a run may save at any step (a preemption
+ * signal), and the save would move it aside to be pruned.  For train's
+ * start-up checks, before any work; a save checks its own names again.
+ * One error line naming it and ST_EXIT_USAGE, or 0 (also when dir is not
+ * there yet). */
+int st_ckpt_refuse_special(const char *dir);
+
 /* Write the checkpoint of `step` completed steps into checkpoint.dir:
  * temporary directory, fsync, rename, then (after every rank is done) the
  * `latest` pointer and pruning to checkpoint.keep.  Collective over the

@@ -5,7 +5,9 @@
  * rank 0 writes the manifest, renames the directory into place, and only
  * then replaces `latest` by renaming a fresh file over it.  A reader
  * therefore never sees a step directory without all of its files, and
- * `latest` never names a directory that is not complete. */
+ * `latest` never names a directory that is not complete.  Only names the
+ * writer itself makes are moved aside or pruned: a FIFO, socket or device
+ * at one of them is someone else's and is refused, never touched. */
 #include "io/checkpoint.h"
 #include "io/hf_export.h"
 #include "io/manifest_seal.h"
@@ -280,6 +282,65 @@ static int step_of_name(const char *name, long long *step)
     return 1;
 }
 
+/* The names a save writes under: step_N, and its .tmp-step_N and
+ * .old-step_N on the way there. */
+static int save_name(const char *name)
+{
+    long long s;
+    if (!strncmp(name, ".tmp-", 5) || !strncmp(name, ".old-", 5))
+        name += 5;
+    return step_of_name(name, &s);
+}
+
+/* A FIFO, socket or device: a save makes only directories and files, so
+ * such an entry was put there by someone else.  Moved aside it would be
+ * pruned (deleted), and opened it would block. */
+static int is_special(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode) &&
+           !S_ISLNK(sb.st_mode);
+}
+
+static int refuse_special(const char *path)
+{
+    st_error(path, "is a special file, not a directory, at a name checkpoints are saved "
+             "under; hint: move it away, or set checkpoint.dir to another directory");
+    return ST_EXIT_USAGE;
+}
+
+/* The save of `step` refuses a special file at any of its names, before
+ * it writes anything: the earlier checkpoints and `latest` stay as they
+ * are. */
+static int refuse_special_at_save(const char *dir, int64_t step)
+{
+    static const char *const prefix[] = {"", ".tmp-", ".old-"};
+    char path[8400];
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%sstep_%08lld", dir, prefix[i], (long long)step);
+        if (is_special(path))
+            return refuse_special(path);
+    }
+    return 0;
+}
+
+int st_ckpt_refuse_special(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;   /* not made yet: nothing in it */
+    char path[8400];
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (save_name(e->d_name) && is_special(path))
+            rc = refuse_special(path);
+    }
+    closedir(d);
+    return rc;
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     long long x = *(const long long *)a, y = *(const long long *)b;
@@ -287,7 +348,9 @@ static int cmp_desc(const void *a, const void *b)
 }
 
 /* Keep the newest `keep` step directories; drop leftovers of crashed
- * writes.  Failures are warnings: the new checkpoint is already safe. */
+ * writes.  Failures are warnings: the new checkpoint is already safe.  A
+ * special file at one of these names is not a checkpoint: it is neither
+ * counted nor removed. */
 static void prune(const char *dir, int64_t keep, int64_t current)
 {
     DIR *d = opendir(dir);
@@ -299,17 +362,22 @@ static void prune(const char *dir, int64_t keep, int64_t current)
     struct dirent *e;
     while ((e = readdir(d))) {
         long long s;
-        if (step_of_name(e->d_name, &s)) {
+        const int step = step_of_name(e->d_name, &s);
+        const int leftover = !strncmp(e->d_name, ".tmp-step_", 10) ||
+                             !strncmp(e->d_name, ".old-step_", 10);
+        if (!step && !leftover)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (is_special(path))
+            continue;
+        if (step) {
             if (n == cap) {
                 cap = cap ? 2 * cap : 16;
                 steps = realloc(steps, cap * sizeof *steps);
             }
             steps[n++] = s;
-        } else if (!strncmp(e->d_name, ".tmp-step_", 10) ||
-                   !strncmp(e->d_name, ".old-step_", 10)) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (st_rm_rf(path))
-                st_warn("%s: cannot remove: %s", path, strerror(errno));
+        } else if (st_rm_rf(path)) {
+            st_warn("%s: cannot remove: %s", path, strerror(errno));
         }
     }
     closedir(d);
@@ -354,6 +422,11 @@ static int publish(const st_fsdp *f, const st_config *cfg, const st_runtime *rt,
     }
     st_ckpt_step_dir(dir, step, final, sizeof final);
     snprintf(old, sizeof old, "%s/.old-step_%08lld", dir, (long long)step);
+    /* Checked at the start of the save too; one put there since is not
+     * moved aside either. */
+    int rc = refuse_special_at_save(dir, step);
+    if (rc)
+        return rc;
     /* A directory of the same step (a run repeated over an old one) is
      * moved aside first: rename() will not replace a non-empty directory. */
     struct stat sb;
@@ -401,6 +474,7 @@ int st_ckpt_save(st_fsdp *f, const st_config *cfg, const st_runtime *rt, int64_t
     int rc = 0;
     if (rt->rank == 0) {
         rc = st_mkdir_p(dir);
+        rc = rc ? rc : refuse_special_at_save(dir, step);
         if (!rc && (st_rm_rf(tmp) != 0 || mkdir(tmp, 0777) != 0)) {
             st_error(tmp, "cannot create checkpoint directory: %s", strerror(errno));
             rc = ST_EXIT_FAILURE;

@@ -20,6 +20,7 @@
 #include "base/files.h"
 #include "base/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -192,12 +193,66 @@ static long name_max_of(const char *out_prefix)
     }
 }
 
+/* Whether name, an entry of OUT_PREFIX's directory (base: OUT_PREFIX's
+ * last part), is one prepare may write for split: 1 for shard K's .bin or
+ * its loss mask's .mask, 2 for the temporary (.tmp) either is written
+ * through, 0 for neither; K as shard_path prints it (six digits, more
+ * without a leading zero). */
+static int written_name(const char *name, const char *base, const char *split)
+{
+    const size_t b = strlen(base), s = strlen(split);
+    if (strncmp(name, base, b) || name[b] != '_' || strncmp(name + b + 1, split, s) ||
+        name[b + 1 + s] != '_')
+        return 0;
+    const char *d = name + b + s + 2, *e = d;
+    while (*e >= '0' && *e <= '9')
+        e++;
+    if (e - d < 6 || e - d > 18 || (e - d > 6 && *d == '0'))
+        return 0;
+    static const char *const ends[] = {".bin", ".mask", ".bin.tmp", ".mask.tmp"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(e, ends[i]))
+            return i < 2 ? 1 : 2;
+    return 0;
+}
+
+/* A directory that cannot be listed (search permission without read) is
+ * probed name by name instead, up to the first shard number with neither
+ * shard nor mask: a split's shards are numbered without gaps, so this
+ * sees every earlier run's files though not a stray name past a gap. */
+static int probe_outputs(const char *out_prefix, const char *split)
+{
+    for (int64_t k = 0, more = 1; more; k++) {
+        char *path = shard_path(out_prefix, split, k);
+        char *mp = path ? st_mask_path(path) : NULL;
+        if (!mp) {
+            free(path);
+            st_error(out_prefix, "out of memory");
+            return ST_EXIT_FAILURE;
+        }
+        struct stat st;
+        more = lstat(path, &st) == 0 || lstat(mp, &st) == 0;
+        int rc = more ? st_refuse_special(path) : 0;
+        if (!rc && more)
+            rc = st_refuse_special(mp);
+        free(path);
+        free(mp);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Refuses, before the input is read, an OUT_PREFIX whose shards could not
  * be written: names over the file system's limits (found otherwise only
  * at the first shard, whose failure then looked like a disk error), or a
- * FIFO, device or directory where a shard or loss mask of either split is
- * (renaming over it would replace a device with a file).  One error line
- * and ST_EXIT_USAGE, or 0. */
+ * FIFO, device or directory where a shard or loss mask of either split
+ * is (renaming over it would replace a device with a file), or a FIFO or
+ * device where its temporary is.  How many shards the text makes is not known yet, so every
+ * entry of the directory with such a name is checked, whatever its
+ * number: probing upwards from shard 0 stopped at the first gap and left
+ * one further on to the write of its shard, after the work.  One error
+ * line and ST_EXIT_USAGE, or 0. */
 static int check_outputs(const char *out_prefix)
 {
     const char *base = strrchr(out_prefix, '/');
@@ -215,29 +270,43 @@ static int check_outputs(const char *out_prefix)
         return ST_EXIT_USAGE;
     }
     static const char *const splits[] = {"train", "val"};
-    for (int s = 0; s < 2; s++) {
-        /* A split's shards are numbered without gaps: the first number
-         * with neither shard nor mask ends it. */
-        for (int64_t k = 0, more = 1; more; k++) {
-            char *path = shard_path(out_prefix, splits[s], k);
-            char *mp = path ? st_mask_path(path) : NULL;
-            if (!mp) {
-                free(path);
-                st_error(out_prefix, "out of memory");
-                return ST_EXIT_FAILURE;
-            }
-            struct stat st;
-            more = lstat(path, &st) == 0 || lstat(mp, &st) == 0;
-            int rc = more ? st_refuse_special(path) : 0;
-            if (!rc && more)
-                rc = st_refuse_special(mp);
-            free(path);
-            free(mp);
-            if (rc)
-                return rc;
-        }
+    /* OUT_PREFIX's directory part, its slash kept, so that it prefixes
+     * the names read from it ("" for the working directory). */
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", (int)(base - out_prefix), out_prefix);
+    DIR *d = opendir(dir[0] ? dir : ".");
+    if (!d) {
+        /* Not there yet (made before the first shard), or its error is
+         * the write's to report. */
+        if (errno == ENOENT || errno == ENOTDIR)
+            return 0;
+        int rc = 0;
+        for (int s = 0; s < 2 && !rc; s++)
+            rc = probe_outputs(out_prefix, splits[s]);
+        return rc;
     }
-    return 0;
+    int rc = 0;
+    struct dirent *e;
+    char path[PATH_MAX + NAME_MAX + 2];
+    while (!rc && (e = readdir(d))) {
+        int kind = written_name(e->d_name, base, splits[0]);
+        if (!kind)
+            kind = written_name(e->d_name, base, splits[1]);
+        if (!kind)
+            continue;
+        snprintf(path, sizeof path, "%s%s", dir, e->d_name);
+        /* A temporary is created in place, never renamed over: a FIFO or
+         * device there would be opened (refused only after the open,
+         * which a device may act on), but a directory cannot be, and
+         * fails its shard's write as a full disk does, replacing
+         * nothing. */
+        struct stat st;
+        if (kind == 2 && lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            continue;
+        rc = st_refuse_special(path);
+    }
+    closedir(d);
+    return rc;
 }
 
 /* The tokens to write: bytes (byte level) or ids (a tokenizer), and for

@@ -147,7 +147,8 @@ static int check_output_dirs(const st_config *cfg, FILE *out)
         fprintf(out, "; %s.%s: %s, %s\n", d[i].sec, d[i].key, d[i].dir,
                 exists ? "writable" : "made at start");
     }
-    return st_preflight_final_dir(cfg);
+    int rc = st_preflight_final_dir(cfg);
+    return rc ? rc : st_ckpt_refuse_special(cfg->checkpoint.dir);
 }
 
 int st_preflight_final_dir(const st_config *cfg)

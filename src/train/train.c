@@ -138,7 +138,9 @@ static void log_run_summary(const train_run *r)
 
 /* The output directories are made and written to before any work, so an
  * unwritable one is one error at its configuration line, not a failure at
- * the first checkpoint after hours of training. */
+ * the first checkpoint after hours of training; so is a special file
+ * where a checkpoint would go (before the resume, whose walk would try it
+ * as a checkpoint). */
 static int check_output_dirs(const st_config *cfg)
 {
     const struct { const char *sec, *key, *dir; } d[2] = {
@@ -148,7 +150,8 @@ static int check_output_dirs(const st_config *cfg)
         if (err)
             return st_preflight_output_dir_error(cfg, d[i].sec, d[i].key, d[i].dir, err);
     }
-    return st_preflight_final_dir(cfg);
+    int rc = st_preflight_final_dir(cfg);
+    return rc ? rc : st_ckpt_refuse_special(cfg->checkpoint.dir);
 }
 
 /* After st_groups_create: data, model, engine, run log, signals and
