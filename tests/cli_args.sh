@@ -98,6 +98,15 @@ refused 2 "unknown option '--bogus'$H" check --bogus
 refused 2 "unknown option '-x'$H" check -x c.ini
 refused 2 "unknown option '--'$H" check -- c.ini
 refused 2 "unknown option '--help'$H" check --help
+# An argument's message is kept in 512 bytes before its hint is added, so
+# that the hint shows however long the argument: "unknown option '" (16
+# bytes), the option and "'" fit up to a 494-byte option.  A longer one is
+# cut with "..." before the hint, never inside a UTF-8 character.
+xs() { printf 'x%.0s' $(seq 1 "$1"); }
+refused 2 "unknown option '--$(xs 492)'$H" check "--$(xs 492)" c.ini
+refused 2 "unknown option '--$(xs 490)...$H" check "--$(xs 493)" c.ini
+refused 2 "unknown option '--$(xs 490)...$H" check "--$(xs 5000)" c.ini
+refused 2 "unknown option '--$(xs 489)...$H" check "--$(xs 489)$(printf '\303\251')$(xs 9)" c.ini
 refused 3 "--set needs SECTION.KEY=VALUE$H" check c.ini --set
 taken '^steps = 2 ' check c.ini
 taken '^steps = 7 *; from command line$' check -s train.steps=7 c.ini

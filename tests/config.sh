@@ -187,6 +187,38 @@ steps = $(printf '9%.0s' $(seq 1 71))x
 EOF
 bad value-cut-cmdline cmd:3 "optim.lr = -0.$(printf '0%.0s' $(seq 1 61))... is out of range" \
     -s "optim.lr=-0.$(printf '0%.0s' $(seq 1 70))1" </dev/null
+# A ${...} error quotes the bad text whole, into a 768-byte buffer: a
+# message cut there ends with "..." (or a cut name would read as the
+# whole); one of 767 bytes, the most that fits, is printed unmarked.
+# refused_line NAME LINE ARGS...: `check ARGS c.ini` exits 2 with exactly
+# the one stderr line LINE.
+printf '[train]\nsteps = 3\n' > "$TMP/cut.ini"
+refused_line() {
+    name=$1 want=$2
+    shift 2
+    "$SHARDTRAIN" check "$@" "$TMP/cut.ini" > "$TMP/out" 2> "$TMP/err"
+    st=$?
+    if [ "$st" -eq 2 ] && [ "$(wc -l < "$TMP/err")" -eq 1 ] && [ "$(cat "$TMP/err")" = "$want" ]
+    then
+        ok "refuses $name"
+    else
+        not_ok "refuses $name"
+        diag "exit status $st (want 2)" "want: $want" "got:" "$(cat "$TMP/err")"
+    fi
+}
+ys() { printf "y%.0s" $(seq 1 "$1"); }
+H='; hint: write ${VAR} or ${VAR:-default}'
+P="shardtrain: error: command line:3: data.train: unsupported '\${A:"
+# 15 + 2 + 709 + 41 = 767 bytes: whole, ending with its hint.
+refused_line var-message-767-bytes "$P$(ys 709)}'$H" -s "data.train=\${A:$(ys 709)}"
+# One byte more: the last 4 bytes give way to the mark.
+refused_line var-message-768-bytes-cut "$P$(ys 710)}'; hint: write \${VAR} or \${VAR:-defa..." \
+    -s "data.train=\${A:$(ys 710)}"
+# Far over: cut at the same byte, inside the quote.
+refused_line var-message-2000-bytes-cut "$P$(ys 747)..." -s "data.train=\${A:$(ys 2000)}"
+refused_line var-name-2000-bytes-cut \
+    "shardtrain: error: command line:3: data.train: invalid environment variable name '1$(ys 728)..." \
+    -s "data.train=\${1$(ys 2000)}"
 # inih ignores what follows a header's ']' and splits lines at \n only.
 bad header-junk 3 "text after ']' in section header; hint:" <<EOF
 [model]

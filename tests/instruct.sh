@@ -119,6 +119,7 @@ check "a stale mask that cannot be removed fails prepare (exit $rc), naming it" 
 
 # ---- malformed lines: FILE:LINE, exit 2, nothing written --------------------
 bad_line() { # DESCRIPTION LINE EXPECTED-MESSAGE-PART
+    rm -rf "$TMP/bad"   # a shard left by a line wrongly taken would fail the next
     printf '{"prompt": "a", "completion": "b"}\n%s\n' "$2" >"$TMP/bad.jsonl"
     "$SHARDTRAIN" prepare --format jsonl --val-fraction 0 "$TMP/bad.jsonl" "$TMP/bad/x" \
         >"$TMP/bad.out" 2>"$TMP/bad.err"
@@ -143,7 +144,17 @@ bad_line "a message not an object" '{"messages": ["hi"]}' 'message 1 is not an o
 bad_line "an unknown role" '{"messages": [{"role": "tool", "content": "x"}]}' "message 1 has role 'tool'"
 bad_line "a message without content" '{"messages": [{"role": "assistant"}]}' 'message 1 has no string "content"'
 bad_line "no assistant message" '{"messages": [{"role": "user", "content": "x"}]}' 'no message has role "assistant"'
+bad_line "an empty assistant message" '{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": ""}]}' 'message 2 (assistant) has an empty "content", so it would train on nothing but the end of text; hint: '
+bad_line "one empty assistant turn among good ones" '{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}, {"role": "user", "content": "z"}, {"role": "assistant", "content": ""}]}' 'message 4 (assistant) has an empty "content"'
+bad_line "only system and user messages" '{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "x"}]}' 'no message has role "assistant"'
 bad_line "a cut line" '{"prompt": "a", "compl' 'not valid JSON'
+# Only an assistant's content must be non-empty: an empty system or user
+# message is, like an empty prompt, context that happens to be blank.
+printf '{"messages": [{"role": "system", "content": ""}, {"role": "user", "content": ""}, {"role": "assistant", "content": "b"}]}\n' >"$TMP/eu.jsonl"
+"$SHARDTRAIN" prepare --format jsonl --val-fraction 0 "$TMP/eu.jsonl" "$TMP/eu/x" \
+    >"$TMP/eu.out" 2>"$TMP/eu.err"
+check "empty system and user messages before an answer are taken (exit 0)" \
+    sh -c "test $? -eq 0 && test -s '$TMP/eu/x_train_000000.mask'"
 
 # ---- the reader: masks that do not fit their data ---------------------------
 write_base_ini "$TMP/bad.ini" data.train="$TMP/rd/x_train_*.bin" model.seq_len=64

@@ -1,8 +1,8 @@
 /* Unit tests of the CPU kernels, the optimizer, the schedules, the
  * tracking allocator and the atomic file write, each against an
  * independent float64 reference, a closed-form value or the files left
- * behind; and of how the test-only hooks read their environment
- * variables. */
+ * behind; of how the test-only hooks read their environment variables;
+ * and of the one-line error messages and their marked cuts. */
 #include "base/alloc.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -513,9 +513,39 @@ static void test_log_one_line(void)
            "st_printable cuts long text to a prefix and ... inside its buffer (%s)", buf);
 }
 
+/* st_format marks a cut message with "..." (a quoted name or value cut
+ * silently reads as whole), leaves one that fits alone, and never splits a
+ * UTF-8 character to make room for the mark. */
+static void test_format_cut(void)
+{
+    char buf[8];
+    tap_ok(strcmp(st_format(buf, sizeof buf, "%s", "abcdefg"), "abcdefg") == 0,
+           "st_format: 7 bytes fit in 8, unmarked (%s)", buf);
+    tap_ok(strcmp(st_format(buf, sizeof buf, "%s", "abcdefgh"), "abcd...") == 0,
+           "st_format: 8 bytes in 8 are cut and end with ... (%s)", buf);
+    tap_ok(strcmp(st_format(buf, sizeof buf, "%s%d", "abc", 123456789), "abc1...") == 0,
+           "st_format: a long formatted number is cut the same way (%s)", buf);
+    /* "ab" then U+00E9 (2 bytes) across the cut at 4: the whole character
+     * goes, so the text stays valid UTF-8. */
+    tap_ok(strcmp(st_format(buf, sizeof buf, "abc\xc3\xa9xyz"), "abc...") == 0,
+           "st_format: the mark goes back over a split UTF-8 character (%s)", buf);
+    st_format(buf, sizeof buf, "ab");
+    tap_ok(strcmp(st_format_append(buf, sizeof buf, "%s", "cde"), "abcde") == 0,
+           "st_format_append: an addition that fits is added unmarked (%s)", buf);
+    tap_ok(strcmp(st_format_append(buf, sizeof buf, "%s", "fgh"), "abcd...") == 0,
+           "st_format_append: a cut addition marks the end of the buffer (%s)", buf);
+    st_format(buf, sizeof buf, "abcdefg");
+    tap_ok(strcmp(st_format_append(buf, sizeof buf, "x"), "abcd...") == 0,
+           "st_format_append to a full buffer marks it cut (%s)", buf);
+    char small[3];
+    tap_ok(strcmp(st_format(small, sizeof small, "abc"), "ab") == 0,
+           "st_format: a buffer too small for the mark is only cut (%s)", small);
+}
+
 int main(void)
 {
     test_log_one_line();
+    test_format_cut();
     test_gemm();
     test_attention(9, 6);
     test_attention(150, 16);

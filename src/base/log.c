@@ -86,6 +86,55 @@ const char *st_printable(const char *s, char *buf, size_t n)
     return buf;
 }
 
+/* Marks buf[0, n), filled to its last byte by a cut vsnprintf, as cut.
+ * The mark goes back over continuation bytes (at most 3: a UTF-8
+ * character is 4 bytes at most) so that a character is never split. */
+static void mark_cut(char *buf, size_t n)
+{
+    if (n < 4)
+        return;
+    const size_t room = n - 4;
+    size_t cut = room;
+    while (cut > 0 && room - cut < 3 && ((unsigned char)buf[cut] & 0xC0) == 0x80)
+        cut--;
+    memcpy(buf + cut, "...", 4);
+}
+
+static const char *vformat_at(char *buf, size_t n, size_t at, const char *fmt, va_list ap)
+{
+    if (!n)
+        return buf;
+    int len = vsnprintf(buf + at, n - at, fmt, ap);
+    if (len < 0)   /* an encoding error: the text is dropped, not guessed */
+        buf[at] = '\0';
+    else if ((size_t)len >= n - at)
+        mark_cut(buf, n);
+    return buf;
+}
+
+const char *st_vformat(char *buf, size_t n, const char *fmt, va_list ap)
+{
+    return vformat_at(buf, n, 0, fmt, ap);
+}
+
+const char *st_format(char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vformat_at(buf, n, 0, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+const char *st_format_append(char *buf, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vformat_at(buf, n, n ? strnlen(buf, n - 1) : 0, fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
 /* An error or warning is one line whatever it quotes: a control byte that
  * slipped through unescaped (a newline inside a parser's message about a
  * hostile file) is written as \xNN rather than breaking the line. */

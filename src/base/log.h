@@ -60,6 +60,21 @@ void st_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * text cut with "...".  Returns buf. */
 const char *st_printable(const char *s, char *buf, size_t n);
 
+/* vsnprintf for a message that is kept in a fixed buffer before it is
+ * printed (a parser's recorded error, an argument error whose hint is
+ * added after it): when the text does not fit in n bytes it is cut, at a
+ * UTF-8 character boundary, and ends with "...", so that a reader knows
+ * there was more; text that fits is left as it is.  st_format_append
+ * formats after the text already in buf, and marks the end of the whole
+ * buffer when the addition is cut.  A buffer under 4 bytes has no room
+ * for the mark and is only cut.  Each returns buf. */
+const char *st_vformat(char *buf, size_t n, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+const char *st_format(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *st_format_append(char *buf, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* A size for people: "1.47 GiB", or "12.3 MiB" below one GiB. */
 void st_format_bytes(char *buf, size_t n, double bytes);
 

@@ -16,9 +16,11 @@
 
 int st_arg_verror(int argno, const char *fmt, va_list ap)
 {
-    /* The message is cut at 512 bytes so the hint always shows. */
+    /* The message (an argument it quotes can be any length) is cut at 512
+     * bytes, before the hint rather than through it; st_vformat marks
+     * the cut so that the quoted argument is not read as whole. */
     char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    st_vformat(msg, sizeof msg, fmt, ap);
     st_error_at("command line", argno, "%s; hint: see shardtrain --help", msg);
     return ST_EXIT_USAGE;
 }

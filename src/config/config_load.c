@@ -54,8 +54,8 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
     char vals[256], range[64], q[ST_QUOTE_BUF];
     void *dst = st_schema_field(cfg, k);
     if (k->type != ST_T_STRING && !*text) {
-        snprintf(err, errn, "empty value for %s.%s; hint: give a value or remove the line",
-                 k->section, k->key);
+        st_format(err, errn, "empty value for %s.%s; hint: give a value or remove the line",
+                  k->section, k->key);
         return -1;
     }
     switch (k->type) {
@@ -64,13 +64,13 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
         errno = 0;
         long long v = strtoll(text, &end, 10);
         if (end == text || *end) {
-            snprintf(err, errn, "invalid integer '%s' for %s.%s", quote(text, q), k->section,
-                     k->key);
+            st_format(err, errn, "invalid integer '%s' for %s.%s", quote(text, q), k->section,
+                      k->key);
             return -1;
         }
         if (errno == ERANGE || !st_schema_int_in_range(k, v)) {
-            snprintf(err, errn, "%s.%s = %s is out of range; must be %s", k->section, k->key,
-                     quote(text, q), st_schema_range_text(k, range, sizeof range));
+            st_format(err, errn, "%s.%s = %s is out of range; must be %s", k->section, k->key,
+                      quote(text, q), st_schema_range_text(k, range, sizeof range));
             return -1;
         }
         *(int64_t *)dst = v;
@@ -81,14 +81,14 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
         errno = 0;
         double v = strtod(text, &end);
         if (end == text || *end || isnan(v)) {
-            snprintf(err, errn, "invalid number '%s' for %s.%s", quote(text, q), k->section,
-                     k->key);
+            st_format(err, errn, "invalid number '%s' for %s.%s", quote(text, q), k->section,
+                      k->key);
             return -1;
         }
         if (errno == ERANGE || !isfinite(v) || !st_schema_in_range(k, v)) {
-            snprintf(err, errn, "%s.%s = %s is out of range; must be %s", k->section, k->key,
-                     quote(text, q),
-                     *st_schema_range_text(k, range, sizeof range) ? range : "finite");
+            st_format(err, errn, "%s.%s = %s is out of range; must be %s", k->section, k->key,
+                      quote(text, q),
+                      *st_schema_range_text(k, range, sizeof range) ? range : "finite");
             return -1;
         }
         *(double *)dst = v;
@@ -97,8 +97,8 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
     case ST_T_BOOL: {
         int b = parse_bool(text);
         if (b < 0) {
-            snprintf(err, errn, "invalid boolean '%s' for %s.%s; allowed: %s", quote(text, q),
-                     k->section, k->key, st_schema_values_text(k, vals, sizeof vals));
+            st_format(err, errn, "invalid boolean '%s' for %s.%s; allowed: %s", quote(text, q),
+                      k->section, k->key, st_schema_values_text(k, vals, sizeof vals));
             return -1;
         }
         *(int *)dst = b;
@@ -111,19 +111,19 @@ static int store_value(st_config *cfg, const st_key *k, const char *text, char *
                 return 0;
             }
         }
-        snprintf(err, errn, "invalid value '%s' for %s.%s; allowed: %s", quote(text, q), k->section,
-                 k->key, st_schema_values_text(k, vals, sizeof vals));
+        st_format(err, errn, "invalid value '%s' for %s.%s; allowed: %s", quote(text, q),
+                  k->section, k->key, st_schema_values_text(k, vals, sizeof vals));
         return -1;
     case ST_T_STRING:
         if (strcmp(k->section, "model") == 0 && strcmp(k->key, "preset") == 0 && *text &&
             !st_preset_find(text)) {
-            snprintf(err, errn, "unknown preset '%s' for model.preset; allowed: %s", quote(text, q),
-                     st_schema_values_text(k, vals, sizeof vals));
+            st_format(err, errn, "unknown preset '%s' for model.preset; allowed: %s",
+                      quote(text, q), st_schema_values_text(k, vals, sizeof vals));
             return -1;
         }
         char *copy = strdup(text);
         if (!copy) {
-            snprintf(err, errn, "out of memory");
+            st_format(err, errn, "out of memory");
             return -1;
         }
         free(*(char **)dst);
@@ -140,7 +140,7 @@ static int set_key(st_config *cfg, int idx, const char *raw, int src, int line,
     char sub[768];
     char *text = st_config_expand_env(raw, sub, sizeof sub);
     if (!text) {
-        snprintf(err, errn, "%s.%s: %s", st_schema[idx].section, st_schema[idx].key, sub);
+        st_format(err, errn, "%s.%s: %s", st_schema[idx].section, st_schema[idx].key, sub);
         return -1;
     }
     int rc = store_value(cfg, &st_schema[idx], text, err, errn);
@@ -170,14 +170,13 @@ static void suggest(char *buf, size_t n, const char *word, const char *section)
             if (d < bestd && d < (int)strlen(word)) { bestd = d; best = st_sections[i]; }
         }
     }
-    size_t len = strlen(buf);
     if (best)
-        snprintf(buf + len, n - len, "; did you mean '%s'?", best);
+        st_format_append(buf, n, "; did you mean '%s'?", best);
     else if (!section)
-        snprintf(buf + len, n - len, "; hint: sections are [model] [data] [train] [optim] "
-                 "[parallel] [checkpoint] [log] [lora]");
+        st_format_append(buf, n, "; hint: sections are [model] [data] [train] [optim] "
+                         "[parallel] [checkpoint] [log] [lora]");
     else
-        snprintf(buf + len, n - len, "; hint: `shardtrain keys` lists the keys");
+        st_format_append(buf, n, "; hint: `shardtrain keys` lists the keys");
 }
 
 static bool known_section(const char *s)
@@ -208,7 +207,7 @@ static void fail(loader *ld, int line, const char *fmt, ...)
         return;                  /* the first problem is the one reported */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ld->err, sizeof ld->err, fmt, ap);
+    st_vformat(ld->err, sizeof ld->err, fmt, ap);
     va_end(ap);
     ld->err_line = line;
 }
@@ -281,7 +280,7 @@ static bool check_raw_line(loader *ld, const char *line, size_t len)
         /* A name past the buffer is no known section; said as such. */
         if (name_n >= sizeof name || !known_section(name)) {
             char msg[512];
-            snprintf(msg, sizeof msg, "unknown section [%s]", st_config_quote(s + 1, name_n, q));
+            st_format(msg, sizeof msg, "unknown section [%s]", st_config_quote(s + 1, name_n, q));
             suggest(msg, sizeof msg, name, NULL);
             fail(ld, n, "%s", msg);
             return false;
@@ -352,14 +351,14 @@ static int handler(void *user, const char *section, const char *name, const char
         return 0;
     }
     if (!known_section(section)) {
-        snprintf(msg, sizeof msg, "unknown section [%s]", section);
+        st_format(msg, sizeof msg, "unknown section [%s]", section);
         suggest(msg, sizeof msg, section, NULL);
         fail(ld, line, "%s", msg);
         return 0;
     }
     int idx = st_schema_index(section, name);
     if (idx < 0) {
-        snprintf(msg, sizeof msg, "unknown key '%s' in [%s]", name, section);
+        st_format(msg, sizeof msg, "unknown key '%s' in [%s]", name, section);
         suggest(msg, sizeof msg, name, section);
         fail(ld, line, "%s", msg);
         return 0;
@@ -438,16 +437,16 @@ static int apply_override(st_config *cfg, const st_override *ov)
     snprintf(sec, sizeof sec, "%.*s", (int)sec_n, t);
     snprintf(key, sizeof key, "%.*s", (int)key_n, dot + 1);
     if (sec_n >= sizeof sec || !known_section(sec)) {
-        snprintf(msg, sizeof msg, "unknown section [%s] in override '%s'",
-                 st_config_quote(t, sec_n, q2), quote(t, q));
+        st_format(msg, sizeof msg, "unknown section [%s] in override '%s'",
+                  st_config_quote(t, sec_n, q2), quote(t, q));
         suggest(msg, sizeof msg, sec, NULL);
         st_error_at("command line", ov->argno, "%s", msg);
         return ST_EXIT_USAGE;
     }
     int idx = key_n < sizeof key ? st_schema_index(sec, key) : -1;
     if (idx < 0) {
-        snprintf(msg, sizeof msg, "unknown key '%s' in [%s]", st_config_quote(dot + 1, key_n, q),
-                 sec);
+        st_format(msg, sizeof msg, "unknown key '%s' in [%s]", st_config_quote(dot + 1, key_n, q),
+                  sec);
         suggest(msg, sizeof msg, key, sec);
         st_error_at("command line", ov->argno, "%s", msg);
         return ST_EXIT_USAGE;

@@ -1,6 +1,8 @@
 /* ${VAR} expansion (see expand.h). */
 #include "config/expand.h"
 
+#include "base/log.h"
+
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,7 +16,7 @@ char *st_config_expand_env(const char *in, char *err, size_t errn)
     size_t cap = strlen(in) + 64, len = 0;
     char *out = malloc(cap);
     if (!out) {
-        snprintf(err, errn, "out of memory");
+        st_format(err, errn, "out of memory");
         return NULL;
     }
     for (const char *p = in; *p;) {
@@ -24,7 +26,7 @@ char *st_config_expand_env(const char *in, char *err, size_t errn)
         if (p[0] == '$' && p[1] == '{') {
             const char *close = strchr(p + 2, '}');
             if (!close) {
-                snprintf(err, errn, "unterminated '${' in value; hint: close it with '}'");
+                st_format(err, errn, "unterminated '${' in value; hint: close it with '}'");
                 free(out);
                 return NULL;
             }
@@ -33,8 +35,8 @@ char *st_config_expand_env(const char *in, char *err, size_t errn)
             const char *colon = memchr(name, ':', nlen);
             if (colon) {
                 if (colon[1] != '-') {
-                    snprintf(err, errn, "unsupported '${%.*s}'; hint: write ${VAR} or ${VAR:-default}",
-                             (int)nlen, name);
+                    st_format(err, errn, "unsupported '${%.*s}'; hint: write ${VAR} or "
+                              "${VAR:-default}", (int)nlen, name);
                     free(out);
                     return NULL;
                 }
@@ -45,8 +47,8 @@ char *st_config_expand_env(const char *in, char *err, size_t errn)
             for (size_t i = 0; good && i < nlen; i++)
                 good = isalnum((unsigned char)name[i]) || name[i] == '_';
             if (!good) {
-                snprintf(err, errn, "invalid environment variable name '%.*s' in '${'; "
-                         "hint: use letters, digits and '_'", (int)nlen, name);
+                st_format(err, errn, "invalid environment variable name '%.*s' in '${'; "
+                          "hint: use letters, digits and '_'", (int)nlen, name);
                 free(out);
                 return NULL;
             }
@@ -54,9 +56,9 @@ char *st_config_expand_env(const char *in, char *err, size_t errn)
             /* Refused rather than cut: a cut name would read another
              * variable. */
             if (nlen >= sizeof vname) {
-                snprintf(err, errn, "environment variable name '%.40s...' is %zu bytes, "
-                         "longer than %zu; hint: use a shorter name", name, nlen,
-                         sizeof vname - 1);
+                st_format(err, errn, "environment variable name '%.40s...' is %zu bytes, "
+                          "longer than %zu; hint: use a shorter name", name, nlen,
+                          sizeof vname - 1);
                 free(out);
                 return NULL;
             }
@@ -67,8 +69,8 @@ char *st_config_expand_env(const char *in, char *err, size_t errn)
                 v = val_copy;
             }
             if (!v) {
-                snprintf(err, errn, "undefined environment variable '%s'; "
-                         "hint: set it or write ${%s:-default}", vname, vname);
+                st_format(err, errn, "undefined environment variable '%s'; "
+                          "hint: set it or write ${%s:-default}", vname, vname);
                 free(out);
                 return NULL;
             }
@@ -84,7 +86,7 @@ char *st_config_expand_env(const char *in, char *err, size_t errn)
             if (!n) {
                 free(out);
                 free(val_copy);
-                snprintf(err, errn, "out of memory");
+                st_format(err, errn, "out of memory");
                 return NULL;
             }
             out = n;

@@ -7,7 +7,8 @@
 #include <stddef.h>
 
 /* A malloc'd copy of in with every ${VAR} and ${VAR:-default} replaced, or
- * NULL with the reason (no FILE:LINE; the caller adds it) in err[errn]. */
+ * NULL with the reason (no FILE:LINE; the caller adds it) in err[errn],
+ * ending in "..." where it was cut to fit (a bad ${...} is quoted whole). */
 char *st_config_expand_env(const char *in, char *err, size_t errn);
 
 #endif

@@ -69,6 +69,16 @@ static int messages_segments(const char *path, int line, const json_t *msgs,
             return ST_EXIT_USAGE;
         }
         const int assistant = r == 2;
+        /* As with an empty completion: an assistant message with nothing in
+         * it trains only its end mark, the model learning to answer with
+         * silence.  One such turn among good ones is still a hole in the
+         * data, so it is refused too, named by its place in the list. */
+        if (assistant && json_string_length(content) == 0) {
+            st_error_at(path, line, "message %zu (assistant) has an empty \"content\", so "
+                        "it would train on nothing but the end of text; hint: give its "
+                        "answer, or drop the line", i + 1);
+            return ST_EXIT_USAGE;
+        }
         trained |= assistant;
         segs[(*n)++] = (st_segment){ROLE_HEADERS[r][1], strlen(ROLE_HEADERS[r][1]), 0, 0};
         segs[(*n)++] = (st_segment){json_string_value(content), json_string_length(content),
