@@ -11,7 +11,8 @@
 # unpadded run does not reach.  Checkpoints keep the true vocabulary, so a
 # run resumes across paddings (128 -> 1 and 1 -> 128) bit for bit, and 2
 # ranks, whose shards split the padded units, match 1 rank within fsdp.sh's
-# 1e-5.  The CUDA head over the padded rows is checked in
+# 1e-5.  A model.init of 300 rows trains under padding 128 as under
+# padding 1, bit for bit.  The CUDA head over the padded rows is checked in
 # tests/cuda_train_emu.sh.
 . "$top_srcdir/tests/lib.sh"
 require command -v mpirun
@@ -74,6 +75,26 @@ for arch in gpt2 llama; do
 import json, sys
 c = json.load(open(sys.argv[1]))
 sys.exit(c['vocab_size'] != 300)" "$TMP/ex_${arch}_p128/config.json"
+done
+
+# Import (model.init) of a vocabulary that is not a multiple of the
+# padding: the exported files hold 300 rows, the stored units 384 under
+# padding 128, the import filling the tail with zeros.  Training from them
+# must be the unpadded import's training bit for bit.
+for arch in gpt2 llama; do
+    for p in 1 128; do
+        run ${arch}_init_p$p 1 -s model.arch=$arch -s model.vocab_padding=$p \
+            -s model.init="$TMP/ex_${arch}_p1"
+    done
+    check "$arch: importing 300 rows under padding 128 trains as under padding 1, bit for bit" \
+        compare_runs --exact "$TMP/${arch}_init_p1" "$TMP/${arch}_init_p128" 4
+    check "$arch: the import under padding 128 stored the padded units" \
+        padded_as_documented ${arch}_init_p128 128
+    # The import happened: training from the exported weights is not the
+    # training from the random start that produced them.
+    check "$arch: the imported run is not the random start's" \
+        sh -c '! python3 "$1/tests/compare_runs.py" --exact "$2" "$3" 4 >/dev/null 2>&1' \
+        sh "$top_srcdir" "$TMP/${arch}_init_p128" "$TMP/${arch}_p128"
 done
 
 # Resume across paddings: the checkpoint's tensors are [vocab_size, C] and
