@@ -107,15 +107,18 @@ printf '{"text": "one"}\n{"text": "two"}\n{"text": "three"}\n' >"$TMP/plain.json
 check "a plain-text rerun removes the stale loss masks" \
     sh -c "test ! -e '$TMP/re/bytes_train_000000.mask' && test ! -e '$TMP/re/bytes_val_000000.mask' && grep -q 'removed stale .*bytes_train_000000.mask' '$TMP/re.out'"
 
-# A stale mask that cannot be removed (here a directory in its place) fails
-# the run, even though its shard went.
+# A stale mask that could not be removed (here a directory in its place)
+# is refused before any work (prepare's look at every name it may write or
+# remove): exit 2, one line naming it, nothing written or removed.
 mkdir -p "$TMP/re2/x_train_000001.mask"
 : >"$TMP/re2/x_train_000001.bin"
 "$SHARDTRAIN" prepare --format jsonl --val-fraction 0 "$TMP/plain.jsonl" "$TMP/re2/x" \
     >"$TMP/re2.out" 2>"$TMP/re2.err"
 rc=$?
-check "a stale mask that cannot be removed fails prepare (exit $rc), naming it" \
-    sh -c "test $rc -eq 1 && grep -q 'x_train_000001.mask: cannot remove stale loss mask' '$TMP/re2.err'"
+check "a directory at a stale mask's name is refused before any work (exit $rc), naming it" \
+    sh -c "test $rc -eq 2 && test \$(grep -c '^shardtrain: error:' '$TMP/re2.err') -eq 1 &&
+           grep -q 'x_train_000001.mask: is a directory' '$TMP/re2.err' &&
+           test -e '$TMP/re2/x_train_000001.bin' && test ! -e '$TMP/re2/x_train_000000.bin'"
 
 # ---- malformed lines: FILE:LINE, exit 2, nothing written --------------------
 bad_line() { # DESCRIPTION LINE EXPECTED-MESSAGE-PART
