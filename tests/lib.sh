@@ -57,6 +57,20 @@ ranks() {
     fi
 }
 
+# stopped_pid PATTERN: the pid of a process whose command line matches
+# PATTERN (pgrep -f) once it is stopped (SIGSTOP, as SHARDTRAIN_TEST_FAULT's
+# "stop" does), waiting up to 120 s; nothing printed when none stopped.
+stopped_pid() {
+    _sp_i=0
+    while [ $_sp_i -lt 1200 ]; do
+        _sp_i=$((_sp_i + 1))
+        sleep 0.1
+        for _sp_pid in $(pgrep -f "$1"); do
+            case "$(ps -o stat= -p "$_sp_pid")" in T*) echo "$_sp_pid"; return 0 ;; esac
+        done
+    done
+}
+
 # refused NAME PATTERN COMMAND...: one check that COMMAND (a single
 # process, with a 60 s hang guard) exits 2 with exactly one error line,
 # matching PATTERN.

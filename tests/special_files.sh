@@ -176,14 +176,7 @@ run_stopped() {
           -s checkpoint.dir="$TMP/$_n/ckpt" -s log.dir="$TMP/$_n/logs" "$@" "$TMP/base.ini" \
           >"$TMP/$_n.out" 2>"$TMP/$_n.err"
       echo $? >"$TMP/$_n.rc" ) &
-    _stopped= _i=0
-    while [ -z "$_stopped" ] && [ $_i -lt 1200 ]; do
-        _i=$((_i + 1))
-        sleep 0.1
-        for _pid in $(pgrep -f "^$SHARDTRAIN train -s checkpoint.dir=$TMP/$_n/ckpt "); do
-            case "$(ps -o stat= -p "$_pid")" in T*) _stopped=$_pid ;; esac
-        done
-    done
+    _stopped=$(stopped_pid "^$SHARDTRAIN train -s checkpoint.dir=$TMP/$_n/ckpt ")
     [ -n "$_stopped" ] || diag "$_n: the run never stopped itself at step $_step"
     sh -c "$_setup"
     [ -z "$_stopped" ] || kill -CONT "$_stopped"

@@ -134,14 +134,7 @@ export SHARDTRAIN_TEST_FAULT=0:step:stop:7
 ( train P 2 $p; echo "$st" >"$TMP/P.rc" ) &
 unset SHARDTRAIN_TEST_FAULT
 pat="^$SHARDTRAIN train .*$TMP/tbmark\.ini"
-stopped= i=0
-while [ -z "$stopped" ] && [ $i -lt 1200 ]; do
-    i=$((i + 1))
-    sleep 0.1
-    for pid in $(pgrep -f "$pat"); do
-        case "$(ps -o stat= -p "$pid")" in T*) stopped=$pid ;; esac
-    done
-done
+stopped=$(stopped_pid "$pat")
 [ -n "$stopped" ] || diag "no rank stopped itself at step 7"
 pkill -USR1 -f "$pat" || diag "pkill found no rank"
 [ -z "$stopped" ] || kill -CONT "$stopped"
