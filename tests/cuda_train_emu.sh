@@ -27,7 +27,11 @@
 # norm compared on their own too, in fp32 and bf16 for gpt2 and llama, and
 # on 2 ranks full_shard matches 1 rank; gpt2 fp32 without dropout too
 # (the adapters' other branch, no dropout or mask kernel).  A vocabulary of 300 stored as 384
-# padded rows gives the unpadded run's losses.  Not covered:
+# padded rows gives the unpadded run's losses.  Out of device memory
+# (ST_EMU_DEVICE_MEM): a device exactly as large as a run's peak trains it
+# bit for bit, one byte less or any smaller size down to none ends it with
+# exit 1 and one line, and so does one rank of two running out mid-step.
+# Not covered:
 # cuBLASLt (the CPU st_gemm stands in), real streams and concurrency,
 # NCCL.  Registered only where configure found the CUDA toolkit.
 . "$top_srcdir/tests/lib.sh"
@@ -119,7 +123,8 @@ check "cpu reference reports device cpu" on_device cpu_gpt2 1 cpu
 # ST_EMU_REVERSE=1 resumes each block's CUDA threads last to first: a
 # race-free kernel gives the same bits in both orders (no atomics anywhere).
 for arch in gpt2 llama; do
-    run emu_$arch "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda &
+    (export ST_EMU_DEVICE_PEAK="$TMP/emu_$arch.peak"
+     run emu_$arch "$EMU" 1 "$TMP/$arch.ini" -s train.device=cuda) &
     if [ $arch = gpt2 ]; then
         run emu_gpt2_bf16_again "$EMU" 1 "$TMP/gpt2.ini" -s train.device=cuda \
             -s train.precision=bf16 &
@@ -299,7 +304,7 @@ fi
 
 # Two ranks sharing the one device, host-staged mpi collectives.
 fs="-s parallel.strategy=full_shard -s train.device=cuda"
-run emu_gpt2_np2 "$EMU" 2 "$TMP/gpt2.ini" $fs
+(export ST_EMU_DEVICE_PEAK="$TMP/emu_gpt2_np2.peak"; run emu_gpt2_np2 "$EMU" 2 "$TMP/gpt2.ini" $fs)
 check "2 ranks: both report device cuda:0" on_device emu_gpt2_np2 2 cuda:0
 same emu_gpt2_np2 emu_gpt2 1e-5 "fp32 full_shard on 2 ranks (staged mpi) matches 1 rank within 1e-5"
 run emu_gpt2_bf16_np2 "$EMU" 2 "$TMP/gpt2.ini" $fs -s train.precision=bf16 \
@@ -336,6 +341,75 @@ run emu_gpt2_bf16_np2_res "$EMU" 2 "$TMP/gpt2.ini" $fs -s train.precision=bf16 \
     -s checkpoint.resume="$TMP/emu_gpt2_bf16_np2/ckpt/step_00000002"
 check "bf16 on 2 ranks, resumed at step 2: losses and final weights bit-identical" \
     compare_runs --exact --resumed-at 2 "$TMP/emu_gpt2_bf16_np2_res" "$TMP/emu_gpt2_bf16_np2"
+
+# The device's memory.  ST_EMU_DEVICE_MEM=BYTES gives the emulated device
+# that much (tests/gpu/emu/devmem.c: live blocks at their 256-byte rounded
+# sizes; the context and fragmentation of a real device are not modelled),
+# and ST_EMU_DEVICE_PEAK wrote each run above its high-water mark.  A
+# device exactly that large trains the run bit for bit; one byte less and
+# the run stops at the allocation that does not fit, with exit 1 and one
+# line that names the call and says what to lower.  Smaller devices make
+# the allocations fail earlier, in set-up or in the step:
+# every one must end the same way (exit 1, one error line, no abort of the
+# emulation, no final checkpoint), never a crash or a hang.
+peak() { # NAME: the largest high-water mark its processes wrote, or 0
+    sort -n "$TMP/$1.peak" 2>/dev/null | tail -n 1 | grep -x '[0-9][0-9]*' || echo 0
+}
+# out_of_memory NAME PATTERN: NAME ended with exit 1 (its status file) and
+# one error line matching PATTERN, the emulation did not abort, and it
+# wrote no final checkpoint
+out_of_memory() {
+    test "$(cat "$TMP/$1.status")" = 1 &&
+        test "$(grep -c '^shardtrain: error:' "$TMP/$1.err")" -eq 1 &&
+        grep '^shardtrain: error:' "$TMP/$1.err" | grep -q -- "$2" &&
+        ! grep -q '^cuda emulation:' "$TMP/$1.err" &&
+        test ! -e "$TMP/$1/ckpt/final"
+}
+# run_on NAME BYTES NP CFG [-s ...]: run on a device of BYTES, status kept
+run_on() {
+    name=$1 bytes=$2
+    shift 2
+    (export ST_EMU_DEVICE_MEM=$bytes; run "$name" "$EMU" "$@"; echo $? >"$TMP/$name.status")
+}
+oom_step="cudaMallocAsync failed: out of memory; hint: lower train.micro_batch"
+p1=$(peak emu_gpt2)
+pl=$(peak emu_llama)
+check "the emulated device's high-water marks were written (gpt2 $p1, llama $pl bytes)" \
+    test "$p1" -gt 0 -a "$pl" -gt 0
+run_on mem_fit "$p1" 1 "$TMP/gpt2.ini" -s train.device=cuda
+check "a device of exactly the run's peak ($p1 bytes) trains it bit for bit" \
+    compare_runs --exact "$TMP/mem_fit" "$TMP/emu_gpt2" "$STEPS"
+run_on mem_short $((p1 - 1)) 1 "$TMP/gpt2.ini" -s train.device=cuda
+check "one byte less: exit 1, one line naming the allocation and what to lower" \
+    out_of_memory mem_short "$oom_step"
+# llama on devices of 0, 1/6, ... 5/6 of its peak, two at a time
+k=0
+while [ $k -lt 6 ]; do
+    run_on mem_llama_$k $((pl * k / 6)) 1 "$TMP/llama.ini" -s train.device=cuda &
+    run_on mem_llama_$((k + 1)) $((pl * (k + 1) / 6)) 1 "$TMP/llama.ini" -s train.device=cuda
+    wait
+    k=$((k + 2))
+done
+check "no device memory: set-up fails, exit 1, one line blaming the GPU's memory" \
+    out_of_memory mem_llama_0 "cannot set up the cuda kernels: out of memory; hint: another process"
+for k in 1 2 3 4 5; do
+    check "llama on a device of $k/6 of its peak: exit 1, one out-of-memory line" \
+        out_of_memory mem_llama_$k "out of memory; hint: "
+done
+# Rank 1 alone runs out in the middle of a step, while rank 0 goes on into
+# the step's collectives: the job must still end (exit 1, the one line),
+# not wait for a rank that is gone.
+p2=$(sort -n "$TMP/emu_gpt2_np2.peak" 2>/dev/null | head -n 1) # the smaller rank's
+cat >"$TMP/rank1_small.sh" <<EOF2
+#!/bin/sh
+[ "\$OMPI_COMM_WORLD_RANK" = 1 ] && export ST_EMU_DEVICE_MEM=$((p2 - 1))
+exec "$EMU" "\$@"
+EOF2
+chmod +x "$TMP/rank1_small.sh"
+run mem_rank1 "$TMP/rank1_small.sh" 2 "$TMP/gpt2.ini" $fs
+echo $? >"$TMP/mem_rank1.status"
+check "2 ranks, rank 1's device one byte short of the peak ($p2): the job ends, exit 1, one line" \
+    out_of_memory mem_rank1 "$oom_step"
 
 # Self-check: a different run (another seed) is told apart.
 if compare cpu_gpt2_seed emu_gpt2 1e-4 >/dev/null 2>&1; then

@@ -470,8 +470,13 @@ int st_kernels_cuda_open(int bf16, st_kernels **out)
     cu->bf16 = bf16;
     cudaError_t e = cuda_setup(cu);
     if (e != cudaSuccess) {
-        st_error(NULL, "cannot set up the cuda kernels: %s; hint: check the GPU with "
-                 "nvidia-smi or set train.device = cpu", cudaGetErrorString(e));
+        /* Set-up allocates a few megabytes: out of memory there means the
+         * device is already full, almost always of another process's. */
+        st_error(NULL, "cannot set up the cuda kernels: %s; hint: %s", cudaGetErrorString(e),
+                 e == cudaErrorMemoryAllocation
+                     ? "another process may hold the GPU's memory (nvidia-smi lists them), "
+                       "or set train.device = cpu"
+                     : "check the GPU with nvidia-smi or set train.device = cpu");
         cuda_destroy(k);
         return ST_EXIT_FAILURE;
     }

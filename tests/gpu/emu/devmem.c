@@ -31,8 +31,20 @@
  * host's CLOCK_MONOTONIC time in nanoseconds when the operation was
  * enqueued, one per line, so that bench/host_time.py can say how long the
  * host takes between operations; both files are then buffered rather
- * than flushed at each line, so the timing leaves out the flushing. */
+ * than flushed at each line, so the timing leaves out the flushing.
+ *
+ * The device's size: ST_EMU_DEVICE_MEM=BYTES gives the emulated device
+ * that much memory, so that running out of it, which no test could cause on
+ * a real device without filling one, can be made to happen at any point of
+ * a run: an allocation that would take the live blocks past BYTES fails
+ * with cudaErrorMemoryAllocation, as cudaMalloc and cudaMallocAsync do on a
+ * full device.  Live means allocated and not yet freed, each block counted
+ * at its 256-byte rounded size from its allocation to its free; a real
+ * device also loses memory to its context and to fragmentation, which are
+ * not modelled.  ST_EMU_DEVICE_PEAK=FILE appends, when the process exits,
+ * the most live bytes it ever held, one decimal line per process. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -69,6 +81,12 @@ static size_t arena_cap = (size_t)8 << 30;
 static char *arena;
 static size_t used;
 static int depth;
+
+/* Live device bytes, their high-water mark and the device's size (see the
+ * opening comment); capacity is read on the first allocation. */
+static size_t live, live_peak, capacity;
+static int capacity_read;
+static const char *peak_file;
 
 static size_t pages(size_t n)
 {
@@ -179,8 +197,37 @@ void emu_dev_close(void)
         arena_protect(PROT_NONE);
 }
 
+static void write_peak(void)
+{
+    FILE *f = fopen(peak_file, "a");
+    if (!f || fprintf(f, "%zu\n", live_peak) < 0 || fclose(f) != 0)
+        fprintf(stderr, "cuda emulation: cannot write ST_EMU_DEVICE_PEAK's file %s\n", peak_file);
+}
+
+static void capacity_init(void)
+{
+    capacity_read = 1;
+    capacity = SIZE_MAX;
+    const char *c = getenv("ST_EMU_DEVICE_MEM");
+    if (c && *c) {
+        char *end;
+        errno = 0;
+        const unsigned long long v = strtoull(c, &end, 10);
+        if (errno || *end || *c == '-')
+            die("ST_EMU_DEVICE_MEM must be a number of bytes");
+        capacity = (size_t)v;
+    }
+    const char *f = getenv("ST_EMU_DEVICE_PEAK");
+    if (f && *f) {
+        peak_file = f;
+        atexit(write_peak);
+    }
+}
+
 void *emu_dev_alloc_raw(size_t n)
 {
+    if (!capacity_read)
+        capacity_init();
     if (!arena) {
         if (emu_rec_only())
             arena_cap = (size_t)1 << 40;
@@ -195,8 +242,11 @@ void *emu_dev_alloc_raw(size_t n)
         sigaction(SIGSEGV, &sa, NULL);
     }
     n = n ? (n + 255) / 256 * 256 : 256;
-    if (n > arena_cap - used)
+    if (n > arena_cap - used || n > capacity - live)
         return NULL;
+    live += n;
+    if (live > live_peak)
+        live_peak = live;
     char *p = arena + used;
     used += n;
     if (!emu_rec_only()) {
@@ -227,6 +277,7 @@ size_t emu_dev_unregister(void *p)
     for (size_t i = nblocks; i-- > 0;)
         if (blocks[i].p == (char *)p) {
             size_t n = blocks[i].n;
+            live -= n;
             emu_race_forget(blocks[i].race);
             blocks[i] = blocks[--nblocks];
             return n;
