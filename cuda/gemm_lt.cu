@@ -160,7 +160,7 @@ cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **out, size_t workspace_bytes)
     st_cuda_gemm_ctx *ctx = (st_cuda_gemm_ctx *)calloc(1, sizeof *ctx);
     if (!ctx)
         return cudaErrorMemoryAllocation;
-    ctx->workspace_bytes = workspace_bytes ? workspace_bytes : (size_t)32 << 20;
+    ctx->workspace_bytes = workspace_bytes ? workspace_bytes : ST_CUDA_GEMM_WORKSPACE;
     cublasStatus_t st = cublasLtCreate(&ctx->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
         free(ctx);

@@ -242,9 +242,9 @@ cudaError_t block_forward_t(const st_model *m, const S *p, const st_cuda_lora *l
             TRY(lo.forward(0, ln1, C, qkv, W));
     } else {
         TRY(rmsnorm_forward(ln1, ap->ln1_rstd, in, tp(m, uu, L_NORM1, p), N, C, m->eps, s));
-        TRY(linear_forward(x, 0, qkv, W, ln1, C, tp(m, uu, L_Q, p), N, C, qd, 0.0f));
-        TRY(linear_forward(x, 0, qkv + qd, W, ln1, C, tp(m, uu, L_K, p), N, C, kvd, 0.0f));
-        TRY(linear_forward(x, 0, qkv + qd + kvd, W, ln1, C, tp(m, uu, L_V, p), N, C, kvd,
+        TRY(linear_forward(x, qkv, W, ln1, C, tp(m, uu, L_Q, p), N, C, qd, 0.0f));
+        TRY(linear_forward(x, qkv + qd, W, ln1, C, tp(m, uu, L_K, p), N, C, kvd, 0.0f));
+        TRY(linear_forward(x, qkv + qd + kvd, W, ln1, C, tp(m, uu, L_V, p), N, C, kvd,
                            0.0f));
         if (lo.on(0))
             TRY(lo.forward(0, ln1, C, qkv, W));
@@ -286,8 +286,8 @@ cudaError_t block_forward_t(const st_model *m, const S *p, const st_cuda_lora *l
             TRY(lo.forward(3, att, qd, res_mid, C));
         TRY(rmsnorm_forward(ln2, ap->ln2_rstd, res_mid, tp(m, uu, L_NORM2, p), N, C, m->eps,
                             s));
-        TRY(linear_forward(x, 0, fc, 2 * F, ln2, C, tp(m, uu, L_GATE, p), N, C, F, 0.0f));
-        TRY(linear_forward(x, 0, fc + F, 2 * F, ln2, C, tp(m, uu, L_UP, p), N, C, F, 0.0f));
+        TRY(linear_forward(x, fc, 2 * F, ln2, C, tp(m, uu, L_GATE, p), N, C, F, 0.0f));
+        TRY(linear_forward(x, fc + F, 2 * F, ln2, C, tp(m, uu, L_UP, p), N, C, F, 0.0f));
         if (lo.on(4))
             TRY(lo.forward(4, ln2, C, fc, 2 * F));
         if (lo.on(5))

@@ -278,14 +278,14 @@ cudaError_t mm(st_cuda_model_ctx *x, int ta, int tb, int64_t M, int64_t N, int64
 }
 
 /* src/kernels/cpu_model.c's linear_forward/linear_backward: Conv1D (GPT-2) weights are
- * [in, out] and y = x W; Linear (Llama) weights are [out, in], y = x W^T. */
+ * [in, out] and y = x W; Linear (Llama) weights are [out, in], y = x W^T.
+ * This plain product is Llama's (a Linear, no epilogue); GPT-2's layers all
+ * go through linear_forward_epi, so a Conv1D branch here would never run
+ * (make coverage-cuda found it so). */
 template <class S>
-cudaError_t linear_forward(st_cuda_model_ctx *x, int conv1d, S *y, int64_t ldy,
-                           const S *in, int64_t ldx, const S *W, int64_t N, int64_t n_in,
-                           int64_t n_out, float beta)
+cudaError_t linear_forward(st_cuda_model_ctx *x, S *y, int64_t ldy, const S *in, int64_t ldx,
+                           const S *W, int64_t N, int64_t n_in, int64_t n_out, float beta)
 {
-    if (conv1d)
-        return mm(x, 0, 0, N, n_out, n_in, in, ldx, W, n_out, beta, y, ldy);
     return mm(x, 0, 1, N, n_out, n_in, in, ldx, W, n_in, beta, y, ldy);
 }
 

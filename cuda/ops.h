@@ -199,7 +199,9 @@ enum st_cuda_dtype { ST_CUDA_F32 = 0, ST_CUDA_BF16 = 1 };
 /* A cuBLASLt handle plus its workspace; one per stream that runs products. */
 typedef struct st_cuda_gemm_ctx st_cuda_gemm_ctx;
 
-/* workspace_bytes = 0 picks 32 MiB (what Hopper kernels like to have). */
+/* workspace_bytes = 0 picks ST_CUDA_GEMM_WORKSPACE (what Hopper kernels
+ * like to have). */
+#define ST_CUDA_GEMM_WORKSPACE ((size_t)32 << 20)
 cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t workspace_bytes);
 void st_cuda_gemm_destroy(st_cuda_gemm_ctx *ctx);
 

@@ -129,12 +129,16 @@ static void store(int type, void *p, int64_t i, float v)
 
 extern "C" {
 
-cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t)
+/* The workspace is never used here, but it is allocated at gemm_lt.cu's
+ * size, so that the emulated device's memory (devmem.c's size and
+ * high-water mark) counts what the real one would hold. */
+cudaError_t st_cuda_gemm_create(st_cuda_gemm_ctx **ctx, size_t workspace_bytes)
 {
     *ctx = (st_cuda_gemm_ctx *)calloc(1, sizeof **ctx);
     if (!*ctx)
         return cudaErrorMemoryAllocation;
-    if (emu_dev_alloc_raw && !((*ctx)->workspace = emu_dev_alloc_raw(256))) {
+    const size_t ws = workspace_bytes ? workspace_bytes : ST_CUDA_GEMM_WORKSPACE;
+    if (emu_dev_alloc_raw && !((*ctx)->workspace = emu_dev_alloc_raw(ws))) {
         free(*ctx);
         *ctx = nullptr;
         return cudaErrorMemoryAllocation;
