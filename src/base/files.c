@@ -118,6 +118,13 @@ int st_refuse_special(const char *path)
     return ST_EXIT_USAGE;
 }
 
+int st_is_special(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode) &&
+           !S_ISLNK(sb.st_mode);
+}
+
 int st_file_write_atomic(const char *path, const char *tmp, unsigned mode,
                          st_file_writer writer, void *ctx)
 {

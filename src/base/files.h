@@ -58,6 +58,11 @@ int st_file_write_string(int fd, void *ctx);
  * user names calls it first, before any work where it can. */
 int st_refuse_special(const char *path);
 
+/* 1 when a FIFO, socket or device is at path (not followed: a link is not
+ * one), else 0: what no writer of ours makes, for a caller to whom a
+ * directory there is legitimate (a checkpoint's step directory). */
+int st_is_special(const char *path);
+
 /* Where st_file_write_atomic stopped; errno says why. */
 enum st_atomic_step {
     ST_ATOMIC_DONE = 0,

@@ -292,16 +292,9 @@ static int save_name(const char *name)
     return step_of_name(name, &s);
 }
 
-/* A FIFO, socket or device: a save makes only directories and files, so
- * such an entry was put there by someone else.  Moved aside it would be
- * pruned (deleted), and opened it would block. */
-static int is_special(const char *path)
-{
-    struct stat sb;
-    return lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode) &&
-           !S_ISLNK(sb.st_mode);
-}
-
+/* A FIFO, socket or device (st_is_special): a save makes only directories
+ * and files, so such an entry was put there by someone else.  Moved aside
+ * it would be pruned (deleted), and opened it would block. */
 static int refuse_special(const char *path)
 {
     st_error(path, "is a special file, not a directory, at a name checkpoints are saved "
@@ -318,7 +311,7 @@ static int refuse_special_at_save(const char *dir, int64_t step)
     char path[8400];
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%sstep_%08lld", dir, prefix[i], (long long)step);
-        if (is_special(path))
+        if (st_is_special(path))
             return refuse_special(path);
     }
     return 0;
@@ -334,7 +327,7 @@ int st_ckpt_refuse_special(const char *dir)
     struct dirent *e;
     while (!rc && (e = readdir(d))) {
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (save_name(e->d_name) && is_special(path))
+        if (save_name(e->d_name) && st_is_special(path))
             rc = refuse_special(path);
     }
     closedir(d);
@@ -368,7 +361,7 @@ static void prune(const char *dir, int64_t keep, int64_t current)
         if (!step && !leftover)
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (is_special(path))
+        if (st_is_special(path))
             continue;
         if (step) {
             if (n == cap) {
