@@ -1,5 +1,5 @@
 #!/bin/sh
-# Encoding speed of shardtrain's tokenizer (src/io/tokenizer*.c, driven by
+# Encoding speed of shardtrain's tokenizer (src/tok/tokenizer*.c, driven by
 # tests/test_tokenizer) against Hugging Face's tokenizers library on one
 # thread (tests/tokenizer_ref.py with RAYON_NUM_THREADS=1), on the same
 # tokenizers tests/tokenizer.sh trains, over a text (default

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Fuzzes the safetensors header parser with libFuzzer for a bounded time
 # (tests/fuzz_safetensors, built by clang with AddressSanitizer and
-# UndefinedBehaviorSanitizer from src/io/safetensors_parse.c and base/log.c), starting
+# UndefinedBehaviorSanitizer from src/hf/safetensors_parse.c and base/log.c), starting
 # from a seed corpus of valid files and the malformed table of
 # tests/safetensors_cases.py.  Any crash, sanitizer report or broken
 # invariant fails the test; a self-test shows that a crash is caught.

@@ -1,10 +1,10 @@
 /* libFuzzer target for the Hugging Face config.json check
- * (src/io/hf_config.c with io/safetensors_parse.c for its printable-text
+ * (src/hf/hf_config.c with hf/safetensors_parse.c for its printable-text
  * helper, base/files.c and base/log.c; nothing stubbed).  Each input is a config.json,
  * checked against a small GPT-2 and a small Llama shape (the ones the seed
  * corpus was written for, so the fuzzer starts from accepted files).  The
  * result must be 0 or ST_EXIT_USAGE with exactly one error line. */
-#include "io/hf_import.h"
+#include "hf/hf_import.h"
 #include "base/log.h"
 #include "fuzz_common.h"
 

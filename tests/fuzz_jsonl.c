@@ -1,5 +1,5 @@
 /* libFuzzer target for the JSONL reader of `shardtrain prepare --format
- * jsonl` (src/io/prepare_jsonl.c with base/log.c; nothing stubbed).  Each
+ * jsonl` (src/data/prepare_jsonl.c with base/log.c; nothing stubbed).  Each
  * input is a JSONL file's bytes: documents, prompt/completion lines and
  * conversations.  Promises checked: the reader gives 0 or ST_EXIT_USAGE, a
  * refused file prints exactly one error line; on an accepted file every
@@ -7,7 +7,7 @@
  * strings as jansson decoded them (its length covers its bytes), a
  * conversation has a trained segment, and a file reported as holding no
  * instruction line gave only single trained segments. */
-#include "io/data.h"
+#include "data/data.h"
 #include "base/log.h"
 #include "fuzz_common.h"
 

@@ -1,18 +1,18 @@
 /* libFuzzer target for the checkpoint manifest reader (st_ckpt_open in
- * src/io/checkpoint_read.c, with io/manifest_seal.c, config/schema.c,
+ * src/ckpt/checkpoint_read.c, with ckpt/manifest_seal.c, config/schema.c,
  * base/alloc.c and base/log.c).  The resume path, which calls into the
- * runtime and the FSDP engine (MPI), is io/checkpoint_resume.c, so the
+ * runtime and the FSDP engine (MPI), is ckpt/checkpoint_resume.c, so the
  * target links neither.
  *
  * Each input is a manifest.json, written into a step directory.  Manifests
- * are sealed (io/manifest_seal.h): an input holding a "manifest_xxh64"
+ * are sealed (ckpt/manifest_seal.h): an input holding a "manifest_xxh64"
  * member with a 16-character string value is resealed first, so the fuzzer
  * gets past the seal to the field checks instead of stopping at a checksum
  * mismatch.  Promises checked: the result is 0 or ST_EXIT_USAGE with one
  * line in err; an accepted manifest's ranges are read (from zero-filled
  * shard files when small) without a crash, and st_ckpt_close frees all. */
-#include "io/checkpoint.h"
-#include "io/manifest_seal.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/manifest_seal.h"
 #include "base/log.h"
 #include "fuzz_common.h"
 

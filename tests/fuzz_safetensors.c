@@ -7,7 +7,7 @@
  *
  * FUZZ_SELF_TEST=1 makes every accepted input abort, so the test can show
  * that a crash really fails it. */
-#include "io/safetensors_parse.h"
+#include "hf/safetensors_parse.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,11 +1,11 @@
-/* libFuzzer target for the token shard reader (src/io/dataset.c with
+/* libFuzzer target for the token shard reader (src/data/dataset.c with
  * base/files.c, base/rng.c and base/log.c; nothing stubbed).  An input is a
  * whole shard file: the 256-int32 header and the tokens.  st_dataset_open
  * must accept it or refuse it with one error line and ST_EXIT_USAGE; an
  * accepted set must give training and evaluation windows of in-range
  * tokens (read through the mapping, so AddressSanitizer sees an overrun
  * past the file's end as a SIGSEGV/SIGBUS on the mapping's last page). */
-#include "io/data.h"
+#include "data/data.h"
 #include "base/log.h"
 #include "fuzz_common.h"
 

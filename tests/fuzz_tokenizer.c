@@ -1,12 +1,12 @@
 /* libFuzzer target for the Hugging Face tokenizer reader
- * (src/io/tokenizer_*.c with base/log.c; nothing stubbed).  Each input is
+ * (src/tok/tokenizer_*.c with base/log.c; nothing stubbed).  Each input is
  * a tokenizer.json.  Promises checked: loading gives 0 or ST_EXIT_USAGE,
  * a refused file prints exactly one error line; an accepted tokenizer
  * encodes a fixed text (several scripts, emoji, special-token text,
  * invalid UTF-8) to ids inside its vocabulary and decodes them back
  * without failing, and st_tokenizer_free releases everything
  * (LeakSanitizer). */
-#include "io/tokenizer.h"
+#include "tok/tokenizer.h"
 #include "base/log.h"
 #include "fuzz_common.h"
 

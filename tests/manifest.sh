@@ -1,6 +1,6 @@
 #!/bin/sh
 # Everything a resume trusts is verified (issue 17, class 2): the manifest
-# carries its own checksum (io/manifest_seal.h), checked here against an
+# carries its own checksum (ckpt/manifest_seal.h), checked here against an
 # independent XXH64 (Debian's python3-xxhash); an edited manifest is refused
 # naming the file and the field (exit 2), and resume = auto falls back to
 # the previous checkpoint; manifests edited and then resealed, so that only

@@ -5,7 +5,7 @@
  * directory; bad files are made by writing a good one and corrupting it. */
 #include "tap.h"
 
-#include "io/data.h"
+#include "data/data.h"
 #include "base/log.h"
 #include "base/rng.h"
 

@@ -2,7 +2,7 @@
  * the 65536 IEEE half-precision bit patterns (zeros, subnormals, normals,
  * infinities, NaNs) converts to the float the compiler's own _Float16 gives,
  * an independent reference, bit for bit (NaNs: still NaN, same sign). */
-#include "io/hf_import.h"
+#include "hf/hf_import.h"
 #include "tap.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Drives src/io/tokenizer.h for tests/tokenizer.sh and bench/tokenizer.sh,
+/* Drives src/tok/tokenizer.h for tests/tokenizer.sh and bench/tokenizer.sh,
  * which compare it with the Hugging Face `tokenizers` library
  * (tests/tokenizer_ref.py):
  *   test_tokenizer encode TOKENIZER FILE   one line of ids per line of FILE
@@ -14,7 +14,7 @@
  * Lines split at '\n' only, as Python's str.split("\n"), and the last line
  * is kept even when empty so both sides see the same list. */
 #include "base/log.h"
-#include "io/tokenizer.h"
+#include "tok/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

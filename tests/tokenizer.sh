@@ -1,5 +1,5 @@
 #!/bin/sh
-# Hugging Face tokenizers (src/io/tokenizer*.c) against the library itself:
+# Hugging Face tokenizers (src/tok/tokenizer*.c) against the library itself:
 # PyPI's `tokenizers` in the virtual environment make check builds trains
 # four small tokenizers on tinyshakespeare plus a multilingual UTF-8 sample
 # with emoji, odd spaces, special-token text and invalid bytes

@@ -1,11 +1,11 @@
 /* `shardtrain export [--tokenizer PATH] [--adapter] [--base PATH]
  * CHECKPOINT OUT_DIR`: a checkpoint of any world size and strategy, or a
  * run's final weights, to a Hugging Face model directory, or a LoRA run's
- * adapters to a PEFT adapter directory (io/export.c does the work).  One process, no MPI:
+ * adapters to a PEFT adapter directory (ckpt/export.c does the work).  One process, no MPI:
  * it only reads files. */
 #include "cli/commands.h"
 #include "cli/args.h"
-#include "io/checkpoint.h"
+#include "ckpt/checkpoint.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,9 +1,9 @@
 /* `shardtrain prepare INPUT OUT_PREFIX`: text to token shards, byte level
- * or with --tokenizer's tokenizer.json (io/prepare.c does the work).  No MPI, no configuration.  The options
+ * or with --tokenizer's tokenizer.json (data/prepare.c does the work).  No MPI, no configuration.  The options
  * are checked after the positionals are counted, last occurrence only. */
 #include "cli/commands.h"
 #include "cli/args.h"
-#include "io/data.h"
+#include "data/data.h"
 
 #include <limits.h>
 #include <stddef.h>

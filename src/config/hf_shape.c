@@ -4,7 +4,7 @@
  * length (Llama 3's is 131,072) and RoPE needs no table of that size, so it
  * does not set seq_len; GPT-2's n_positions does, since the position table
  * is read whole.  Malformed values are skipped here and reported by the
- * config.json check at load (io/hf_config.c), which names the field. */
+ * config.json check at load (hf/hf_config.c), which names the field. */
 #include "config/hf_shape.h"
 #include "config/config.h"
 

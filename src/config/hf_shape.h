@@ -2,7 +2,7 @@
  * (hf_shape.c), for model.init pointing at a released model: its values
  * stand in for every [model] key the file and command line leave out, as a
  * preset's do, and `shardtrain check` says they came from config.json.
- * Explicit keys still win; io/hf_config.c then compares the file with the
+ * Explicit keys still win; hf/hf_config.c then compares the file with the
  * resolved keys, so a key that contradicts the weights stops the run
  * naming the config.json field. */
 #ifndef ST_HF_SHAPE_H

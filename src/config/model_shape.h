@@ -4,7 +4,7 @@
  * RoPE scaling's.  Each key's own range is its schema row's; these are the
  * checks across [model] keys, kept apart from resolve.c because the
  * checkpoint reader holds a manifest's model to them too
- * (io/checkpoint_read.c), without the rest of configuration loading. */
+ * (ckpt/checkpoint_read.c), without the rest of configuration loading. */
 #ifndef ST_MODEL_SHAPE_H
 #define ST_MODEL_SHAPE_H
 

@@ -3,7 +3,7 @@
 #include "train/boundary.h"
 #include "base/log.h"
 #include "base/test_faults.h"
-#include "io/checkpoint.h"
+#include "ckpt/checkpoint.h"
 #include "report/runlog.h"
 #include "runtime/requeue.h"
 #include "runtime/signals.h"

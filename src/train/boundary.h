@@ -1,6 +1,6 @@
 /* The train loop's step boundary: when a checkpoint is written (every
  * checkpoint.every steps, at the last step, on a preemption signal, before
- * a stop for non-finite steps) and which exit status ends the run.  io/
+ * a stop for non-finite steps) and which exit status ends the run.  ckpt/
  * only writes and reads checkpoints; the decisions are here. */
 #ifndef ST_BOUNDARY_H
 #define ST_BOUNDARY_H

@@ -5,7 +5,7 @@
 #include "train/engine_setup.h"
 #include "base/alloc.h"
 #include "base/log.h"
-#include "io/hf_import.h"
+#include "hf/hf_import.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,10 +9,10 @@
 #include "base/log.h"
 #include "base/test_faults.h"
 #include "config/origin.h"
-#include "io/checkpoint.h"
-#include "io/data.h"
-#include "io/hf_import.h"
-#include "io/tokenizer.h"
+#include "ckpt/checkpoint.h"
+#include "data/data.h"
+#include "hf/hf_import.h"
+#include "tok/tokenizer.h"
 #include "model/model.h"
 
 #include <errno.h>
@@ -164,7 +164,7 @@ int st_preflight_final_dir(const st_config *cfg)
     return 0;
 }
 
-/* The checkpoint train would resume from (io/checkpoint.h's plan), its
+/* The checkpoint train would resume from (ckpt/checkpoint.h's plan), its
  * step in *step (-1: a fresh start). */
 static int check_resume(const st_config *cfg, const st_model *m, FILE *out, int64_t *step_out)
 {
@@ -202,7 +202,7 @@ static double room_needed(const st_config *cfg, int64_t start, int64_t kept, dou
     return during > at_end ? during : at_end;
 }
 
-/* What one checkpoint and the final weights take (io/checkpoint.h: the
+/* What one checkpoint and the final weights take (ckpt/checkpoint.h: the
  * fp32 master, first and second moment of every trained element, the
  * vocabulary tail included; the final weights are the whole model in
  * fp32, and with LoRA its adapters too), against the free space of

@@ -28,7 +28,7 @@ int st_preflight_batch(const st_config *cfg, int world);
  * shards (headers, token ranges, sizes), model.init's headers against the
  * configured shape, log.dir and checkpoint.dir (writable, or creatable:
  * nothing is created here; no special file where a checkpoint would go,
- * io/checkpoint.h), and the checkpoint a resume would load (its
+ * ckpt/checkpoint.h), and the checkpoint a resume would load (its
  * manifest against the shape).  What each holds is written to out as INI comment
  * lines ("; ..."), so that `check` output stays INI.  Returns 0, or prints
  * one error line and returns an exit status. */

@@ -10,7 +10,7 @@
  * one, ids below 256 are bytes (the byte-level tokenizer of `shardtrain
  * prepare`) and larger ids are printed as <id>. */
 #include "train/sample.h"
-#include "io/tokenizer.h"
+#include "tok/tokenizer.h"
 #include "base/alloc.h"
 #include "engine/fsdp.h"
 #include "train/engine_setup.h"

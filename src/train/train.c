@@ -14,10 +14,10 @@
 #include "train/preflight.h"
 #include "base/alloc.h"
 #include "base/test_faults.h"
-#include "io/checkpoint.h"
-#include "io/data.h"
-#include "io/hf_export.h"
-#include "io/lora_files.h"
+#include "ckpt/checkpoint.h"
+#include "data/data.h"
+#include "hf/hf_export.h"
+#include "hf/lora_files.h"
 #include "comm/comm.h"
 #include "runtime/device.h"
 #include "engine/fsdp.h"
@@ -28,7 +28,7 @@
 #include "engine/lr_schedule.h"
 #include "base/files.h"
 #include "base/stage_dir.h"
-#include "io/safetensors_write.h"
+#include "hf/safetensors_write.h"
 #include "runtime/signals.h"
 #include "train/boundary.h"
 #include "config/origin.h"
@@ -65,7 +65,7 @@ typedef struct {
     st_fsdp fsdp;
     st_runlog *log;         /* rank 0 only */
     int32_t *window, *inputs, *targets;
-    uint8_t *counts;        /* the window's loss mask (io/data.h) */
+    uint8_t *counts;        /* the window's loss mask (data/data.h) */
     int64_t start;          /* steps done before this run (resumed) */
     double t_begin, t_start, flops_tok; /* t_begin: st_train's start */
     float grad_scale;       /* of plain text; instruction data's is per step */

@@ -8,7 +8,7 @@
  * Pieces are (offset, length) views into the segment or into a scratch
  * arena for the pre-tokenisers that insert text (ByteLevel's prefix
  * space, Metaspace's U+2581), so a GPT-2 or Llama 3 word costs no copy. */
-#include "io/tokenizer_impl.h"
+#include "tok/tokenizer_impl.h"
 
 #include "base/log.h"
 

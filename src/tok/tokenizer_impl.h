@@ -12,7 +12,7 @@
 #ifndef ST_TOKENIZER_IMPL_H
 #define ST_TOKENIZER_IMPL_H
 
-#include "io/tokenizer.h"
+#include "tok/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <jansson.h>

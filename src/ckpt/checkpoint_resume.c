@@ -5,7 +5,7 @@
  * step directory when auto finds a damaged one.  Kept apart from the
  * reader so that the manifest parser (fuzzed on its own,
  * tests/fuzz_manifest.c) reaches neither MPI nor the engine. */
-#include "io/checkpoint.h"
+#include "ckpt/checkpoint.h"
 #include "base/log.h"
 
 #include <dirent.h>

@@ -8,15 +8,15 @@
  * moved into OUT_DIR only when all are written, so that an export that
  * fails part-way leaves OUT_DIR as it was, never new weights beside an old
  * config.json. */
-#include "io/checkpoint.h"
+#include "ckpt/checkpoint.h"
 #include "base/log.h"
 #include "model/model.h"
 #include "base/files.h"
 #include "base/stage_dir.h"
-#include "io/hf_export.h"
-#include "io/hf_import.h"
-#include "io/lora_files.h"
-#include "io/safetensors_write.h"
+#include "hf/hf_export.h"
+#include "hf/hf_import.h"
+#include "hf/lora_files.h"
+#include "hf/safetensors_write.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
  * encodes slightly differently from the library would silently train a
  * model on the wrong ids, which is worse than no tokenizer.  Jansson
  * parses. */
-#include "io/tokenizer_impl.h"
+#include "tok/tokenizer_impl.h"
 
 #include "base/log.h"
 #include "base/stage_dir.h"

@@ -22,7 +22,7 @@
  * example instead: sample j of step k is example st_below3(n_examples,
  * key, k, j) from its first token, eval sample i is example i modulo
  * their number. */
-#include "io/data.h"
+#include "data/data.h"
 
 #include "base/files.h"
 #include "base/log.h"

@@ -16,7 +16,7 @@
  * config, and an
  * XXH64 of every file and of every 1 MiB block of it, so that a rank that
  * reads only some byte ranges can still verify every byte it uses, and
- * ends with its own checksum (io/manifest_seal.h). */
+ * ends with its own checksum (ckpt/manifest_seal.h). */
 #ifndef ST_CHECKPOINT_H
 #define ST_CHECKPOINT_H
 
@@ -28,7 +28,7 @@
 #include "model/model.h"
 #include "runtime/runtime.h"
 
-#define ST_CKPT_FORMAT 2   /* 2: the manifest is sealed (io/manifest_seal.h) */
+#define ST_CKPT_FORMAT 2   /* 2: the manifest is sealed (ckpt/manifest_seal.h) */
 #define ST_CKPT_MANIFEST_MAX (256 << 20)
 #define ST_CKPT_BLOCK ((int64_t)1 << 20)
 #define ST_CKPT_MANIFEST "manifest.json"
@@ -130,7 +130,7 @@ int st_ckpt_resume_plan(const st_config *cfg, const st_model *m, char *dir, size
  * or a directory whose `latest` names one) to out_dir as a Hugging Face
  * model directory (model.safetensors, config.json, generation_config.json;
  * with tokenizer, a tokenizer.json or its directory, also the tokenizer
- * files: io/hf_export.h).  A checkpoint.dir without step checkpoints but
+ * files: hf/hf_export.h).  A checkpoint.dir without step checkpoints but
  * with final weights (DIR/final), or that final directory itself, exports
  * those, *step set to -1.  One process, no MPI.  On success dir (n bytes)
  * holds the directory read and *step its step.  Returns an exit status,
@@ -138,7 +138,7 @@ int st_ckpt_resume_plan(const st_config *cfg, const st_model *m, char *dir, size
  *
  * A LoRA checkpoint exports the base weights with its adapters merged
  * (base: the base model's files, NULL for the checkpoint's model.init), or,
- * with adapter set, the PEFT adapter directory (io/lora_files.h). */
+ * with adapter set, the PEFT adapter directory (hf/lora_files.h). */
 int st_ckpt_export_hf(const char *ckpt, const char *out_dir, const char *tokenizer,
                       int adapter, const char *base, char *dir, size_t n, int64_t *step);
 

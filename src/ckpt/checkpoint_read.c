@@ -4,8 +4,8 @@
  * untrusted input: every field of the manifest is checked before it is
  * used, every byte read from a shard file is covered by a block checksum,
  * and a problem is one message naming the file, never a silent load. */
-#include "io/checkpoint.h"
-#include "io/manifest_seal.h"
+#include "ckpt/checkpoint.h"
+#include "ckpt/manifest_seal.h"
 #include "config/model_shape.h"
 #include "config/schema.h"
 #include "base/alloc.h"

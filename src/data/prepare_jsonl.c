@@ -1,5 +1,5 @@
 /* The lines of a JSONL file for `shardtrain prepare --format jsonl`
- * (io/data.h), one JSON object per line, in the three forms data sets
+ * (data/data.h), one JSON object per line, in the three forms data sets
  * ship in:
  *   {"text": "..."}                          a document, every token trained;
  *   {"prompt": "...", "completion": "..."}   instruction data: only the
@@ -15,7 +15,7 @@
  * the assistant).  Blank lines are skipped; anything else that is not one
  * of these forms is the user's to fix, reported as FILE:LINE with exit
  * status 2, before a single shard is written. */
-#include "io/data.h"
+#include "data/data.h"
 
 #include "base/log.h"
 

@@ -7,11 +7,11 @@
  * PreTrainedTokenizerFast, which reads tokenizer.json as it is).  Every
  * file is written atomically, so an interrupted export leaves no half
  * file that from_pretrained would choke on. */
-#include "io/hf_export.h"
+#include "hf/hf_export.h"
 
 #include "base/files.h"
 #include "base/log.h"
-#include "io/tokenizer.h"
+#include "tok/tokenizer.h"
 
 #include <errno.h>
 #include <jansson.h>

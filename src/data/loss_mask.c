@@ -1,5 +1,5 @@
 /* Loss-mask files: which tokens of instruction data count in the loss, and
- * where each example starts (io/data.h has the format).  prepare writes
+ * where each example starts (data/data.h has the format).  prepare writes
  * one beside each token shard of instruction data; the data reader maps
  * it next to its shard and indexes the examples, because such data is
  * read one example per sequence (no packing: an example never attends to
@@ -7,7 +7,7 @@
  *
  * The mask is a file of its own rather than a bit inside the token file so
  * that the token shards keep llm.c's format, which other tools read. */
-#include "io/data.h"
+#include "data/data.h"
 
 #include "base/files.h"
 #include "base/log.h"

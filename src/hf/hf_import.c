@@ -17,13 +17,13 @@
  * a wrong shape (with a hint when it is the transpose, i.e. a Linear-layout
  * export), a dtype other than F32, F16 or BF16, lm_head.weight in a tied
  * model. */
-#include "io/hf_import.h"
+#include "hf/hf_import.h"
 #include "base/files.h"
 #include "base/dtype.h"
 #include "base/log.h"
 #include "base/stage_dir.h"
 #include "base/test_faults.h"
-#include "io/safetensors_parse.h"
+#include "hf/safetensors_parse.h"
 
 #include <errno.h>
 #include <jansson.h>

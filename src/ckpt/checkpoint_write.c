@@ -8,9 +8,9 @@
  * `latest` never names a directory that is not complete.  Only names the
  * writer itself makes are moved aside or pruned: a FIFO, socket or device
  * at one of them is someone else's and is refused, never touched. */
-#include "io/checkpoint.h"
-#include "io/hf_export.h"
-#include "io/manifest_seal.h"
+#include "ckpt/checkpoint.h"
+#include "hf/hf_export.h"
+#include "ckpt/manifest_seal.h"
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/files.h"

@@ -4,7 +4,7 @@
  * are read, each exactly; any other is refused with one line.  PCRE2
  * compiles the pre-tokenisers' regexes (UTF and Unicode-property mode, JIT
  * where available), so the patterns the file names are the ones that run. */
-#include "io/tokenizer_impl.h"
+#include "tok/tokenizer_impl.h"
 
 #include "base/log.h"
 

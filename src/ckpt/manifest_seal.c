@@ -1,5 +1,5 @@
 /* The manifest's own checksum (see manifest_seal.h). */
-#include "io/manifest_seal.h"
+#include "ckpt/manifest_seal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

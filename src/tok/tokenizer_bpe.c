@@ -12,7 +12,7 @@
  *
  * Words are cached (the library caches too): most words of a text repeat,
  * and a cache hit costs one hash lookup.  Caching never changes a result. */
-#include "io/tokenizer_impl.h"
+#include "tok/tokenizer_impl.h"
 
 #include "base/log.h"
 

@@ -4,7 +4,7 @@
  * range-checked before it is used in arithmetic, and all arithmetic on them
  * is overflow-checked, so no input can make the caller read outside the
  * data section. */
-#include "io/safetensors_parse.h"
+#include "hf/safetensors_parse.h"
 #include "base/log.h"
 
 #include <jansson.h>

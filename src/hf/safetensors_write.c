@@ -3,7 +3,7 @@
  * to {dtype, shape, data_offsets [begin, end)} relative to the data that
  * follows, plus an optional "__metadata__" object.  Reading is in
  * safetensors_parse.c (the header) and hf_import.c (the tensors). */
-#include "io/safetensors_write.h"
+#include "hf/safetensors_write.h"
 #include "base/files.h"
 #include "base/log.h"
 

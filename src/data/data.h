@@ -111,7 +111,7 @@ void st_dataset_eval_window(const st_dataset *ds, int64_t i, int32_t *out);
  * OUT_PREFIX_train_NNNNNN.bin and OUT_PREFIX_val_NNNNNN.bin, the last
  * val_fraction of the tokens going to val, at most shard_tokens per file.
  * tokenizer NULL: byte level (token = byte, vocab 256, version 1 uint16);
- * else a tokenizer.json or a directory holding one (io/tokenizer.h), the
+ * else a tokenizer.json or a directory holding one (tok/tokenizer.h), the
  * shards version 1 when the vocabulary is at most 65,536 ids, else
  * version 7 (uint32).  jsonl: the input is JSON lines with a "text" field,
  * each a document encoded on its own (the tokenizer's template, a BOS, at

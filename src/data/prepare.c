@@ -2,7 +2,7 @@
  * turn a plain text file into train and val shards, either with the
  * byte-level tokeniser (token = byte value, vocabulary 256), so a demo or
  * a test needs no external tokeniser, or with a model's Hugging Face
- * tokenizer.json (io/tokenizer.h), the whole file encoded as one text as
+ * tokenizer.json (tok/tokenizer.h), the whole file encoded as one text as
  * the library's encode(text) does, or, for JSONL, each document on its own
  * (prepare_jsonl.c).  Shards are uint16 (version 1) when
  * every id fits, uint32 (version 7) for larger vocabularies such as
@@ -14,8 +14,8 @@
  * fall on example boundaries, since it is read one example per sequence.
  * A run that fails part-way removes both splits' shards, its own and an
  * earlier run's, rather than leave a partial or mixed set for a glob. */
-#include "io/data.h"
-#include "io/tokenizer.h"
+#include "data/data.h"
+#include "tok/tokenizer.h"
 
 #include "base/files.h"
 #include "base/log.h"
@@ -310,7 +310,7 @@ static int check_outputs(const char *out_prefix)
 }
 
 /* The tokens to write: bytes (byte level) or ids (a tokenizer), and for
- * instruction data the loss mask (io/data.h), one entry per token. */
+ * instruction data the loss mask (data/data.h), one entry per token. */
 typedef struct {
     const unsigned char *bytes;
     const uint32_t *ids;

@@ -2,13 +2,13 @@
  * PEFT's: each adapted module M gets M.lora_A.weight [r, in] and
  * M.lora_B.weight [out, r] under base_model.model., for GPT-2's Conv1D
  * too (PEFT then sets fan_in_fan_out, and the merge adds the transpose). */
-#include "io/lora_files.h"
+#include "hf/lora_files.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "config/config.h"
-#include "io/hf_export.h"
-#include "io/hf_import.h"
-#include "io/safetensors_write.h"
+#include "hf/hf_export.h"
+#include "hf/hf_import.h"
+#include "hf/safetensors_write.h"
 
 #include <jansson.h>
 #include <stdio.h>

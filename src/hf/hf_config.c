@@ -10,8 +10,8 @@
  * well-known default that changes the model (tie_word_embeddings,
  * num_key_value_heads, rope_theta, n_inner), which then applies. */
 #include "base/files.h"
-#include "io/hf_import.h"
-#include "io/safetensors_parse.h"
+#include "hf/hf_import.h"
+#include "hf/safetensors_parse.h"
 #include "base/log.h"
 
 #include <errno.h>

@@ -2,7 +2,7 @@
  * its one-line messages, whose wording says whether the file is malformed
  * (not a valid tokenizer.json) or valid but of a kind shardtrain does not
  * reproduce, and the few JSON accessors with the library's defaults. */
-#include "io/tokenizer_impl.h"
+#include "tok/tokenizer_impl.h"
 
 #include "base/log.h"
 
