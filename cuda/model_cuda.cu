@@ -1,5 +1,6 @@
 /* The model's units on the GPU (cuda/model_cuda.h): src/kernels/cpu_model.c's
- * embedding and head here, the block in cuda/model_block.cu, transcribed
+ * embedding and head here, the block in cuda/model_gpt2.cu and
+ * cuda/model_llama.cu (dispatched by cuda/model_common.cu), transcribed
  * op for op onto the kernels of cuda/ops.h and cuda/attention.h.  Each function body is written once as
  * a template over the storage type S (float, or uint16_t bf16 words) and
  * keeps the CPU's order of operations and buffer reuse, so that the two
@@ -25,7 +26,7 @@ size_t layout_acts(st_cuda_block_acts *a, const st_model *m, int64_t B, int dtyp
                    void *mem)
 {
     const int64_t N = B * m->T, C = m->C, F = m->F;
-    const int64_t fc = m->arch == ST_ARCH_LLAMA ? 2 * F : F;
+    const int64_t fc = arch_of(m).gated_mlp ? 2 * F : F;
     const size_t es = elem_bytes(dtype);
     Carve c(mem);
     a->ln1 = c.take_bytes(N * C * es);
@@ -84,7 +85,7 @@ cudaError_t embed_forward_t(const st_model *m, const S *p, const int32_t *tokens
                             int64_t B, S *out, st_cuda_model_ctx *x)
 {
     /* gpt2's unit is [wpe, wte], llama's [embed_tokens] (model.c). */
-    const S *wpe = m->arch == ST_ARCH_GPT2 ? p : nullptr;
+    const S *wpe = arch_of(m).wpe ? p : nullptr;
     return embed_forward(out, p + st_model_wte_offset(m), wpe, tokens, B, m->T, m->C,
                          x->stream);
 }
@@ -93,7 +94,7 @@ template <class S>
 cudaError_t embed_backward_t(const st_model *m, float *g, const int32_t *tokens,
                              int64_t B, const S *dout, st_cuda_model_ctx *x)
 {
-    float *dwpe = m->arch == ST_ARCH_GPT2 ? g : nullptr;
+    float *dwpe = arch_of(m).wpe ? g : nullptr;
     /* The sort's workspace lives in the context, grown on first use (or for
      * a larger batch): the engine's scratch is not passed to this unit.
      * cudaFree waits for the device, so a block still in use is safe. */
@@ -139,7 +140,7 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
                    float grad_scale, S *din, float *logits_out, void *scratch,
                    double *loss_sum, st_cuda_model_ctx *x)
 {
-    const int gpt2 = m->arch == ST_ARCH_GPT2;
+    const ArchTraits &t = arch_of(m);
     const int hu = st_model_head_unit(m);
     const int64_t N = B * m->T, C = m->C, V = m->V;
     const int backward = grad_scale != 0.0f;
@@ -149,12 +150,12 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     const S *normw = tp(m, hu, 0, head_p);
     /* Output weight [V, C]: the head's own, or the tied token embedding. */
     const int64_t wte = st_model_wte_offset(m);
-    const S *Wout = m->tied ? embed_p + wte : tp(m, hu, gpt2 ? 2 : 1, head_p);
+    const S *Wout = m->tied ? embed_p + wte : tp(m, hu, t.head_out, head_p);
     float *dWout = !backward ? nullptr
                    : m->tied ? (embed_g ? embed_g + wte : nullptr) /* NULL: frozen */
-                             : tg(m, hu, gpt2 ? 2 : 1, head_g);
+                             : tg(m, hu, t.head_out, head_g);
 
-    if (gpt2)
+    if (t.layernorm)
         TRY(layernorm_forward(sc.xn, sc.mean, sc.rstd, in, normw, tp(m, hu, 1, head_p), N,
                               C, m->eps, s));
     else
@@ -187,7 +188,7 @@ cudaError_t head_t(const st_model *m, const S *head_p, const S *embed_p, float *
     }
     if (backward) {
         TRY(cudaMemsetAsync(din, 0, sizeof(S) * (size_t)(N * C), s));
-        if (gpt2)
+        if (t.layernorm)
             TRY(layernorm_backward(din, (const S *)nullptr, tg(m, hu, 0, head_g),
                                    tg(m, hu, 1, head_g), sc.dxn, in, normw, sc.mean, sc.rstd,
                                    N, C, sc.red_ws, s));
@@ -211,7 +212,7 @@ cudaError_t st_cuda_model_ctx_create(st_cuda_model_ctx **ctx, const st_model *m,
         return cudaErrorMemoryAllocation;
     x->stream = stream;
     cudaError_t e = st_cuda_gemm_create(&x->gemm, gemm_workspace_bytes);
-    if (e == cudaSuccess && m->arch == ST_ARCH_LLAMA && m->rope_cos) {
+    if (e == cudaSuccess && arch_of(m).rope && m->rope_cos) {
         const size_t bytes = sizeof(float) * (size_t)(m->T * (m->hd / 2));
         e = cudaMalloc(&x->rope_cos, bytes);
         if (e == cudaSuccess)

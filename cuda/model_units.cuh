@@ -1,10 +1,11 @@
 /* What cuda/model_cuda.cu (the context, the embedding and the head) and
- * cuda/model_block.cu (the transformer block) share: the tensor order of a
+ * the block files (cuda/model_common.cu, model_gpt2.cu, model_llama.cu)
+ * share: the architectures' traits, the tensor order of a
  * block unit, the carving of one allocation into buffers, the block's
  * scratch layout (the scratch size query needs it too), and the ops of
  * cuda/ops.h and attention.h overloaded on the storage type S, with the
  * products (plain, and with cuBLASLt epilogues) the units are made of.
- * Internal to those two files: everything is in an anonymous namespace,
+ * Internal to those files: everything is in an anonymous namespace,
  * so each translation unit has its own copy of these small functions. */
 #ifndef ST_CUDA_MODEL_UNITS_CUH
 #define ST_CUDA_MODEL_UNITS_CUH
@@ -20,6 +21,24 @@ namespace {
 enum { G_LN1W, G_LN1B, G_ATTW, G_ATTB, G_CPRW, G_CPRB, G_LN2W, G_LN2B,
        G_FCW, G_FCB, G_PRJW, G_PRJB };
 enum { L_NORM1, L_Q, L_K, L_V, L_O, L_NORM2, L_GATE, L_UP, L_DOWN };
+
+/* What the architecture-neutral code (the embedding, the head, the
+ * buffer layouts) needs to know of an architecture, one row per enum
+ * st_arch (C++ has no array designators: the order is checked). */
+struct ArchTraits {
+    bool layernorm;   /* LayerNorm with bias (mean kept) rather than RMSNorm */
+    bool gated_mlp;   /* fc holds [gate | up], 2F wide, rather than F */
+    bool rope;        /* the context keeps the RoPE tables on the device */
+    bool wpe;         /* the embedding unit is [wpe, wte] rather than [wte] */
+    int head_out;     /* the untied output weight's index in the head unit */
+    int pre_act_lora; /* the LoRA target added before the activation, -1 none */
+};
+static_assert(ST_ARCH_GPT2 == 0 && ST_ARCH_LLAMA == 1, "kArchTraits follows enum st_arch");
+const ArchTraits kArchTraits[] = {
+    /* GPT-2 */ {true, false, false, true, 2, 2},
+    /* Llama */ {false, true, true, false, 1, -1},
+};
+inline const ArchTraits &arch_of(const st_model *m) { return kArchTraits[m->arch]; }
 
 /* cudaMalloc alignment; also the largest alignment cuBLASLt asks about. */
 const size_t kAlign = 256;
@@ -62,7 +81,7 @@ struct Carve {
 
 inline size_t elem_bytes(int dtype) { return dtype == ST_CUDA_BF16 ? 2 : 4; }
 
-/* LoRA adapters' buffers (model_block.cu), reused by each target in turn:
+/* LoRA adapters' buffers (model_common.cuh), reused by each target in turn:
  * the rank-sized products keep their [rows, rank] results at a row stride
  * of the rank rounded up to a multiple of 8 (rp), so that every row stride
  * is 16 bytes in bf16 and fp32 alike (the fast path of cuda/gemm_check.h)
@@ -79,7 +98,7 @@ template <class S> struct LoraScratch {
     S *xa, *dxa;          /* [N, rp] times scale in S (fp32 mode: xa32, dxa32) */
     S *Bp;                /* [widest out, rp] */
     float *dBp;           /* [widest out, rp] */
-    S *lo;                /* [N, F] gpt2 c_fc's adapter output, added before GELU */
+    S *lo;                /* [N, F] the pre-activation target's output (GPT-2 c_fc) */
 };
 inline int64_t lora_rank_padded(const st_model *m) { return (m->lora.rank + 7) / 8 * 8; }
 template <class S>
@@ -107,7 +126,8 @@ void layout_lora_scratch(LoraScratch<S> *l, const st_model *m, int64_t B, Carve 
     l->dxa = f32 ? (S *)l->dxa32 : c.take<S>(N * rp);
     l->Bp = c.take<S>(out * rp);
     l->dBp = c.take<float>(out * rp);
-    if (m->arch == ST_ARCH_GPT2 && m->lora.a_off[2] >= 0)
+    const int pre = arch_of(m).pre_act_lora;
+    if (pre >= 0 && m->lora.a_off[pre] >= 0)
         l->lo = c.take<S>(N * m->F);
 }
 
@@ -124,7 +144,7 @@ template <class S>
 size_t layout_block_scratch(BlockScratch<S> *s, const st_model *m, int64_t B, void *mem)
 {
     const int64_t N = B * m->T, C = m->C, F = m->F;
-    const int64_t fcw = m->arch == ST_ARCH_LLAMA ? 2 * F : F;
+    const int64_t fcw = arch_of(m).gated_mlp ? 2 * F : F;
     Carve c(mem);
     s->d_act = c.take<S>(N * F);
     s->d_fc = c.take<S>(N * fcw);

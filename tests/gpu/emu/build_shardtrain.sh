@@ -63,7 +63,7 @@ objs="$objs $tmp/devmem.o $tmp/streams.o $tmp/races.o $tmp/nccl_waits.o $tmp/ncc
 
 # EMU_COVERAGE: emu.sh's gcov instrumentation of the kernels (coverage.sh).
 . "$emu/emu.sh"
-for f in elementwise embedding casts norms xent attention attention_tc model_cuda model_block adamw reduce; do
+for f in elementwise embedding casts norms xent attention attention_tc model_cuda model_common model_gpt2 model_llama adamw reduce; do
     python3 "$emu/transform.py" "$top/cuda/$f.cu" > "$tmp/${f}_emu.cpp"
     # shellcheck disable=SC2046 # the flags are several words
     nice -n 10 g++ -std=c++20 -O2 -w $(emu_cov_flags) -include "$emu/shim.h" -I"$cuda/include" \

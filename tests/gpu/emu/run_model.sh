@@ -15,7 +15,7 @@ set -eu
 . "${1:-.}/tests/gpu/emu/emu.sh"
 emu_setup "${1:-.}" "${2:-}"
 emu_flags=-fopenmp
-emu_kernels elementwise embedding casts norms xent attention attention_tc model_cuda model_block
+emu_kernels elementwise embedding casts norms xent attention attention_tc model_cuda model_common model_gpt2 model_llama
 emu_test test_cuda_model
 emu_gemm_host
 # shellcheck disable=SC2086
