@@ -37,7 +37,7 @@ extern "C" {
 /* ---- elementwise (cuda/elementwise.cu) ---------------------------------- */
 
 /* A GPT-2 layer's bias add and GELU have no kernels of their own: they are
- * epilogues of the products (st_cuda_gemm_ex below; cuda/model_block.cu). */
+ * epilogues of the products (st_cuda_gemm_ex below; cuda/model_gpt2.cu, cuda/model_llama.cu). */
 
 /* dbias[c] += sum_n dout[n,c]  (dbias is float in both modes).  A two-stage
  * column sum (fixed row chunks, then a fixed tree over the chunks), so ws

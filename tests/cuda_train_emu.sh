@@ -22,7 +22,7 @@
 # ignored by the loss) give the CPU's losses and weights.  A few minutes
 # on two cores.  Four ranks on the one device (full_shard, and hybrid_shard
 # 2 x 2) match one rank within 1e-5.  LoRA (rank 4, alpha 12, every target,
-# dropout 0.1; cuda/model_block.cu's adapters over a frozen base) matches
+# dropout 0.1; cuda/model_common.cu's adapters over a frozen base) matches
 # the CPU backend as above, the adapters (final/adapter) and the gradient
 # norm compared on their own too, in fp32 and bf16 for gpt2 and llama, and
 # on 2 ranks full_shard matches 1 rank; gpt2 fp32 without dropout too
@@ -279,7 +279,7 @@ for arch in gpt2 llama; do
     fi
 done
 # LoRA without dropout: the adapters read the layer's input itself and
-# add their dx straight into the base's (model_block.cu's other branch,
+# add their dx straight into the base's (model_common.cu's other branch,
 # which make coverage-cuda found no test ran; docs/gpu.md).
 run cpu_lora0_gpt2 "$SHARDTRAIN" 1 "$TMP/lora_gpt2.ini" -s train.device=cpu -s lora.dropout=0
 run emu_lora0_gpt2 "$EMU" 1 "$TMP/lora_gpt2.ini" -s train.device=cuda -s lora.dropout=0

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* The hash and the uniform draw are also inline below, for device code:
- * nvcc compiles them for the GPU (cuda/model_block.cu's LoRA dropout mask)
+ * nvcc compiles them for the GPU (cuda/model_common.cu's LoRA dropout mask)
  * from this same text, so both sides draw bit-identical numbers; rng.c's
  * exported functions are these inline bodies. */
 #if defined(__CUDACC__)

@@ -37,7 +37,7 @@
 
 /* The fused attention kernels (cuda/attention.h) are written for two head
  * widths; say so before any work rather than fail at the first block.
- * LoRA adapters run in the CUDA units too (cuda/model_block.cu). */
+ * LoRA adapters run in the CUDA units too (cuda/model_common.cu). */
 int st_kernels_cuda_check(const st_config *cfg)
 {
     const int64_t hd = cfg->model.d_model / cfg->model.n_head;

@@ -116,7 +116,7 @@ int st_model_add_lora(st_model *m, const st_lora_config *lc);
  * in block `layer` at optimizer step `step`: kept when a uniform draw from
  * (seed, where, element) is at least `dropout`.  kernels/lora_args.h's st_lora_keep
  * wraps it; inline and host/device (base/rng.h) so that the CUDA kernels
- * (cuda/model_block.cu) compute the same mask from the same text. */
+ * (cuda/model_common.cu) compute the same mask from the same text. */
 static inline ST_RNG_HD int st_lora_keep_at(uint64_t seed, int64_t layer, int target,
                                             uint64_t step, int64_t first_seq, int64_t T,
                                             int64_t n, int64_t col, int64_t width,
